@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's test command: sets up a bare machine, builds, and runs every test twice — once
+# in the release build, once under AddressSanitizer + UndefinedBehaviorSanitizer.
+#
+#   scripts/test.sh            # everything (what CI runs)
+#   scripts/test.sh -L unit    # extra arguments go to ctest, e.g. one label
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+bash scripts/setup.sh
+
+jobs=$(nproc)
+status=0
+for preset in release asan; do
+  echo "=== build: $preset"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+  echo "=== test: $preset"
+  if ! ctest --preset "$preset" "$@"; then
+    status=1
+  fi
+done
+exit $status

@@ -1,0 +1,292 @@
+#include "child_process.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace pgoutbox::test {
+namespace {
+
+// Live process groups, read by the signal handler (only lock-free atomics there).
+constexpr std::size_t kMaxGroups = 64;
+std::array<std::atomic<pid_t>, kMaxGroups> g_groups{};
+
+// Scratch directories, removed by the signal handler too (an interrupted run leaves nothing).
+constexpr std::size_t kMaxScratch = 32;
+constexpr std::size_t kMaxPath = 256;
+std::array<std::atomic<bool>, kMaxScratch> g_scratch_used{};
+std::array<std::array<char, kMaxPath>, kMaxScratch> g_scratch_paths{};
+
+void kill_all_groups_and_die(int sig) {
+  for (auto& group : g_groups) {
+    const pid_t pgid = group.load();
+    if (pgid > 0) {
+      ::kill(-pgid, SIGCONT);
+      ::kill(-pgid, SIGKILL);
+    }
+  }
+  for (auto& group : g_groups) {
+    const pid_t pgid = group.load();
+    if (pgid > 0) ::waitpid(pgid, nullptr, 0);
+  }
+  // fork, execv and waitpid are async-signal-safe; the paths were copied in at creation.
+  std::array<char*, kMaxScratch + 3> argv{};
+  std::size_t n = 0;
+  static char rm[] = "/bin/rm";
+  static char flags[] = "-rf";
+  argv[n++] = rm;
+  argv[n++] = flags;
+  for (std::size_t i = 0; i < kMaxScratch; ++i) {
+    if (g_scratch_used[i].load()) argv[n++] = g_scratch_paths[i].data();
+  }
+  if (n > 2) {
+    const pid_t rm_pid = ::fork();
+    if (rm_pid == 0) {
+      ::execv(rm, argv.data());
+      ::_exit(127);
+    }
+    if (rm_pid > 0) ::waitpid(rm_pid, nullptr, 0);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void register_scratch(const std::string& path) {
+  if (path.size() >= kMaxPath) return;
+  for (std::size_t i = 0; i < kMaxScratch; ++i) {
+    if (!g_scratch_used[i].load()) {
+      std::copy(path.begin(), path.end(), g_scratch_paths[i].begin());
+      g_scratch_paths[i][path.size()] = '\0';
+      g_scratch_used[i].store(true);
+      return;
+    }
+  }
+}
+
+void unregister_scratch(const std::string& path) {
+  for (std::size_t i = 0; i < kMaxScratch; ++i) {
+    if (g_scratch_used[i].load() && path == g_scratch_paths[i].data()) {
+      g_scratch_used[i].store(false);
+      return;
+    }
+  }
+}
+
+void install_cleanup_handlers() {
+  static const bool installed = [] {
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction action {};
+      action.sa_handler = kill_all_groups_and_die;
+      sigemptyset(&action.sa_mask);
+      ::sigaction(sig, &action, nullptr);
+    }
+    return true;
+  }();
+  (void)installed;
+}
+
+void register_group(pid_t pgid) {
+  for (auto& group : g_groups) {
+    pid_t expected = 0;
+    if (group.compare_exchange_strong(expected, pgid)) return;
+  }
+  throw std::runtime_error("too many service processes");
+}
+
+void unregister_group(pid_t pgid) {
+  for (auto& group : g_groups) {
+    pid_t expected = pgid;
+    if (group.compare_exchange_strong(expected, 0)) return;
+  }
+}
+
+[[noreturn]] void child_fail(const char* what) {
+  const char* reason = std::strerror(errno);
+  [[maybe_unused]] auto n = ::write(STDERR_FILENO, what, std::strlen(what));
+  n = ::write(STDERR_FILENO, ": ", 2);
+  n = ::write(STDERR_FILENO, reason, std::strlen(reason));
+  n = ::write(STDERR_FILENO, "\n", 1);
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::optional<RunAs> service_account() {
+  if (::geteuid() != 0) return std::nullopt;
+  for (const char* name : {"postgres", "nobody"}) {
+    if (const passwd* pw = ::getpwnam(name)) return RunAs{pw->pw_uid, pw->pw_gid, name};
+  }
+  throw std::runtime_error("running as root, but neither a 'postgres' nor a 'nobody' account exists");
+}
+
+ChildProcess::ChildProcess(Options options) {
+  if (options.argv.empty()) throw std::invalid_argument("ChildProcess: empty argv");
+  install_cleanup_handlers();
+
+  // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
+  std::vector<char*> argv;
+  for (auto& arg : options.argv) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  for (auto& extra : options.extra_env) env_storage.push_back(extra);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  const int log_fd = ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) throw std::runtime_error("cannot open " + options.log_path + ": " + std::strerror(errno));
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    ::close(devnull);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(devnull, STDIN_FILENO);
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+    if (options.run_as) {
+      // Raw syscalls: glibc's wrappers coordinate threads, which a forked child doesn't have.
+      if (::syscall(SYS_setgroups, 0, nullptr) != 0) child_fail("setgroups");
+      if (::syscall(SYS_setgid, options.run_as->gid) != 0) child_fail("setgid");
+      if (::syscall(SYS_setuid, options.run_as->uid) != 0) child_fail("setuid");
+    }
+    // After the uid change, which would clear it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(126);
+    ::execve(argv[0], argv.data(), envp.data());
+    child_fail(argv[0]);
+  }
+  ::close(log_fd);
+  ::close(devnull);
+  ::setpgid(pid, pid);  // also from the parent, so that the group exists before we signal it
+  pid_ = pid;
+  register_group(pid_);
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept : pid_(other.pid_), status_(other.status_) {
+  other.pid_ = -1;
+}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    kill_and_reap();
+    pid_ = other.pid_;
+    status_ = other.status_;
+    other.pid_ = -1;
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() { kill_and_reap(); }
+
+bool ChildProcess::running() {
+  if (pid_ <= 0 || status_) return false;
+  int status = 0;
+  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    status_ = status;
+    return false;
+  }
+  return true;
+}
+
+void ChildProcess::signal_group(int sig) const {
+  if (pid_ > 0) ::kill(-pid_, sig);
+}
+
+void ChildProcess::signal_leader(int sig) const {
+  if (pid_ > 0 && !status_) ::kill(pid_, sig);
+}
+
+std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running()) {
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status_;
+}
+
+void ChildProcess::kill_and_reap() {
+  if (pid_ <= 0) return;
+  signal_group(SIGCONT);
+  signal_group(SIGKILL);
+  if (!status_) {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    status_ = status;
+  }
+  release();
+}
+
+void ChildProcess::release() {
+  unregister_group(pid_);
+  pid_ = -1;
+}
+
+ScratchDir::ScratchDir(const std::string& prefix, const std::optional<RunAs>& owner) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pgoutbox-" + prefix + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern + ": " + std::strerror(errno));
+  path_ = pattern;
+  install_cleanup_handlers();
+  register_scratch(path_);
+  if (owner && ::chown(path_.c_str(), owner->uid, owner->gid) != 0) {
+    throw std::runtime_error("chown " + path_ + ": " + std::strerror(errno));
+  }
+}
+
+ScratchDir::~ScratchDir() {
+  unregister_scratch(path_);
+  if (std::getenv("PGOUTBOX_KEEP_SCRATCH") != nullptr) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("cannot find a free port");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace pgoutbox::test

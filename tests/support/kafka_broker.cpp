@@ -1,0 +1,171 @@
+#include "kafka_broker.h"
+
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "eventually.h"
+
+namespace pgoutbox::test {
+namespace {
+
+std::string kafka_libs() {
+  if (const char* dir = std::getenv("PGOUTBOX_KAFKA_LIBS"); dir != nullptr && *dir != '\0') return dir;
+  return PGOUTBOX_KAFKA_LIBS;
+}
+
+std::string java_binary() {
+  if (const char* home = std::getenv("JAVA_HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/bin/java";
+  }
+  return PGOUTBOX_JAVA;  // found on PATH at configure time
+}
+
+// A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (as StorageTool makes).
+std::string random_cluster_id() {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::random_device rd;
+  std::array<unsigned char, 16> bytes{};
+  for (auto& b : bytes) b = static_cast<unsigned char>(rd());
+  std::string out;
+  unsigned bits = 0;
+  int nbits = 0;
+  for (const unsigned char b : bytes) {
+    bits = (bits << 8) | b;
+    nbits += 8;
+    while (nbits >= 6) {
+      out.push_back(kAlphabet[(bits >> (nbits - 6)) & 63U]);
+      nbits -= 6;
+    }
+  }
+  if (nbits > 0) out.push_back(kAlphabet[(bits << (6 - nbits)) & 63U]);
+  return out;
+}
+
+std::string tail_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream all;
+  all << in.rdbuf();
+  const std::string text = all.str();
+  return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
+}
+
+std::vector<std::string> java_argv(const std::string& scratch, const std::string& main_class) {
+  return {java_binary(),
+          "-Xms128m",
+          "-Xmx768m",
+          "-XX:+UseSerialGC",
+          "-XX:TieredStopAtLevel=1",
+          "-Djava.awt.headless=true",
+          "-Dlog4j2.configurationFile=" PGOUTBOX_KAFKA_LOG4J,
+          "-Djava.io.tmpdir=" + scratch,
+          "-cp",
+          kafka_libs() + "/*",
+          main_class};
+}
+
+}  // namespace
+
+KafkaBroker::KafkaBroker()
+    : scratch_("kafka", std::nullopt),
+      log_path_(scratch_.path() + "/broker.log"),
+      config_path_(scratch_.path() + "/server.properties"),
+      port_(free_loopback_port()),
+      controller_port_(free_loopback_port()) {
+  std::ofstream conf(config_path_, std::ios::trunc);
+  conf << "process.roles=broker,controller\n"
+       << "node.id=1\n"
+       << "controller.quorum.voters=1@127.0.0.1:" << controller_port_ << "\n"
+       << "listeners=PLAINTEXT://127.0.0.1:" << port_ << ",CONTROLLER://127.0.0.1:" << controller_port_ << "\n"
+       << "advertised.listeners=PLAINTEXT://127.0.0.1:" << port_ << "\n"
+       << "controller.listener.names=CONTROLLER\n"
+       << "inter.broker.listener.name=PLAINTEXT\n"
+       << "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
+       << "log.dirs=" << scratch_.path() << "/data\n"
+       << "num.partitions=1\n"
+       << "auto.create.topics.enable=true\n"
+       << "offsets.topic.replication.factor=1\n"
+       << "offsets.topic.num.partitions=4\n"
+       << "transaction.state.log.replication.factor=1\n"
+       << "transaction.state.log.min.isr=1\n"
+       << "share.coordinator.state.topic.replication.factor=1\n"
+       << "share.coordinator.state.topic.min.isr=1\n"
+       << "group.initial.rebalance.delay.ms=0\n"
+       << "log.flush.interval.messages=9223372036854775807\n";
+  conf.close();
+
+  auto argv = java_argv(scratch_.path(), "kafka.tools.StorageTool");
+  for (const char* arg : {"format", "--ignore-formatted", "-t"}) argv.emplace_back(arg);
+  argv.push_back(random_cluster_id());
+  argv.emplace_back("-c");
+  argv.push_back(config_path_);
+  ChildProcess format({.argv = argv, .log_path = scratch_.path() + "/format.log", .run_as = std::nullopt, .extra_env = {}});
+  const auto status = format.wait(std::chrono::seconds(120));
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    throw std::runtime_error("kafka storage format failed:\n" + tail_of(scratch_.path() + "/format.log"));
+  }
+  start();
+}
+
+KafkaBroker::~KafkaBroker() { server_.kill_and_reap(); }
+
+void KafkaBroker::start() {
+  if (running()) return;
+  auto argv = java_argv(scratch_.path(), "kafka.Kafka");
+  argv.push_back(config_path_);
+  server_ = ChildProcess({.argv = argv, .log_path = log_path_, .run_as = std::nullopt, .extra_env = {}});
+  const bool ready = eventually(
+      [&] {
+        if (!server_.running()) throw std::runtime_error("kafka exited during start:\n" + tail_of(log_path_));
+        return answers_metadata(std::chrono::milliseconds(1000));
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
+  if (!ready) throw std::runtime_error("kafka did not answer metadata in 120 s:\n" + tail_of(log_path_));
+}
+
+void KafkaBroker::stop() {
+  if (!running()) return;
+  server_.signal_group(SIGCONT);
+  server_.signal_leader(SIGTERM);
+  if (!server_.wait(std::chrono::seconds(60))) {
+    throw std::runtime_error("kafka did not stop in 60 s:\n" + tail_of(log_path_));
+  }
+  server_.kill_and_reap();
+}
+
+void KafkaBroker::kill9() { server_.kill_and_reap(); }
+void KafkaBroker::pause() { server_.signal_group(SIGSTOP); }
+void KafkaBroker::resume() { server_.signal_group(SIGCONT); }
+bool KafkaBroker::running() { return server_.running(); }
+
+std::string KafkaBroker::bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
+
+bool KafkaBroker::answers_metadata(std::chrono::milliseconds timeout) const {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap().c_str(), err, sizeof err);
+  rd_kafka_conf_set(conf, "log_level", "0", err, sizeof err);
+  rd_kafka_conf_set(conf, "reconnect.backoff.ms", "10", err, sizeof err);
+  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err),
+                                                              &rd_kafka_destroy);
+  if (!rk) {
+    rd_kafka_conf_destroy(conf);
+    return false;
+  }
+  const rd_kafka_metadata_t* md = nullptr;
+  const auto rc = rd_kafka_metadata(rk.get(), 1, nullptr, &md, static_cast<int>(timeout.count()));
+  if (rc != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+  const bool has_broker = md->broker_cnt > 0;
+  rd_kafka_metadata_destroy(md);
+  return has_broker;
+}
+
+}  // namespace pgoutbox::test

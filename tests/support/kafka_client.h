@@ -1,0 +1,49 @@
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgoutbox::test {
+
+struct RdKafkaDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+using RdKafkaPtr = std::unique_ptr<rd_kafka_t, RdKafkaDeleter>;
+
+// Builds a client from properties; throws naming the bad property. `log` receives librdkafka's
+// log lines (fac, text) when set.
+RdKafkaPtr make_client(rd_kafka_type_t type, const std::map<std::string, std::string>& props,
+                       std::function<void(const std::string&, const std::string&)> log = {});
+
+// One record as a test reads it back from Kafka.
+struct ConsumedRecord {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> value;  // nullopt for a tombstone
+  std::vector<std::pair<std::string, std::string>> headers;
+  int64_t timestamp_ms = 0;
+
+  std::optional<std::string> header(const std::string& name) const;
+};
+
+// Reads every record of `topic` from the beginning, by assignment (no group), until the end
+// offsets observed at the call or `expected` records, whichever comes later, or the timeout.
+std::vector<ConsumedRecord> read_topic(const std::string& bootstrap, const std::string& topic,
+                                       std::size_t expected, std::chrono::milliseconds timeout);
+
+// Creates a topic with the admin API and waits for the result.
+void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
+                  const std::map<std::string, std::string>& config = {});
+
+ConsumedRecord to_record(const rd_kafka_message_t* msg);
+
+}  // namespace pgoutbox::test

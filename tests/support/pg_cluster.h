@@ -1,0 +1,74 @@
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "child_process.h"
+
+namespace pgoutbox::test {
+
+struct PgConnDeleter {
+  void operator()(PGconn* conn) const { PQfinish(conn); }
+};
+using PgConnPtr = std::unique_ptr<PGconn, PgConnDeleter>;
+
+// A throwaway PostgreSQL 15 cluster for tests: initdb into a scratch directory, a free port on
+// 127.0.0.1, wal_level=logical, fsync on. Runs the server as an unprivileged account when the
+// tests run as root. Can be stopped, crashed, frozen and restarted mid-test.
+class PgCluster {
+ public:
+  enum class Stop { smart, fast, immediate };
+
+  // `settings` are extra postgresql.conf lines (name → value), applied at every start.
+  explicit PgCluster(std::map<std::string, std::string> settings = {});
+  ~PgCluster();
+  PgCluster(const PgCluster&) = delete;
+  PgCluster& operator=(const PgCluster&) = delete;
+
+  void start();
+  void stop(Stop mode = Stop::fast);
+  void kill9();   // the whole server dies at once, like a crash
+  void pause();   // SIGSTOP to every server process
+  void resume();  // SIGCONT
+  void restart(Stop mode = Stop::fast) {
+    stop(mode);
+    start();
+  }
+  bool running();
+
+  int port() const { return port_; }
+  const std::string& data_dir() const { return data_dir_; }
+  const std::string& log_path() const { return log_path_; }
+  // libpq conninfo for the superuser "postgres" on `dbname`.
+  std::string dsn(const std::string& dbname = "postgres") const;
+
+  PgConnPtr connect(const std::string& dbname = "postgres") const;
+  // Runs SQL (one or more statements) and throws with the server's message on failure.
+  void exec(const std::string& sql, const std::string& dbname = "postgres") const;
+  // The first column of the first row, or nullopt for no row / NULL.
+  std::optional<std::string> query_value(const std::string& sql, const std::string& dbname = "postgres") const;
+  std::vector<std::vector<std::optional<std::string>>> query(const std::string& sql,
+                                                             const std::string& dbname = "postgres") const;
+
+ private:
+  void wait_ready(std::chrono::seconds timeout);
+  std::optional<RunAs> account_;
+  ScratchDir scratch_;
+  std::string data_dir_;
+  std::string log_path_;
+  std::string bindir_;
+  int port_;
+  std::map<std::string, std::string> settings_;
+  ChildProcess server_;
+};
+
+// Runs `sql` on `conn`; throws with the server's message on failure.
+void exec_on(PGconn* conn, const std::string& sql);
+
+}  // namespace pgoutbox::test
