@@ -12,6 +12,11 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -127,6 +132,50 @@ void unregister_group(pid_t pgid) {
   ::_exit(127);
 }
 
+// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process. Tests
+// start and restart services from helper threads (a restart while the main thread streams),
+// so every fork happens on one thread that lives as long as the process.
+class SpawnerThread {
+ public:
+  static SpawnerThread& instance() {
+    static SpawnerThread* spawner = new SpawnerThread();  // never destroyed: outlives all children
+    return *spawner;
+  }
+
+  template <class Fn>
+  auto run(Fn&& fn) -> decltype(fn()) {
+    using R = decltype(fn());
+    std::packaged_task<R()> task(std::forward<Fn>(fn));
+    auto result = task.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back([&task] { task(); });
+    }
+    wake_.notify_one();
+    return result.get();
+  }
+
+ private:
+  SpawnerThread() {
+    std::thread([this] {
+      for (;;) {
+        std::function<void()> job;
+        {
+          std::unique_lock lock(mutex_);
+          wake_.wait(lock, [this] { return !queue_.empty(); });
+          job = std::move(queue_.front());
+          queue_.pop_front();
+        }
+        job();
+      }
+    }).detach();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> queue_;
+};
+
 }  // namespace
 
 std::optional<RunAs> service_account() {
@@ -157,13 +206,9 @@ ChildProcess::ChildProcess(Options options) {
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
 
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(log_fd);
-    ::close(devnull);
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
+  const pid_t pid = SpawnerThread::instance().run([&]() -> pid_t {
+    const pid_t forked = ::fork();
+    if (forked != 0) return forked;
     ::setpgid(0, 0);
     ::dup2(devnull, STDIN_FILENO);
     ::dup2(log_fd, STDOUT_FILENO);
@@ -183,6 +228,11 @@ ChildProcess::ChildProcess(Options options) {
     if (::getppid() != parent) ::_exit(126);
     ::execve(argv[0], argv.data(), envp.data());
     child_fail(argv[0]);
+  });
+  if (pid < 0) {
+    ::close(log_fd);
+    ::close(devnull);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   }
   ::close(log_fd);
   ::close(devnull);

@@ -1,0 +1,111 @@
+#pragma once
+
+// The CopyBoth loop of a logical replication connection, in the shape of pg_recvlogical.c's
+// StreamLogicalLog, driven by Boost.Asio: wait for the socket to be readable, drain
+// PQgetCopyData without blocking, hand each XLogData payload to the handler, answer keepalives
+// that ask for a reply, and send standby status updates on a timer.
+//
+// "Received" and "durable" are different positions (STYLE.md 6). The flush position sent to
+// the server is an input (set_flush), never derived here from what was merely received: the
+// server moves the slot's confirmed_flush to it, and WAL before it may be recycled.
+//
+// Not thread-safe: call everything from the io_context's thread.
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "pgoutbox/lsn.h"
+#include "pgoutbox/replication/connection.h"
+#include "pgoutbox/replication/copy_protocol.h"
+
+namespace pgoutbox::replication {
+
+class StreamHandler {
+ public:
+  virtual ~StreamHandler() = default;
+  // One pgoutput message. data.payload is valid only during the call.
+  virtual void on_data(const XLogData& data) = 0;
+  // Server keepalive: wal_end is the end of the last WAL record the walsender decoded.
+  virtual void on_keepalive(const Keepalive& /*keepalive*/) {}
+};
+
+struct StreamOptions {
+  // Well inside wal_sender_timeout (default 60 s): any client message resets the server's clock.
+  std::chrono::milliseconds status_interval{10'000};
+};
+
+struct StreamEnd {
+  enum class Reason {
+    stopped,        // stop() was called and the server ended the copy cleanly
+    server_closed,  // the server ended the copy on its own (e.g. shutdown)
+    error,          // connection lost or the server reported an error
+  };
+  Reason reason = Reason::stopped;
+  std::string message;
+  std::string sqlstate;
+};
+
+class Stream {
+ public:
+  // `connection` must already be in CopyBoth mode (Connection::start_replication).
+  Stream(boost::asio::io_context& io, Connection& connection, StreamHandler& handler, StreamOptions options = {});
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  // Begins reading; `on_end` is called once, when the stream has ended for any reason.
+  void start(std::function<void(const StreamEnd&)> on_end);
+
+  // The position up to which everything is durably handled. Never decreases: a lower value is
+  // ignored. Sent with the next status update.
+  void set_flush(Lsn lsn);
+  // Sends a status update now (e.g. right after the flush position moved a lot).
+  void send_status_now();
+
+  // Backpressure: while paused nothing is read (the server keeps the WAL and eventually blocks
+  // on its send), but status updates still go out, so the server does not time us out.
+  void pause();
+  void resume();
+  bool paused() const { return paused_; }
+
+  // Clean stop: a last status update, CopyDone, and drain until the server ends the copy.
+  // Messages that arrive after stop() are dropped (never handed to the handler).
+  void stop();
+
+  Lsn received() const { return received_; }
+  Lsn flushed() const { return flush_; }
+
+ private:
+  void wait_readable();
+  void on_readable(const boost::system::error_code& ec);
+  void drain();
+  void handle(std::span<const std::byte> message);
+  void send_status(bool reply_requested);
+  void flush_output();
+  void arm_status_timer();
+  void finish_copy();
+  void end(StreamEnd result);
+
+  boost::asio::io_context& io_;
+  Connection& connection_;
+  StreamHandler& handler_;
+  StreamOptions options_;
+  boost::asio::posix::stream_descriptor socket_;
+  boost::asio::steady_timer status_timer_;
+  std::function<void(const StreamEnd&)> on_end_;
+
+  Lsn received_;
+  Lsn flush_;
+  bool paused_ = false;
+  bool stopping_ = false;
+  bool ended_ = false;
+  bool read_pending_ = false;
+  bool write_pending_ = false;
+  std::chrono::steady_clock::time_point last_status_{};
+};
+
+}  // namespace pgoutbox::replication

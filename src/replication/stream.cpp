@@ -1,0 +1,203 @@
+#include "pgoutbox/replication/stream.h"
+
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+
+namespace pgoutbox::replication {
+namespace {
+
+std::string trimmed_error(PGconn* conn) {
+  std::string s = PQerrorMessage(conn);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+Stream::Stream(boost::asio::io_context& io, Connection& connection, StreamHandler& handler, StreamOptions options)
+    : io_(io),
+      connection_(connection),
+      handler_(handler),
+      options_(options),
+      // A duplicate of libpq's socket: Asio may close its descriptor, libpq keeps its own.
+      socket_(io, ::dup(PQsocket(connection.raw()))),
+      status_timer_(io) {
+  PQsetnonblocking(connection_.raw(), 1);
+}
+
+Stream::~Stream() {
+  boost::system::error_code ignored;
+  status_timer_.cancel();
+  socket_.cancel(ignored);
+  socket_.close(ignored);
+}
+
+void Stream::start(std::function<void(const StreamEnd&)> on_end) {
+  on_end_ = std::move(on_end);
+  last_status_ = std::chrono::steady_clock::now();
+  arm_status_timer();
+  // libpq may already hold bytes that arrived with the START_REPLICATION response.
+  boost::asio::post(io_, [this] { drain(); });
+}
+
+void Stream::set_flush(Lsn lsn) {
+  // Postgres does not check what it is told: a decreasing flush would be accepted and would
+  // move confirmed_flush backwards in memory. Never send one.
+  if (lsn > flush_) flush_ = lsn;
+}
+
+void Stream::send_status_now() {
+  if (!ended_) send_status(false);
+}
+
+void Stream::pause() { paused_ = true; }
+
+void Stream::resume() {
+  if (!paused_) return;
+  paused_ = false;
+  if (!ended_) boost::asio::post(io_, [this] { drain(); });
+}
+
+void Stream::stop() {
+  if (ended_ || stopping_) return;
+  send_status(false);
+  stopping_ = true;
+  if (PQputCopyEnd(connection_.raw(), nullptr) < 0) {
+    end({StreamEnd::Reason::error, "PQputCopyEnd failed: " + trimmed_error(connection_.raw()), ""});
+    return;
+  }
+  flush_output();
+  boost::asio::post(io_, [this] { drain(); });
+}
+
+void Stream::wait_readable() {
+  if (read_pending_ || ended_) return;
+  read_pending_ = true;
+  socket_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [this](const boost::system::error_code& ec) { on_readable(ec); });
+}
+
+void Stream::on_readable(const boost::system::error_code& ec) {
+  read_pending_ = false;
+  if (ended_ || ec == boost::asio::error::operation_aborted) return;
+  if (ec) {
+    end({StreamEnd::Reason::error, "waiting on the replication socket: " + ec.message(), ""});
+    return;
+  }
+  // While paused, leave the bytes in the kernel: reading them into libpq would grow its buffer
+  // without bound (I6). Resume drains and re-arms.
+  if (paused_ && !stopping_) return;
+  if (PQconsumeInput(connection_.raw()) == 0) {
+    end({StreamEnd::Reason::error, "replication connection lost: " + trimmed_error(connection_.raw()), ""});
+    return;
+  }
+  drain();
+}
+
+void Stream::drain() {
+  while (!ended_ && (!paused_ || stopping_)) {
+    char* buffer = nullptr;
+    const int n = PQgetCopyData(connection_.raw(), &buffer, 1);
+    if (n > 0) {
+      const std::span<const std::byte> message(reinterpret_cast<const std::byte*>(buffer), static_cast<std::size_t>(n));
+      if (!stopping_) handle(message);
+      PQfreemem(buffer);
+      continue;
+    }
+    if (n == 0) {
+      // The status update is due even when data never stops arriving.
+      if (std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) send_status(false);
+      wait_readable();
+      return;
+    }
+    if (n == -1) {
+      finish_copy();
+      return;
+    }
+    end({StreamEnd::Reason::error, "reading the replication stream: " + trimmed_error(connection_.raw()), ""});
+    return;
+  }
+}
+
+void Stream::handle(std::span<const std::byte> message) {
+  const auto parsed = parse_copy_message(message);
+  if (!parsed) {
+    end({StreamEnd::Reason::error, "malformed CopyData message from the server", ""});
+    return;
+  }
+  if (const auto* data = std::get_if<XLogData>(&*parsed)) {
+    if (data->start > received_) received_ = data->start;
+    handler_.on_data(*data);
+  } else if (const auto* keepalive = std::get_if<Keepalive>(&*parsed)) {
+    if (keepalive->wal_end > received_) received_ = keepalive->wal_end;
+    handler_.on_keepalive(*keepalive);
+    // Answer at once: the server asks when half of wal_sender_timeout has passed in silence.
+    if (keepalive->reply_requested) send_status(false);
+  }
+  // Other CopyData types are not sent by a logical walsender; ignore them like pg_recvlogical.
+}
+
+void Stream::send_status(bool reply_requested) {
+  if (ended_) return;
+  const auto msg = build_status_update(received_, flush_, flush_, std::chrono::system_clock::now(), reply_requested);
+  if (PQputCopyData(connection_.raw(), reinterpret_cast<const char*>(msg.data()), static_cast<int>(msg.size())) <= 0) {
+    end({StreamEnd::Reason::error, "sending a status update: " + trimmed_error(connection_.raw()), ""});
+    return;
+  }
+  last_status_ = std::chrono::steady_clock::now();
+  flush_output();
+}
+
+void Stream::flush_output() {
+  const int rc = PQflush(connection_.raw());
+  if (rc < 0) {
+    end({StreamEnd::Reason::error, "replication connection lost while sending: " + trimmed_error(connection_.raw()), ""});
+    return;
+  }
+  if (rc == 1 && !write_pending_) {
+    write_pending_ = true;
+    socket_.async_wait(boost::asio::posix::stream_descriptor::wait_write, [this](const boost::system::error_code& ec) {
+      write_pending_ = false;
+      if (!ec && !ended_) flush_output();
+    });
+  }
+}
+
+void Stream::arm_status_timer() {
+  status_timer_.expires_at(last_status_ + options_.status_interval);
+  status_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || ended_) return;
+    if (std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) send_status(false);
+    arm_status_timer();
+  });
+}
+
+// The server ended the copy; collect its closing results. PQgetResult waits for the final
+// CommandComplete, which follows CopyDone at once, so this brief block is acceptable.
+void Stream::finish_copy() {
+  StreamEnd result{stopping_ ? StreamEnd::Reason::stopped : StreamEnd::Reason::server_closed, "", ""};
+  while (PGresult* res = PQgetResult(connection_.raw())) {
+    const auto status = PQresultStatus(res);
+    if (status == PGRES_FATAL_ERROR) {
+      result.reason = StreamEnd::Reason::error;
+      result.message = PQresultErrorMessage(res);
+      while (!result.message.empty() && result.message.back() == '\n') result.message.pop_back();
+      const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+      result.sqlstate = state != nullptr ? state : "";
+    }
+    PQclear(res);
+  }
+  end(std::move(result));
+}
+
+void Stream::end(StreamEnd result) {
+  if (ended_) return;
+  ended_ = true;
+  boost::system::error_code ignored;
+  status_timer_.cancel();
+  socket_.cancel(ignored);
+  if (on_end_) on_end_(result);
+}
+
+}  // namespace pgoutbox::replication
