@@ -26,7 +26,8 @@ struct DecodeError {
   std::size_t offset = 0;   // where decoding stopped
   std::string reason;       // e.g. "truncated Int64 commit_lsn", "unknown message type"
 
-  // "pgoutput 'C' at offset 9: truncated Int64 commit_lsn"
+  // "pgoutput 'C' (Commit) at offset 2: truncated Int64 commit_lsn" — the offset is where
+  // the failing field starts.
   std::string to_string() const;
 };
 
