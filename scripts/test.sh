@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: sets up a bare machine, builds, and runs every test twice — once
-# in the release build, once under AddressSanitizer + UndefinedBehaviorSanitizer.
+# in the release build, once under AddressSanitizer + UndefinedBehaviorSanitizer — then fuzzes
+# the pgoutput decoder for a bounded time (PGOUTBOX_FUZZ_SECONDS, default 60).
 #
 #   scripts/test.sh            # everything (what CI runs)
 #   scripts/test.sh -L unit    # extra arguments go to ctest, e.g. one label
@@ -13,6 +14,11 @@ bash scripts/setup.sh
 
 jobs=$(nproc)
 status=0
+# The fuzzer first, so that ctest's summary lines close the output.
+if [ $# -eq 0 ]; then
+  echo "=== fuzz: pgoutput decoder"
+  bash scripts/fuzz.sh "${PGOUTBOX_FUZZ_SECONDS:-60}" || status=1
+fi
 for preset in release asan; do
   echo "=== build: $preset"
   cmake --preset "$preset" >/dev/null

@@ -37,13 +37,15 @@ std::string TableName::quoted() const {
   return quote(schema) + "." + quote(name);
 }
 
-Connection Connection::open(const std::string& dsn, bool replication, const std::string& application_name) {
+Connection Connection::open(const std::string& dsn, bool replication, const std::string& application_name,
+                            const std::string& password) {
   // Like libpqwalreceiver.c: the subscriber fixes encoding, date style, time zone and float
   // precision so that text values arrive in one known form. Later keywords override the DSN's.
-  const char* keys[] = {"dbname", "replication", "application_name", "client_encoding", "options", nullptr};
+  const char* keys[] = {"dbname", "replication", "application_name", "client_encoding", "options",
+                        password.empty() ? nullptr : "password", nullptr};
   const char* values[] = {dsn.c_str(), replication ? "database" : "false", application_name.c_str(), "UTF8",
                           "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC",
-                          nullptr};
+                          password.empty() ? nullptr : password.c_str(), nullptr};
   PGconn* raw = PQconnectdbParams(keys, values, 1);
   Connection conn(raw);
   if (raw == nullptr) throw PgError("out of memory creating a libpq connection", "");

@@ -80,7 +80,10 @@ class Connection {
  public:
   // Connects with `dsn` (libpq conninfo or URI). With `replication`, the session is a logical
   // walsender (replication=database): replication commands and simple-protocol SQL only.
-  static Connection open(const std::string& dsn, bool replication, const std::string& application_name);
+  // `password`, when not empty, is passed apart from the DSN so that it never sits in a string
+  // that might be logged.
+  static Connection open(const std::string& dsn, bool replication, const std::string& application_name,
+                         const std::string& password = "");
 
   Connection(Connection&&) noexcept = default;
   Connection& operator=(Connection&&) noexcept = default;

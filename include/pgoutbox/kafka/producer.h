@@ -1,0 +1,88 @@
+#pragma once
+
+// The idempotent Kafka producer (librdkafka). Properties that the delivery invariants rest on
+// are fixed here and cannot be overridden: enable.idempotence=true and acks=all (no duplicates
+// or reordering from producer retries, I4), and message.timeout.ms=0 — an unbounded delivery
+// timeout, so a record whose delivery keeps failing for a retriable reason (broker down) is
+// retried by librdkafka in order, forever, and never dropped (I1). Only permanent and fatal
+// errors come back as failed delivery reports.
+//
+// Delivery reports are served by poll(), from the caller's thread; report_fd() becomes readable
+// when reports are waiting, so an Asio loop can wait on it next to the replication socket.
+
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "pgoutbox/outbox/record.h"
+
+namespace pgoutbox::kafka {
+
+struct DeliveryReport {
+  std::uint64_t cookie = 0;  // what produce() was given
+  rd_kafka_resp_err_t error = RD_KAFKA_RESP_ERR_NO_ERROR;
+  std::string error_text;
+  std::string topic;
+  std::int32_t partition = -1;
+  std::int64_t offset = -1;
+  std::size_t weight = 0;  // key + value bytes
+  bool ok() const { return error == RD_KAFKA_RESP_ERR_NO_ERROR; }
+};
+
+struct ProducerSettings {
+  std::string brokers;
+  std::map<std::string, std::string> properties;  // user's librdkafka properties
+  // librdkafka's own queue must hold at least what the relay lets be in flight.
+  std::uint64_t max_in_flight_records = 100'000;
+  std::uint64_t max_in_flight_bytes = 64ULL << 20;
+};
+
+// The librdkafka properties a producer is created with: pgoutbox's throughput-with-low-latency
+// defaults, then the user's, then the fixed ones. Throws std::invalid_argument when a user
+// property contradicts a fixed one.
+std::map<std::string, std::string> effective_properties(const ProducerSettings& settings);
+
+class Producer {
+ public:
+  using ReportFn = std::function<void(const DeliveryReport&)>;
+
+  Producer(const ProducerSettings& settings, ReportFn on_report);
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+  ~Producer();
+
+  enum class Produced { ok, queue_full, failed };
+  // Hands the record to librdkafka (copied). On `failed`, `error` says why.
+  Produced produce(const outbox::Record& record, std::uint64_t cookie, std::string& error);
+
+  // Serves delivery reports and errors; returns how many events were served.
+  int poll(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // A descriptor that becomes readable when poll() has work; drain it with drain_report_fd().
+  int report_fd() const { return pipe_read_; }
+  void drain_report_fd() const;
+
+  // The idempotent producer's state was lost (e.g. a fenced epoch or an unrecoverable sequence
+  // gap): nothing more can be produced by this instance.
+  std::optional<std::string> fatal_error() const;
+
+  // Waits for everything in flight (serving reports); false on timeout.
+  bool flush(std::chrono::milliseconds timeout);
+  std::uint64_t queued() const;
+
+ private:
+  static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* msg, void* opaque);
+  static void on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+
+  ReportFn on_report_;
+  rd_kafka_t* rk_ = nullptr;
+  int pipe_read_ = -1;
+  int pipe_write_ = -1;
+};
+
+}  // namespace pgoutbox::kafka

@@ -1,0 +1,39 @@
+#pragma once
+
+// One outbox row turned into a Kafka record: the user-facing contract of SPEC.md's column-role
+// table. Built by outbox::Mapping from a decoded Insert; consumed by the producer.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pgoutbox::outbox {
+
+struct Header {
+  std::string name;
+  std::string value;
+};
+
+struct Record {
+  std::string topic;
+  std::optional<std::string> key;  // nullopt when the key column is NULL
+  bool tombstone = false;          // a NULL payload under null_payload: tombstone
+  std::string value;               // the payload bytes as stored (bytea decoded to raw bytes)
+  std::string event_id;            // also header "id"
+  std::vector<Header> headers;
+  std::int64_t timestamp_ms = 0;
+
+  // Key + value bytes: what the record weighs in the in-flight byte cap (and what the
+  // producer's delivery report gives back, so the two sides always agree).
+  std::size_t weight() const;
+};
+
+// A row that cannot become a record (SPEC.md I8): named by its event id when it has one.
+struct Poison {
+  std::string event_id;
+  std::string reason;
+};
+
+}  // namespace pgoutbox::outbox

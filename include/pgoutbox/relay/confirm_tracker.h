@@ -1,0 +1,61 @@
+#pragma once
+
+// Confirm-after-ack bookkeeping (SPEC.md I2, I7). Transactions enter in commit order as they
+// arrive from the stream; each counts its records not yet acknowledged by Kafka. The durable
+// position is the commit end_lsn of the newest transaction such that it and every earlier one
+// are fully acknowledged — the only value ever handed to the stream as its flush position.
+//
+// Publishing never waits on this: many transactions are in flight at once; acks of later
+// transactions simply wait here until the earlier ones are acknowledged too.
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+#include "pgoutbox/lsn.h"
+
+namespace pgoutbox::relay {
+
+class ConfirmTracker {
+ public:
+  // A transaction's place in the sequence; carried by each of its records' delivery reports.
+  using TxnId = std::uint64_t;
+
+  // Begin of a transaction from the stream. Only one may be open at a time.
+  TxnId begin();
+  // One more record of the open transaction was handed to the producer.
+  void add_record(TxnId txn);
+  // The open transaction's Commit: it becomes confirmable once its records are acknowledged.
+  void commit(TxnId txn, Lsn end_lsn);
+  // Kafka acknowledged (or the dead-letter path durably handled) one record of `txn`.
+  void ack(TxnId txn);
+
+  // A keepalive's walEnd may be confirmed when nothing is in flight and no transaction is half
+  // received: every change before it has been handled, so the slot need not keep its WAL (I7).
+  void idle_position(Lsn wal_end);
+
+  // Where the slot may be confirmed up to. Never decreases.
+  Lsn durable() const { return durable_; }
+  bool idle() const { return txns_.empty(); }
+  std::uint64_t outstanding_records() const { return outstanding_; }
+  std::size_t pending_transactions() const { return txns_.size(); }
+  bool in_transaction() const { return open_.has_value(); }
+
+ private:
+  struct Txn {
+    std::uint64_t outstanding = 0;
+    bool committed = false;
+    Lsn end_lsn;
+  };
+  Txn& at(TxnId txn);
+  void advance();
+
+  std::deque<Txn> txns_;  // txns_[i] has id first_id_ + i
+  TxnId first_id_ = 0;
+  TxnId next_id_ = 0;
+  std::optional<TxnId> open_;
+  std::uint64_t outstanding_ = 0;
+  Lsn durable_;
+};
+
+}  // namespace pgoutbox::relay

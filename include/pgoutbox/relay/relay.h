@@ -1,0 +1,109 @@
+#pragma once
+
+// The pipeline of one session: replication stream → pgoutput decoder → outbox mapping →
+// idempotent producer, with confirm-after-ack (ConfirmTracker) feeding the stream's flush
+// position, and backpressure on the in-flight caps (I6). One thread, one io_context: the
+// replication socket, librdkafka's report pipe and the timers are all waited on here, so no
+// state is shared between threads.
+//
+// A session ends in one of three ways (Outcome); the caller (app/run) decides what follows:
+// exit, reconnect after a backoff, or exit with the error's code.
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "pgoutbox/config/config.h"
+#include "pgoutbox/kafka/producer.h"
+#include "pgoutbox/outbox/mapping.h"
+#include "pgoutbox/pgoutput/relation_cache.h"
+#include "pgoutbox/relay/confirm_tracker.h"
+#include "pgoutbox/replication/connection.h"
+#include "pgoutbox/replication/stream.h"
+
+namespace pgoutbox::relay {
+
+struct Counters {
+  std::uint64_t rows_received = 0;     // outbox inserts decoded
+  std::uint64_t records_produced = 0;  // handed to the producer
+  std::uint64_t records_acked = 0;     // acknowledged by Kafka
+  std::uint64_t rows_ignored = 0;      // inserts into tables that are not configured
+  std::uint64_t changes_ignored = 0;   // updates, deletes, truncates, logical messages
+  std::uint64_t transactions = 0;
+  std::uint64_t pauses = 0;            // backpressure engaged
+};
+
+struct Outcome {
+  enum class Kind {
+    stopped,    // stop() was asked for and the session closed cleanly
+    reconnect,  // a transient failure (connection lost, server restart, busy slot, producer rebuilt)
+    fatal,      // the operator must act: mapping, poison under `stop`, lost slot, missing publication
+  };
+  Kind kind = Kind::stopped;
+  std::string reason;
+};
+
+class Relay : private replication::StreamHandler {
+ public:
+  Relay(boost::asio::io_context& io, const config::Config& config);
+  ~Relay() override;
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  // Connects, checks the slot and publication, and streams until the session ends. Runs the
+  // io_context itself; returns when the session is over.
+  Outcome run();
+
+  // Graceful stop: stop reading, wait up to shutdown_timeout for outstanding acks, confirm, close.
+  void stop();
+
+  // True once START_REPLICATION succeeded, until the session ends; readable from any thread
+  // (readiness probes, tests).
+  bool streaming() const { return streaming_.load(); }
+
+  const Counters& counters() const { return counters_; }
+  Lsn confirmed() const { return tracker_.durable(); }
+  std::uint64_t in_flight_records() const { return tracker_.outstanding_records(); }
+  std::uint64_t in_flight_bytes() const { return in_flight_bytes_; }
+
+ private:
+  void connect();
+  void on_data(const replication::XLogData& data) override;
+  void on_keepalive(const replication::Keepalive& keepalive) override;
+  void on_insert(const pgoutput::InsertData& insert);
+  void on_report(const kafka::DeliveryReport& report);
+  void wait_reports();
+  void update_flush();
+  void apply_backpressure();
+  void maybe_finish_stop();
+  void finish(Outcome outcome);
+
+  boost::asio::io_context& io_;
+  const config::Config& config_;
+  outbox::Mapping mapping_;
+  pgoutput::RelationCache relations_;
+  ConfirmTracker tracker_;
+  std::optional<replication::Connection> connection_;
+  std::unique_ptr<kafka::Producer> producer_;
+  std::unique_ptr<replication::Stream> stream_;
+  std::optional<boost::asio::posix::stream_descriptor> reports_;
+  boost::asio::steady_timer poll_timer_;
+  boost::asio::steady_timer stop_deadline_;
+
+  std::optional<ConfirmTracker::TxnId> txn_;
+  outbox::TxnContext txn_context_;
+  std::uint64_t in_flight_bytes_ = 0;
+  bool stopping_ = false;
+  bool closing_ = false;
+  std::optional<Outcome> outcome_;
+  std::optional<Outcome> pending_outcome_;  // decided, waiting for the stream to close
+  std::atomic<bool> streaming_{false};
+  Counters counters_;
+};
+
+}  // namespace pgoutbox::relay

@@ -1,0 +1,182 @@
+#include "pgoutbox/kafka/producer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace pgoutbox::kafka {
+namespace {
+
+// Properties the invariants rest on; a user value that differs is refused, not ignored.
+const std::map<std::string, std::string>& fixed_properties() {
+  static const std::map<std::string, std::string> fixed = {
+      {"enable.idempotence", "true"},
+      {"acks", "all"},
+      {"message.timeout.ms", "0"},  // unbounded: retriable failures never drop a record (I1)
+  };
+  return fixed;
+}
+
+bool same_value(const std::string& name, const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  if (name == "acks") return (a == "all" || a == "-1") && (b == "all" || b == "-1");
+  return false;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> effective_properties(const ProducerSettings& settings) {
+  // Throughput with low latency: batches fill for up to 5 ms, lz4 is cheap on CPU, and the
+  // partitioner is Java's (murmur2), so a key lands on the same partition as with a Java
+  // producer or Debezium.
+  std::map<std::string, std::string> props = {
+      {"linger.ms", "5"},
+      {"compression.type", "lz4"},
+      {"batch.num.messages", "10000"},
+      {"partitioner", "murmur2_random"},
+      {"max.in.flight.requests.per.connection", "5"},
+      {"socket.keepalive.enable", "true"},
+      {"client.id", "pgoutbox"},
+  };
+  props["queue.buffering.max.messages"] =
+      std::to_string(std::clamp<std::uint64_t>(settings.max_in_flight_records * 2, 1000, 10'000'000));
+  props["queue.buffering.max.kbytes"] =
+      std::to_string(std::clamp<std::uint64_t>(settings.max_in_flight_bytes * 2 / 1024, 1024, 2'097'151));
+  for (const auto& [name, value] : settings.properties) {
+    const auto fixed = fixed_properties().find(name);
+    if (fixed != fixed_properties().end() && !same_value(name, fixed->second, value)) {
+      throw std::invalid_argument(fmt::format("kafka property {}={} is not allowed: pgoutbox's delivery guarantees need "
+                                              "{}={}",
+                                              name, value, name, fixed->second));
+    }
+    props[name] = value;
+  }
+  for (const auto& [name, value] : fixed_properties()) props[name] = value;
+  props["bootstrap.servers"] = settings.brokers;
+  return props;
+}
+
+Producer::Producer(const ProducerSettings& settings, ReportFn on_report) : on_report_(std::move(on_report)) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [name, value] : effective_properties(settings)) {
+    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      throw std::invalid_argument(fmt::format("kafka property {}: {}", name, err));
+    }
+  }
+  rd_kafka_conf_set_dr_msg_cb(conf, &Producer::on_delivery);
+  rd_kafka_conf_set_error_cb(conf, &Producer::on_error);
+  rd_kafka_conf_set_opaque(conf, this);
+  rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk_ == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    throw std::invalid_argument(fmt::format("cannot create the Kafka producer: {}", err));
+  }
+  int fds[2];
+  if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+    rd_kafka_destroy(rk_);
+    throw std::runtime_error("pipe2 failed");
+  }
+  pipe_read_ = fds[0];
+  pipe_write_ = fds[1];
+  // librdkafka writes a byte when its main queue (delivery reports, errors) becomes non-empty.
+  rd_kafka_queue_t* main_queue = rd_kafka_queue_get_main(rk_);
+  static const char kWake = 1;
+  rd_kafka_queue_io_event_enable(main_queue, pipe_write_, &kWake, 1);
+  rd_kafka_queue_destroy(main_queue);
+}
+
+Producer::~Producer() {
+  if (rk_ != nullptr) {
+    // Whatever is still queued will never be confirmed to Postgres, so it comes again from the
+    // slot after a restart: dropping it here loses nothing.
+    rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_queue_t* main_queue = rd_kafka_queue_get_main(rk_);
+    rd_kafka_queue_io_event_enable(main_queue, -1, nullptr, 0);
+    rd_kafka_queue_destroy(main_queue);
+    on_report_ = nullptr;
+    rd_kafka_destroy(rk_);
+  }
+  if (pipe_read_ >= 0) ::close(pipe_read_);
+  if (pipe_write_ >= 0) ::close(pipe_write_);
+}
+
+Producer::Produced Producer::produce(const outbox::Record& record, std::uint64_t cookie, std::string& error) {
+  rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
+  for (const auto& h : record.headers) {
+    rd_kafka_header_add(headers, h.name.data(), static_cast<ssize_t>(h.name.size()), h.value.data(),
+                        static_cast<ssize_t>(h.value.size()));
+  }
+  void* value = record.tombstone ? nullptr : const_cast<char*>(record.value.data());
+  const std::size_t value_len = record.tombstone ? 0 : record.value.size();
+  const void* key = record.key ? record.key->data() : nullptr;
+  const std::size_t key_len = record.key ? record.key->size() : 0;
+  const auto rc = rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_KEY(key, key_len),
+                                    RD_KAFKA_V_VALUE(value, value_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                    RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
+                                    RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(cookie))),
+                                    RD_KAFKA_V_END);
+  if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return Produced::ok;  // headers now belong to the message
+  rd_kafka_headers_destroy(headers);
+  if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL) return Produced::queue_full;
+  error = rd_kafka_err2str(rc);
+  return Produced::failed;
+}
+
+int Producer::poll(std::chrono::milliseconds timeout) { return rd_kafka_poll(rk_, static_cast<int>(timeout.count())); }
+
+void Producer::drain_report_fd() const {
+  char buffer[256];
+  while (::read(pipe_read_, buffer, sizeof buffer) > 0) {
+  }
+}
+
+std::optional<std::string> Producer::fatal_error() const {
+  char reason[512];
+  const auto err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
+  return fmt::format("{}: {}", rd_kafka_err2name(err), reason);
+}
+
+bool Producer::flush(std::chrono::milliseconds timeout) {
+  return rd_kafka_flush(rk_, static_cast<int>(timeout.count())) == RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+std::uint64_t Producer::queued() const { return static_cast<std::uint64_t>(rd_kafka_outq_len(rk_)); }
+
+void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
+  auto* self = static_cast<Producer*>(opaque);
+  if (!self->on_report_) return;
+  DeliveryReport report;
+  report.cookie = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(msg->_private));
+  report.error = msg->err;
+  if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) report.error_text = rd_kafka_err2str(msg->err);
+  report.topic = rd_kafka_topic_name(msg->rkt);
+  report.partition = msg->partition;
+  report.offset = msg->offset;
+  report.weight = msg->len + msg->key_len;
+  self->on_report_(report);
+}
+
+void Producer::on_error(rd_kafka_t* rk, int err, const char* reason, void*) {
+  const auto code = static_cast<rd_kafka_resp_err_t>(err);
+  if (code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
+    spdlog::warn("kafka: all brokers are down ({}); records stay queued and are retried", reason);
+    return;
+  }
+  if (code == RD_KAFKA_RESP_ERR__FATAL) {
+    char fatal[512];
+    rd_kafka_fatal_error(rk, fatal, sizeof fatal);
+    spdlog::error("kafka: fatal producer error: {}", fatal);
+    return;
+  }
+  spdlog::warn("kafka: {}: {}", rd_kafka_err2name(code), reason);
+}
+
+}  // namespace pgoutbox::kafka

@@ -1,0 +1,278 @@
+#include "pgoutbox/outbox/mapping.h"
+
+#include <simdjson.h>
+
+#include <fmt/format.h>
+
+namespace pgoutbox::outbox {
+namespace {
+
+// Built-in type OIDs (pg_type.dat). The payload's value is "the bytes as stored": text for the
+// text-like types (jsonb as its normalised text), raw bytes for bytea.
+constexpr pgoutput::Oid kBytea = 17;
+constexpr pgoutput::Oid kText = 25;
+constexpr pgoutput::Oid kJson = 114;
+constexpr pgoutput::Oid kBpchar = 1042;
+constexpr pgoutput::Oid kVarchar = 1043;
+constexpr pgoutput::Oid kTimestamp = 1114;
+constexpr pgoutput::Oid kTimestamptz = 1184;
+constexpr pgoutput::Oid kJsonb = 3802;
+
+std::string table_label(const config::TableConfig& t) { return t.schema + "." + t.name; }
+
+int require_column(const config::TableConfig& table, const pgoutput::Relation& rel, const std::string& role,
+                   const std::string& column) {
+  const int index = rel.column_index(column);
+  if (index < 0) {
+    throw MappingError(fmt::format("outbox table {}: column \"{}\" (the {}) does not exist or is not published; "
+                                   "the table has: {}",
+                                   table_label(table), column, role, [&] {
+                                     std::string names;
+                                     for (const auto& c : rel.columns) names += (names.empty() ? "" : ", ") + c.name;
+                                     return names;
+                                   }()));
+  }
+  return index;
+}
+
+void require_type(const config::TableConfig& table, const pgoutput::Relation& rel, int index, const std::string& role,
+                  std::initializer_list<pgoutput::Oid> allowed, const char* allowed_names) {
+  const auto oid = rel.columns[static_cast<std::size_t>(index)].type_oid;
+  for (const auto ok : allowed) {
+    if (oid == ok) return;
+  }
+  throw MappingError(fmt::format("outbox table {}: column \"{}\" (the {}) has type oid {}; it must be {}",
+                                 table_label(table), rel.columns[static_cast<std::size_t>(index)].name, role, oid,
+                                 allowed_names));
+}
+
+const pgoutput::ColumnValue* column_at(const pgoutput::TupleData& tuple, int index) {
+  if (index < 0 || static_cast<std::size_t>(index) >= tuple.columns.size()) return nullptr;
+  return &tuple.columns[static_cast<std::size_t>(index)];
+}
+
+// Text of a column, or nullopt for NULL / unchanged TOAST (never sent for INSERT).
+std::optional<std::string_view> text_of(const pgoutput::TupleData& tuple, int index) {
+  const auto* col = column_at(tuple, index);
+  if (col == nullptr || col->kind == pgoutput::ColumnKind::null || col->kind == pgoutput::ColumnKind::unchanged_toast) {
+    return std::nullopt;
+  }
+  return col->bytes;
+}
+
+std::optional<int> hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return std::nullopt;
+}
+
+bool parse_digits(std::string_view text, std::size_t at, std::size_t count, int& out) {
+  if (at + count > text.size()) return false;
+  out = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const char c = text[at + i];
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
+  return true;
+}
+
+}  // namespace
+
+std::size_t Record::weight() const { return value.size() + (key ? key->size() : 0); }
+
+std::optional<std::string> decode_bytea_hex(std::string_view text) {
+  if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  out.resize((text.size() - 2) / 2);
+  for (std::size_t i = 2, o = 0; i < text.size(); i += 2, ++o) {
+    const auto hi = hex_digit(text[i]);
+    const auto lo = hex_digit(text[i + 1]);
+    if (!hi || !lo) return std::nullopt;
+    out[o] = static_cast<char>((*hi << 4) | *lo);
+  }
+  return out;
+}
+
+std::optional<std::int64_t> parse_pg_timestamp_ms(std::string_view text) {
+  // YYYY-MM-DD HH:MM:SS[.f{1,6}][(+|-)HH[:MM[:SS]]]
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  if (!parse_digits(text, 0, 4, y) || text.size() < 19 || text[4] != '-' || !parse_digits(text, 5, 2, mo) ||
+      text[7] != '-' || !parse_digits(text, 8, 2, d) || text[10] != ' ' || !parse_digits(text, 11, 2, h) ||
+      text[13] != ':' || !parse_digits(text, 14, 2, mi) || text[16] != ':' || !parse_digits(text, 17, 2, s)) {
+    return std::nullopt;
+  }
+  std::size_t at = 19;
+  std::int64_t micros = 0;
+  if (at < text.size() && text[at] == '.') {
+    ++at;
+    int digits = 0;
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9') {
+      if (digits < 6) micros = micros * 10 + (text[at] - '0');
+      ++digits;
+      ++at;
+    }
+    if (digits == 0) return std::nullopt;
+    for (int i = digits; i < 6; ++i) micros *= 10;
+  }
+  std::int64_t offset_s = 0;
+  if (at < text.size()) {
+    const char sign = text[at];
+    if (sign != '+' && sign != '-') return std::nullopt;
+    int oh = 0, om = 0, os = 0;
+    if (!parse_digits(text, at + 1, 2, oh)) return std::nullopt;
+    at += 3;
+    if (at < text.size()) {
+      if (text[at] != ':' || !parse_digits(text, at + 1, 2, om)) return std::nullopt;
+      at += 3;
+    }
+    if (at < text.size()) {
+      if (text[at] != ':' || !parse_digits(text, at + 1, 2, os)) return std::nullopt;
+      at += 3;
+    }
+    if (at != text.size()) return std::nullopt;
+    offset_s = (sign == '+' ? 1 : -1) * (oh * 3600 + om * 60 + os);
+  }
+  const std::chrono::year_month_day ymd{std::chrono::year{y}, std::chrono::month{static_cast<unsigned>(mo)},
+                                        std::chrono::day{static_cast<unsigned>(d)}};
+  if (!ymd.ok() || h > 23 || mi > 59 || s > 60) return std::nullopt;
+  const auto days = std::chrono::sys_days{ymd}.time_since_epoch().count();
+  const std::int64_t seconds = static_cast<std::int64_t>(days) * 86400 + h * 3600 + mi * 60 + s - offset_s;
+  return seconds * 1000 + micros / 1000;
+}
+
+ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::Relation& relation,
+                             bool provenance_headers)
+    : table_(&table), generation_(relation.generation), provenance_(provenance_headers) {
+  const auto& cols = table.columns;
+  id_ = require_column(table, relation, "event id", cols.id);
+  key_ = require_column(table, relation, "key", cols.aggregate_id);
+  payload_ = require_column(table, relation, "payload", cols.payload);
+  require_type(table, relation, payload_, "payload", {kJson, kJsonb, kText, kVarchar, kBpchar, kBytea},
+               "json, jsonb, text, varchar, char or bytea");
+  payload_kind_ = relation.columns[static_cast<std::size_t>(payload_)].type_oid == kBytea ? PayloadKind::bytea
+                                                                                          : PayloadKind::text;
+  if (cols.type) {
+    // The default "type" column is optional; one the user named must exist.
+    type_ = table.type_column_explicit ? require_column(table, relation, "event type", *cols.type)
+                                       : relation.column_index(*cols.type);
+  }
+  if (cols.headers) {
+    headers_ = require_column(table, relation, "headers", *cols.headers);
+    require_type(table, relation, headers_, "headers", {kJson, kJsonb}, "json or jsonb");
+  }
+  if (cols.timestamp) {
+    timestamp_ = require_column(table, relation, "timestamp", *cols.timestamp);
+    require_type(table, relation, timestamp_, "timestamp", {kTimestamptz, kTimestamp}, "timestamptz or timestamp");
+  }
+  // The topic template: literal text and ${column} references, resolved to indexes once.
+  const std::string& tpl = table.topic;
+  std::size_t at = 0;
+  while (at < tpl.size()) {
+    const auto open = tpl.find("${", at);
+    if (open == std::string::npos) {
+      topic_.push_back({tpl.substr(at), -1});
+      break;
+    }
+    if (open > at) topic_.push_back({tpl.substr(at, open - at), -1});
+    const auto close = tpl.find('}', open);
+    if (close == std::string::npos) {
+      throw MappingError(fmt::format("outbox table {}: topic template \"{}\" has an unclosed ${{", table_label(table), tpl));
+    }
+    const std::string column = tpl.substr(open + 2, close - open - 2);
+    topic_.push_back({"", require_column(table, relation, "topic template reference", column)});
+    at = close + 1;
+  }
+}
+
+std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tuple, const TxnContext& txn) const {
+  Record rec;
+  const auto id = text_of(tuple, id_);
+  if (!id) return Poison{"", "the event id column \"" + table_->columns.id + "\" is NULL"};
+  rec.event_id.assign(*id);
+
+  for (const auto& part : topic_) {
+    if (part.column < 0) {
+      rec.topic += part.literal;
+      continue;
+    }
+    const auto value = text_of(tuple, part.column);
+    if (!value || value->empty()) {
+      return Poison{rec.event_id, fmt::format("topic template \"{}\" refers to a NULL or empty column", table_->topic)};
+    }
+    rec.topic += *value;
+  }
+
+  if (const auto key = text_of(tuple, key_)) rec.key.emplace(*key);
+
+  const auto payload = text_of(tuple, payload_);
+  if (!payload) {
+    if (table_->null_payload == config::NullPayload::poison) {
+      return Poison{rec.event_id, "the payload column \"" + table_->columns.payload + "\" is NULL"};
+    }
+    rec.tombstone = true;
+  } else if (payload_kind_ == PayloadKind::bytea) {
+    auto raw = decode_bytea_hex(*payload);
+    if (!raw) return Poison{rec.event_id, "the bytea payload is not in hex output form"};
+    rec.value = std::move(*raw);
+  } else {
+    rec.value.assign(*payload);
+  }
+
+  rec.headers.push_back({"id", rec.event_id});
+  if (const auto type = text_of(tuple, type_)) rec.headers.push_back({"type", std::string(*type)});
+  if (const auto headers = text_of(tuple, headers_)) {
+    // Each key of the object is a header: string values as they are, others as their JSON text.
+    thread_local simdjson::dom::parser parser;
+    simdjson::dom::object object;
+    if (parser.parse(headers->data(), headers->size()).get_object().get(object) != simdjson::SUCCESS) {
+      return Poison{rec.event_id, "the headers column \"" + *table_->columns.headers + "\" is not a JSON object"};
+    }
+    for (const auto field : object) {
+      std::string_view text;
+      if (field.value.get_string().get(text) == simdjson::SUCCESS) {
+        rec.headers.push_back({std::string(field.key), std::string(text)});
+      } else {
+        rec.headers.push_back({std::string(field.key), simdjson::minify(field.value)});
+      }
+    }
+  }
+  if (provenance_) {
+    rec.headers.push_back({"pgoutbox.lsn", txn.commit_lsn.to_string()});
+    rec.headers.push_back({"pgoutbox.commit_time_us", std::to_string(txn.commit_time_unix_us)});
+    rec.headers.push_back({"pgoutbox.xid", std::to_string(txn.xid)});
+  }
+
+  rec.timestamp_ms = txn.commit_time_unix_us / 1000;
+  if (const auto ts = text_of(tuple, timestamp_)) {
+    // 'infinity' and BC dates have no Kafka timestamp: those keep the commit time.
+    if (const auto ms = parse_pg_timestamp_ms(*ts); ms && *ms >= 0) rec.timestamp_ms = *ms;
+  }
+  return rec;
+}
+
+Mapping::Mapping(std::vector<config::TableConfig> tables, bool provenance_headers)
+    : tables_(std::move(tables)), provenance_(provenance_headers) {}
+
+const ResolvedTable* Mapping::resolve(const pgoutput::Relation& relation) {
+  auto& entry = resolved_[relation.relid];
+  if (entry.generation == relation.generation && entry.generation != 0) {
+    return entry.table ? &*entry.table : nullptr;
+  }
+  // A new description (first sight, DDL, rename, relcache invalidation): resolve afresh.
+  // The generation is recorded only after success: a table that fails to map keeps failing
+  // (MappingError every time), it never falls back to "not configured".
+  entry.generation = 0;
+  entry.table.reset();
+  for (const auto& t : tables_) {
+    if (t.schema == relation.nspname && t.name == relation.relname) {
+      entry.table.emplace(t, relation, provenance_);
+      break;
+    }
+  }
+  entry.generation = relation.generation;
+  return entry.table ? &*entry.table : nullptr;
+}
+
+}  // namespace pgoutbox::outbox

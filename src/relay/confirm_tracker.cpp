@@ -1,0 +1,59 @@
+#include "pgoutbox/relay/confirm_tracker.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace pgoutbox::relay {
+
+ConfirmTracker::Txn& ConfirmTracker::at(TxnId txn) {
+  if (txn < first_id_ || txn >= first_id_ + txns_.size()) {
+    // A bug, not an input error: a report for a transaction already confirmed would mean a
+    // record was counted twice.
+    throw std::logic_error("ConfirmTracker: unknown transaction " + std::to_string(txn));
+  }
+  return txns_[txn - first_id_];
+}
+
+ConfirmTracker::TxnId ConfirmTracker::begin() {
+  if (open_) throw std::logic_error("ConfirmTracker: Begin while a transaction is open");
+  if (txns_.empty()) first_id_ = next_id_;
+  txns_.emplace_back();
+  open_ = next_id_++;
+  return *open_;
+}
+
+void ConfirmTracker::add_record(TxnId txn) {
+  ++at(txn).outstanding;
+  ++outstanding_;
+}
+
+void ConfirmTracker::commit(TxnId txn, Lsn end_lsn) {
+  if (open_ != txn) throw std::logic_error("ConfirmTracker: Commit of a transaction that is not open");
+  auto& t = at(txn);
+  t.committed = true;
+  t.end_lsn = end_lsn;
+  open_.reset();
+  advance();
+}
+
+void ConfirmTracker::ack(TxnId txn) {
+  auto& t = at(txn);
+  if (t.outstanding == 0) throw std::logic_error("ConfirmTracker: more acks than records");
+  --t.outstanding;
+  --outstanding_;
+  advance();
+}
+
+void ConfirmTracker::idle_position(Lsn wal_end) {
+  if (txns_.empty() && !open_ && wal_end > durable_) durable_ = wal_end;
+}
+
+void ConfirmTracker::advance() {
+  while (!txns_.empty() && txns_.front().committed && txns_.front().outstanding == 0) {
+    if (txns_.front().end_lsn > durable_) durable_ = txns_.front().end_lsn;
+    txns_.pop_front();
+    ++first_id_;
+  }
+}
+
+}  // namespace pgoutbox::relay

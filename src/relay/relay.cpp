@@ -1,0 +1,344 @@
+#include "pgoutbox/relay/relay.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "pgoutbox/pgoutput/decoder.h"
+
+namespace pgoutbox::relay {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<replication::TableName> table_names(const config::Config& config) {
+  std::vector<replication::TableName> out;
+  for (const auto& t : config.tables) out.push_back({t.schema, t.name});
+  return out;
+}
+
+// The one place that decides what a Postgres failure means for the session (STYLE.md 7).
+Outcome::Kind classify(const replication::PgError& e) {
+  const std::string& state = e.sqlstate();
+  const std::string what = e.what();
+  if (state == "55006") return Outcome::Kind::reconnect;  // slot active elsewhere: wait as a standby
+  if (state == "42704" || state == "55000" || state == "42P01" || state == "28P01" || state == "28000" ||
+      state == "42501") {
+    return Outcome::Kind::fatal;  // missing object, invalidated slot, auth or rights: retrying won't help
+  }
+  if (what.find("password authentication failed") != std::string::npos ||
+      what.find("no pg_hba.conf entry") != std::string::npos ||
+      what.find("must be superuser or replication role") != std::string::npos) {
+    return Outcome::Kind::fatal;
+  }
+  return Outcome::Kind::reconnect;  // connection refused or lost, shutdown in progress, …
+}
+
+}  // namespace
+
+Relay::Relay(boost::asio::io_context& io, const config::Config& config)
+    : io_(io),
+      config_(config),
+      mapping_(config.tables, config.provenance_headers),
+      poll_timer_(io),
+      stop_deadline_(io) {}
+
+Relay::~Relay() {
+  stream_.reset();
+  if (reports_) {
+    boost::system::error_code ignored;
+    reports_->close(ignored);
+  }
+  producer_.reset();
+}
+
+void Relay::connect() {
+  const auto& pg = config_.postgres;
+  connection_.emplace(replication::Connection::open(pg.dsn, true, pg.application_name, pg.password));
+  const auto identity = connection_->identify_system();
+  const auto tables = table_names(config_);
+  if (!connection_->publication(pg.publication) && pg.create_publication) {
+    spdlog::info("creating publication {} for {} table(s)", pg.publication, tables.size());
+    connection_->create_publication(pg.publication, tables);
+  }
+  replication::check_publication_covers(*connection_, pg.publication, tables);
+
+  const auto slot = connection_->slot(pg.slot);
+  if (!slot) {
+    if (!pg.create_slot) {
+      throw replication::PgError(fmt::format("replication slot \"{}\" does not exist: create it "
+                                             "(SELECT pg_create_logical_replication_slot('{}', 'pgoutput')) or set "
+                                             "postgres.create_slot: true",
+                                             pg.slot, pg.slot),
+                                 "42704");
+    }
+    const auto at = connection_->create_slot(pg.slot);
+    spdlog::info("created replication slot {} at {}", pg.slot, at.to_string());
+  } else {
+    if (slot->plugin != "pgoutput") {
+      throw replication::PgError(
+          fmt::format("replication slot \"{}\" uses plugin {}, not pgoutput: drop it or choose another slot name",
+                      pg.slot, slot->plugin),
+          "55000");
+    }
+    if (slot->wal_status == "lost") {
+      throw replication::PgError(
+          fmt::format("replication slot \"{}\" was invalidated (wal_status = lost): the WAL it needed is gone "
+                      "(max_slot_wal_keep_size). Events after {} may be missing from Kafka; drop and recreate the "
+                      "slot, then reconcile",
+                      pg.slot, slot->confirmed_flush.to_string()),
+          "55000");
+    }
+    if (!slot->database.empty() && !identity.dbname.empty() && slot->database != identity.dbname) {
+      throw replication::PgError(fmt::format("replication slot \"{}\" belongs to database {}, not {}", pg.slot,
+                                             slot->database, identity.dbname),
+                                 "55000");
+    }
+  }
+  replication::StartOptions start;
+  start.slot = pg.slot;
+  start.publications = {pg.publication};
+  start.proto_version = connection_->max_proto_version();
+  start.messages = true;
+  connection_->start_replication(start);
+  spdlog::info("streaming from slot {} (server {}, proto_version {}, system {})", pg.slot,
+               connection_->server_version(), start.proto_version, identity.system_id);
+}
+
+Outcome Relay::run() {
+  try {
+    connect();
+  } catch (const replication::PgError& e) {
+    return Outcome{classify(e), e.what()};
+  }
+  try {
+    kafka::ProducerSettings settings;
+    settings.brokers = config_.kafka.brokers;
+    settings.properties = config_.kafka.properties;
+    settings.max_in_flight_records = config_.limits.max_in_flight_records;
+    settings.max_in_flight_bytes = config_.limits.max_in_flight_bytes;
+    producer_ = std::make_unique<kafka::Producer>(settings, [this](const kafka::DeliveryReport& r) { on_report(r); });
+  } catch (const std::invalid_argument& e) {
+    return Outcome{Outcome::Kind::fatal, e.what()};
+  }
+  reports_.emplace(io_, ::dup(producer_->report_fd()));
+  wait_reports();
+
+  replication::StreamHandler& handler = *this;
+  stream_ = std::make_unique<replication::Stream>(io_, *connection_, handler,
+                                                  replication::StreamOptions{config_.postgres.status_interval});
+  stream_->start([this](const replication::StreamEnd& end) {
+    if (pending_outcome_) {
+      outcome_ = pending_outcome_;
+      return;
+    }
+    if (end.reason == replication::StreamEnd::Reason::stopped) {
+      outcome_ = Outcome{Outcome::Kind::stopped, ""};
+      return;
+    }
+    const replication::PgError as_error(end.message.empty() ? "the server ended the replication stream" : end.message,
+                                        end.sqlstate);
+    outcome_ = Outcome{classify(as_error), as_error.what()};
+  });
+
+  // A safety net beside the report pipe: serve librdkafka's queue and notice fatal errors.
+  std::function<void()> arm_poll = [&] {
+    poll_timer_.expires_after(200ms);
+    poll_timer_.async_wait([&](const boost::system::error_code& ec) {
+      if (ec || outcome_) return;
+      producer_->poll();
+      if (const auto fatal = producer_->fatal_error(); fatal && !closing_) {
+        finish(Outcome{Outcome::Kind::reconnect, "the Kafka producer hit a fatal error (" + *fatal +
+                                                      "); rebuilding it and resuming from the slot's confirmed position"});
+      }
+      arm_poll();
+    });
+  };
+  arm_poll();
+
+  streaming_ = true;
+  try {
+    io_.restart();
+    while (!outcome_) io_.run_one();
+  } catch (const outbox::MappingError& e) {
+    outcome_ = Outcome{Outcome::Kind::fatal, e.what()};
+  } catch (const std::exception& e) {
+    outcome_ = Outcome{Outcome::Kind::fatal, std::string("internal error: ") + e.what()};
+  }
+  streaming_ = false;
+  poll_timer_.cancel();
+  stop_deadline_.cancel();
+  stream_.reset();
+  reports_->cancel();
+  connection_.reset();
+  return *outcome_;
+}
+
+void Relay::stop() {
+  if (stopping_ || !stream_ || outcome_) return;
+  stopping_ = true;
+  spdlog::info("stopping: no more reading; waiting up to {} ms for {} outstanding record(s)",
+               config_.shutdown_timeout.count(), tracker_.outstanding_records());
+  stream_->pause();
+  stop_deadline_.expires_after(config_.shutdown_timeout);
+  stop_deadline_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    spdlog::warn("shutdown timeout: {} record(s) still unacknowledged; they will be sent again after a restart",
+                 tracker_.outstanding_records());
+    finish(Outcome{Outcome::Kind::stopped, "shutdown timeout"});
+  });
+  maybe_finish_stop();
+}
+
+void Relay::maybe_finish_stop() {
+  if (stopping_ && !closing_ && tracker_.outstanding_records() == 0) finish(Outcome{Outcome::Kind::stopped, ""});
+}
+
+void Relay::finish(Outcome outcome) {
+  if (closing_) return;
+  closing_ = true;
+  stop_deadline_.cancel();
+  // Confirm exactly what is durable, then close the copy cleanly. Nothing unacknowledged is
+  // ever confirmed, whatever the reason for closing (I2).
+  update_flush();
+  pending_outcome_ = std::move(outcome);
+  stream_->stop();
+}
+
+void Relay::wait_reports() {
+  reports_->async_wait(boost::asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+    if (ec) return;
+    producer_->drain_report_fd();
+    producer_->poll();
+    wait_reports();
+  });
+}
+
+void Relay::update_flush() {
+  if (stream_) stream_->set_flush(tracker_.durable());
+}
+
+void Relay::apply_backpressure() {
+  const auto& limits = config_.limits;
+  const auto records = tracker_.outstanding_records();
+  if (!stream_->paused()) {
+    if (records >= limits.max_in_flight_records || in_flight_bytes_ >= limits.max_in_flight_bytes) {
+      stream_->pause();
+      ++counters_.pauses;
+    }
+    return;
+  }
+  if (stopping_ || closing_) return;
+  if (static_cast<double>(records) <= static_cast<double>(limits.max_in_flight_records) * limits.resume_ratio &&
+      static_cast<double>(in_flight_bytes_) <= static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio) {
+    stream_->resume();
+  }
+}
+
+void Relay::on_keepalive(const replication::Keepalive& keepalive) {
+  if (closing_) return;
+  tracker_.idle_position(keepalive.wal_end);
+  update_flush();
+}
+
+void Relay::on_data(const replication::XLogData& data) {
+  if (closing_) return;
+  const auto decoded = pgoutput::decode(data.payload);
+  if (!decoded) {
+    finish(Outcome{Outcome::Kind::fatal, "cannot decode the replication stream: " + decoded.error().to_string()});
+    return;
+  }
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, pgoutput::BeginData>) {
+          txn_ = tracker_.begin();
+          txn_context_ = {m.final_lsn, pgoutput::to_unix_micros(m.commit_time), m.xid};
+        } else if constexpr (std::is_same_v<T, pgoutput::CommitData>) {
+          if (!txn_) throw std::logic_error("Commit without Begin in the replication stream");
+          tracker_.commit(*txn_, m.end_lsn);
+          txn_.reset();
+          ++counters_.transactions;
+          update_flush();
+        } else if constexpr (std::is_same_v<T, pgoutput::RelationData>) {
+          relations_.apply(m);
+        } else if constexpr (std::is_same_v<T, pgoutput::InsertData>) {
+          on_insert(m);
+        } else if constexpr (std::is_same_v<T, pgoutput::UpdateData> || std::is_same_v<T, pgoutput::DeleteData> ||
+                             std::is_same_v<T, pgoutput::TruncateData> || std::is_same_v<T, pgoutput::MessageData>) {
+          ++counters_.changes_ignored;
+        } else if constexpr (std::is_same_v<T, pgoutput::TypeData> || std::is_same_v<T, pgoutput::OriginData>) {
+          // Descriptions only.
+        } else {
+          // Streaming and two-phase messages come only when asked for, and pgoutbox does not ask.
+          throw std::logic_error(fmt::format("unexpected pgoutput message '{}' ({})",
+                                             static_cast<char>(data.payload.empty() ? 0 : static_cast<int>(data.payload[0])),
+                                             pgoutput::kind_name(static_cast<char>(data.payload[0]))));
+        }
+      },
+      decoded.message());
+}
+
+void Relay::on_insert(const pgoutput::InsertData& insert) {
+  const auto* relation = relations_.find(insert.relid);
+  if (relation == nullptr || !txn_) throw std::logic_error(fmt::format("Insert for relid {} out of sequence", insert.relid));
+  const auto* table = mapping_.resolve(*relation);
+  if (table == nullptr) {
+    ++counters_.rows_ignored;
+    return;
+  }
+  ++counters_.rows_received;
+  auto built = table->build(insert.new_tuple, txn_context_);
+  if (auto* poison = std::get_if<outbox::Poison>(&built)) {
+    spdlog::error("poison record: table {}.{}, event id {}, commit {}: {}", relation->nspname, relation->relname,
+                  poison->event_id.empty() ? "(none)" : poison->event_id, txn_context_.commit_lsn.to_string(),
+                  poison->reason);
+    finish(Outcome{Outcome::Kind::fatal, fmt::format("poison record (event id {}) in {}.{}: {}", poison->event_id,
+                                                     relation->nspname, relation->relname, poison->reason)});
+    return;
+  }
+  const auto& record = std::get<outbox::Record>(built);
+  std::string error;
+  for (;;) {
+    const auto produced = producer_->produce(record, *txn_, error);
+    if (produced == kafka::Producer::Produced::ok) break;
+    if (produced == kafka::Producer::Produced::queue_full) {
+      // librdkafka's queue is sized above the in-flight caps, so this is rare: wait for room.
+      producer_->poll(100ms);
+      continue;
+    }
+    finish(Outcome{Outcome::Kind::fatal,
+                   fmt::format("cannot produce event {} to {}: {}", record.event_id, record.topic, error)});
+    return;
+  }
+  tracker_.add_record(*txn_);
+  in_flight_bytes_ += record.weight();
+  ++counters_.records_produced;
+  apply_backpressure();
+}
+
+void Relay::on_report(const kafka::DeliveryReport& report) {
+  if (report.error == RD_KAFKA_RESP_ERR__PURGE_QUEUE || report.error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) return;
+  if (!report.ok()) {
+    if (const auto fatal = producer_->fatal_error()) {
+      finish(Outcome{Outcome::Kind::reconnect, "the Kafka producer hit a fatal error (" + *fatal +
+                                                    "); rebuilding it and resuming from the slot's confirmed position"});
+    } else {
+      spdlog::error("kafka rejected a record for good: topic {}, partition {}: {}", report.topic, report.partition,
+                    report.error_text);
+      finish(Outcome{Outcome::Kind::fatal, fmt::format("Kafka rejected a record for topic {}: {}", report.topic,
+                                                       report.error_text)});
+    }
+    return;
+  }
+  tracker_.ack(report.cookie);
+  in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, report.weight);
+  ++counters_.records_acked;
+  if (closing_) return;
+  update_flush();
+  apply_backpressure();
+  maybe_finish_stop();
+}
+
+}  // namespace pgoutbox::relay

@@ -1,0 +1,241 @@
+#include "pgoutbox/outbox/mapping.h"
+
+#include <gtest/gtest.h>
+
+namespace pgoutbox::outbox {
+namespace {
+
+using pgoutput::ColumnKind;
+using pgoutput::ColumnValue;
+
+constexpr pgoutput::Oid kUuid = 2950, kText = 25, kJsonb = 3802, kJson = 114, kBytea = 17, kTimestamptz = 1184,
+                        kInt8 = 20;
+
+pgoutput::RelationCache cache;
+
+const pgoutput::Relation& relation(pgoutput::Oid relid, const std::string& schema, const std::string& name,
+                                   std::vector<std::pair<std::string, pgoutput::Oid>> columns) {
+  pgoutput::RelationData msg;
+  msg.relid = relid;
+  msg.nspname = schema;
+  msg.relname = name;
+  for (const auto& [col, oid] : columns) msg.columns.push_back({0, col, oid, -1});
+  return cache.apply(msg);
+}
+
+const pgoutput::Relation& debezium_outbox(pgoutput::Oid relid = 1000) {
+  return relation(relid, "public", "outbox",
+                  {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kJsonb}});
+}
+
+pgoutput::TupleData tuple(std::vector<std::optional<std::string_view>> values) {
+  pgoutput::TupleData t;
+  for (const auto& v : values) {
+    t.columns.push_back(v ? ColumnValue{ColumnKind::text, *v} : ColumnValue{ColumnKind::null, {}});
+  }
+  return t;
+}
+
+config::TableConfig table(const std::string& name = "outbox") {
+  config::TableConfig t;
+  t.name = name;
+  return t;
+}
+
+const TxnContext kTxn{Lsn{0x1234ABCD}, 1'700'000'000'123'456, 777};
+
+Record build_ok(const ResolvedTable& rt, const pgoutput::TupleData& t) {
+  auto result = rt.build(t, kTxn);
+  if (auto* poison = std::get_if<Poison>(&result)) ADD_FAILURE() << "poison: " << poison->reason;
+  return std::get<Record>(std::move(result));
+}
+
+TEST(Mapping, DebeziumDefaultsRouteKeyValueAndHeaders) {
+  Mapping m({table()}, false);
+  const auto* rt = m.resolve(debezium_outbox());
+  ASSERT_NE(rt, nullptr);
+  const auto rec = build_ok(*rt, tuple({"6f1c2a4e-9b7d-4c1e-8f00-0123456789ab", "Order", "order-42", "OrderCreated",
+                                        R"({"total": 10})"}));
+  EXPECT_EQ(rec.topic, "outbox.event.Order");
+  EXPECT_EQ(rec.key, "order-42");
+  EXPECT_EQ(rec.value, R"({"total": 10})");
+  EXPECT_FALSE(rec.tombstone);
+  EXPECT_EQ(rec.event_id, "6f1c2a4e-9b7d-4c1e-8f00-0123456789ab");
+  ASSERT_EQ(rec.headers.size(), 2U);
+  EXPECT_EQ(rec.headers[0].name, "id");
+  EXPECT_EQ(rec.headers[0].value, rec.event_id);
+  EXPECT_EQ(rec.headers[1].name, "type");
+  EXPECT_EQ(rec.headers[1].value, "OrderCreated");
+  EXPECT_EQ(rec.timestamp_ms, 1'700'000'000'123);  // the commit time
+}
+
+TEST(Mapping, CustomColumnsTemplateHeadersTimestampAndProvenance) {
+  auto t = table("Order Events");
+  t.schema = "Sales";
+  t.columns = {"event_id", "kind", "order_no", "body", std::string("event_type"), std::string("meta"),
+               std::string("occurred_at")};
+  t.type_column_explicit = true;
+  t.topic = "${kind}-events.${event_type}";
+  Mapping m({t}, true);
+  const auto& rel = relation(2000, "Sales", "Order Events",
+                             {{"event_id", kInt8}, {"kind", kText}, {"order_no", kText}, {"body", kJson},
+                              {"event_type", kText}, {"meta", kJsonb}, {"occurred_at", kTimestamptz}});
+  const auto* rt = m.resolve(rel);
+  ASSERT_NE(rt, nullptr);
+  const auto rec = build_ok(
+      *rt, tuple({"42", "order", "A-1", R"({"a": 1})", "Paid",
+                  R"({"traceparent": "00-abc-01", "attempt": 3, "nested": {"x": [1, 2]}, "flag": true})",
+                  "2026-11-29 08:00:00.123456+00"}));
+  EXPECT_EQ(rec.topic, "order-events.Paid");
+  EXPECT_EQ(rec.key, "A-1");
+  EXPECT_EQ(rec.timestamp_ms, 1'795'939'200'123);
+  const auto header = [&](const std::string& name) -> std::string {
+    for (const auto& h : rec.headers) {
+      if (h.name == name) return h.value;
+    }
+    return "<missing>";
+  };
+  EXPECT_EQ(header("id"), "42");
+  EXPECT_EQ(header("type"), "Paid");
+  EXPECT_EQ(header("traceparent"), "00-abc-01");
+  EXPECT_EQ(header("attempt"), "3");
+  EXPECT_EQ(header("nested"), R"({"x":[1,2]})");
+  EXPECT_EQ(header("flag"), "true");
+  EXPECT_EQ(header("pgoutbox.lsn"), "0/1234ABCD");
+  EXPECT_EQ(header("pgoutbox.xid"), "777");
+  EXPECT_EQ(header("pgoutbox.commit_time_us"), "1700000000123456");
+}
+
+TEST(Mapping, ByteaPayloadIsRawBytes) {
+  Mapping m({table()}, false);
+  const auto& rel = relation(3000, "public", "outbox",
+                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kBytea}});
+  const auto* rt = m.resolve(rel);
+  ASSERT_NE(rt, nullptr);
+  const auto rec = build_ok(*rt, tuple({"e1", "Blob", "k", "\\x00ff7f"}));
+  EXPECT_EQ(rec.value, std::string("\x00\xff\x7f", 3));
+  ASSERT_EQ(rec.headers.size(), 1U);  // no "type" column: the default role is skipped
+  auto bad = rt->build(tuple({"e2", "Blob", "k", "\\x0g"}), kTxn);
+  EXPECT_TRUE(std::holds_alternative<Poison>(bad));
+}
+
+TEST(Mapping, NullPayloadIsPoisonUnlessTombstonesAreConfigured) {
+  Mapping poison_mapping({table()}, false);
+  const auto nulled = tuple({"e1", "Order", "k", "t", std::nullopt});
+  auto result = poison_mapping.resolve(debezium_outbox(4000))->build(nulled, kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(result));
+  EXPECT_EQ(std::get<Poison>(result).event_id, "e1");
+  EXPECT_NE(std::get<Poison>(result).reason.find("NULL"), std::string::npos);
+
+  auto t = table();
+  t.null_payload = config::NullPayload::tombstone;
+  Mapping tombstones({t}, false);
+  const auto rec = build_ok(*tombstones.resolve(debezium_outbox(4001)), nulled);
+  EXPECT_TRUE(rec.tombstone);
+  EXPECT_EQ(rec.key, "k");
+}
+
+TEST(Mapping, NullIdOrRoutingValueIsPoisonAndNullKeyHasNoKey) {
+  Mapping m({table()}, false);
+  const auto* rt = m.resolve(debezium_outbox(5000));
+  EXPECT_TRUE(std::holds_alternative<Poison>(rt->build(tuple({std::nullopt, "Order", "k", "t", "{}"}), kTxn)));
+  EXPECT_TRUE(std::holds_alternative<Poison>(rt->build(tuple({"e", std::nullopt, "k", "t", "{}"}), kTxn)));
+  const auto rec = build_ok(*rt, tuple({"e", "Order", std::nullopt, std::nullopt, "{}"}));
+  EXPECT_FALSE(rec.key);
+  EXPECT_EQ(rec.headers.size(), 1U);  // NULL type: no header
+}
+
+TEST(Mapping, MalformedHeadersObjectIsPoison) {
+  auto t = table();
+  t.columns.headers = "meta";
+  Mapping m({t}, false);
+  const auto& rel = relation(6000, "public", "outbox",
+                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText},
+                              {"meta", kJson}});
+  const auto* rt = m.resolve(rel);
+  EXPECT_TRUE(std::holds_alternative<Poison>(rt->build(tuple({"e", "A", "k", "p", "[1, 2]"}), kTxn)));
+  EXPECT_TRUE(std::holds_alternative<Poison>(rt->build(tuple({"e", "A", "k", "p", "{oops"}), kTxn)));
+  EXPECT_TRUE(std::holds_alternative<Record>(rt->build(tuple({"e", "A", "k", "p", std::nullopt}), kTxn)));
+}
+
+TEST(Mapping, MissingColumnsAndWrongTypesNameTableAndColumn) {
+  auto t = table();
+  t.columns.payload = "body";
+  Mapping m({t}, false);
+  try {
+    m.resolve(debezium_outbox(7000));
+    FAIL() << "resolved without the payload column";
+  } catch (const MappingError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("public.outbox"), std::string::npos) << what;
+    EXPECT_NE(what.find("\"body\""), std::string::npos) << what;
+    EXPECT_NE(what.find("payload"), std::string::npos) << what;
+  }
+  // It keeps failing: a table that cannot be mapped never turns into "not configured".
+  EXPECT_THROW(m.resolve(*cache.find(7000)), MappingError);
+
+  Mapping typed({table()}, false);
+  const auto& bad = relation(7001, "public", "outbox",
+                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kInt8}});
+  try {
+    typed.resolve(bad);
+    FAIL() << "bigint payload accepted";
+  } catch (const MappingError& e) {
+    EXPECT_NE(std::string(e.what()).find("json, jsonb, text"), std::string::npos) << e.what();
+  }
+
+  auto explicit_type = table();
+  explicit_type.columns.type = "event_type";
+  explicit_type.type_column_explicit = true;
+  Mapping named({explicit_type}, false);
+  EXPECT_THROW(named.resolve(debezium_outbox(7002)), MappingError);
+
+  auto bad_template = table();
+  bad_template.topic = "events.${region}";
+  Mapping templated({bad_template}, false);
+  try {
+    templated.resolve(debezium_outbox(7003));
+    FAIL();
+  } catch (const MappingError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"region\""), std::string::npos) << e.what();
+  }
+}
+
+TEST(Mapping, OtherTablesAreNotMappedAndANewRelationIsResolvedAgain) {
+  Mapping m({table()}, false);
+  EXPECT_EQ(m.resolve(relation(8000, "public", "orders", {{"id", kInt8}})), nullptr);
+  const auto* first = m.resolve(debezium_outbox(8001));
+  ASSERT_NE(first, nullptr);
+  const auto gen = first->relation_generation();
+  // ALTER TABLE … ADD COLUMN: a new Relation message for the same relid.
+  const auto& altered = relation(8001, "public", "outbox",
+                                 {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText},
+                                  {"payload", kJsonb}, {"extra", kText}});
+  const auto* second = m.resolve(altered);
+  ASSERT_NE(second, nullptr);
+  EXPECT_GT(second->relation_generation(), gen);
+  const auto rec = build_ok(*second, tuple({"e", "A", "k", "t", "{}", "x"}));
+  EXPECT_EQ(rec.value, "{}");
+  // A rename away from the configured name: no longer mapped.
+  EXPECT_EQ(m.resolve(relation(8001, "public", "outbox_old", {{"id", kUuid}})), nullptr);
+}
+
+TEST(Mapping, ByteaHexAndTimestampParsers) {
+  EXPECT_EQ(decode_bytea_hex("\\x"), "");
+  EXPECT_EQ(decode_bytea_hex("\\xDEADbeef"), std::string("\xde\xad\xbe\xef", 4));
+  EXPECT_FALSE(decode_bytea_hex("\\x0"));
+  EXPECT_FALSE(decode_bytea_hex("0x00"));
+  EXPECT_FALSE(decode_bytea_hex("\\001"));  // escape format is not what the session asks for
+
+  EXPECT_EQ(parse_pg_timestamp_ms("1970-01-01 00:00:00+00"), 0);
+  EXPECT_EQ(parse_pg_timestamp_ms("1970-01-01 00:00:01.5"), 1500);
+  EXPECT_EQ(parse_pg_timestamp_ms("2026-11-29 10:00:00.123456+02"), 1'795'939'200'123);
+  EXPECT_EQ(parse_pg_timestamp_ms("2026-11-29 08:00:00+05:30"), 1'795'939'200'000 - 19'800'000);
+  EXPECT_FALSE(parse_pg_timestamp_ms("infinity"));
+  EXPECT_FALSE(parse_pg_timestamp_ms("2026-02-30 00:00:00+00"));
+  EXPECT_FALSE(parse_pg_timestamp_ms("2026-11-29T08:00:00Z"));
+  EXPECT_FALSE(parse_pg_timestamp_ms("2026-11-29 08:00:00+00 BC"));
+}
+
+}  // namespace
+}  // namespace pgoutbox::outbox

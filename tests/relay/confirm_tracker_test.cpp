@@ -1,0 +1,134 @@
+#include "pgoutbox/relay/confirm_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+namespace pgoutbox::relay {
+namespace {
+
+TEST(ConfirmTracker, ConfirmsATransactionOnlyWhenAllItsRecordsAreAcked) {
+  ConfirmTracker t;
+  const auto a = t.begin();
+  t.add_record(a);
+  t.add_record(a);
+  t.commit(a, Lsn{100});
+  EXPECT_EQ(t.durable(), Lsn{0});
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{0});
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{100});
+  EXPECT_TRUE(t.idle());
+}
+
+TEST(ConfirmTracker, AcksOfLaterTransactionsWaitForEarlierOnes) {
+  ConfirmTracker t;
+  const auto a = t.begin();
+  t.add_record(a);
+  t.commit(a, Lsn{100});
+  const auto b = t.begin();
+  t.add_record(b);
+  t.commit(b, Lsn{200});
+  const auto c = t.begin();
+  t.add_record(c);
+  t.commit(c, Lsn{300});
+  t.ack(c);
+  t.ack(b);
+  EXPECT_EQ(t.durable(), Lsn{0}) << "confirmed past an unacknowledged transaction (I2)";
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{300});
+}
+
+TEST(ConfirmTracker, AnAckedButUncommittedTransactionIsNotConfirmed) {
+  ConfirmTracker t;
+  const auto a = t.begin();
+  t.add_record(a);
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{0});
+  t.idle_position(Lsn{500});
+  EXPECT_EQ(t.durable(), Lsn{0}) << "keepalive confirmed while a transaction was half received";
+  t.commit(a, Lsn{100});
+  EXPECT_EQ(t.durable(), Lsn{100});
+}
+
+TEST(ConfirmTracker, TransactionsWithoutRecordsConfirmInOrder) {
+  ConfirmTracker t;
+  const auto a = t.begin();
+  t.add_record(a);
+  t.commit(a, Lsn{100});
+  const auto b = t.begin();
+  t.commit(b, Lsn{200});  // e.g. only rows of tables that are not mapped
+  EXPECT_EQ(t.durable(), Lsn{0});
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{200});
+}
+
+TEST(ConfirmTracker, KeepaliveIsConfirmedOnlyWhenNothingIsInFlight) {
+  ConfirmTracker t;
+  t.idle_position(Lsn{50});
+  EXPECT_EQ(t.durable(), Lsn{50});
+  const auto a = t.begin();
+  t.add_record(a);
+  t.commit(a, Lsn{100});
+  t.idle_position(Lsn{400});
+  EXPECT_EQ(t.durable(), Lsn{50});
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{100});
+  t.idle_position(Lsn{400});
+  EXPECT_EQ(t.durable(), Lsn{400});
+  t.idle_position(Lsn{300});
+  EXPECT_EQ(t.durable(), Lsn{400}) << "durable went backwards";
+}
+
+TEST(ConfirmTracker, MisuseIsABugNotSilence) {
+  ConfirmTracker t;
+  const auto a = t.begin();
+  EXPECT_THROW(t.begin(), std::logic_error);
+  EXPECT_THROW(t.ack(a), std::logic_error);
+  EXPECT_THROW(t.commit(a + 1, Lsn{1}), std::logic_error);
+  t.commit(a, Lsn{10});
+  EXPECT_THROW(t.ack(a), std::logic_error);  // already confirmed and gone
+}
+
+// Random interleavings: the durable position always equals the end of the longest fully
+// acknowledged prefix of committed transactions.
+TEST(ConfirmTracker, RandomAckOrdersNeverConfirmPastAHole) {
+  std::mt19937 rng(12345);
+  for (int round = 0; round < 200; ++round) {
+    ConfirmTracker t;
+    struct Sent {
+      ConfirmTracker::TxnId txn;
+      int index;
+    };
+    std::vector<Sent> unacked;
+    std::vector<int> remaining;
+    std::vector<Lsn> ends;
+    const int txns = 1 + static_cast<int>(rng() % 20);
+    for (int i = 0; i < txns; ++i) {
+      const auto id = t.begin();
+      const int records = static_cast<int>(rng() % 4);
+      for (int r = 0; r < records; ++r) {
+        t.add_record(id);
+        unacked.push_back({id, i});
+      }
+      remaining.push_back(records);
+      ends.push_back(Lsn{static_cast<std::uint64_t>(100 * (i + 1))});
+      t.commit(id, ends.back());
+    }
+    std::shuffle(unacked.begin(), unacked.end(), rng);
+    for (const auto& s : unacked) {
+      t.ack(s.txn);
+      --remaining[static_cast<std::size_t>(s.index)];
+      Lsn expected{0};
+      for (std::size_t i = 0; i < remaining.size() && remaining[i] == 0; ++i) expected = ends[i];
+      ASSERT_EQ(t.durable(), expected);
+    }
+    EXPECT_EQ(t.durable(), ends.back());
+    EXPECT_EQ(t.outstanding_records(), 0U);
+  }
+}
+
+}  // namespace
+}  // namespace pgoutbox::relay

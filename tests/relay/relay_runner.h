@@ -1,0 +1,62 @@
+#pragma once
+
+// Runs a Relay on its own thread and io_context, as the daemon does, so a test can write rows,
+// fault services and read Kafka meanwhile.
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "pgoutbox/relay/relay.h"
+
+namespace pgoutbox::test {
+
+class RelayRunner {
+ public:
+  explicit RelayRunner(config::Config config) : config_(std::move(config)) {
+    auto started = std::make_shared<std::promise<void>>();
+    auto ready = started->get_future();
+    thread_ = std::thread([this, started] {
+      relay_ = std::make_unique<relay::Relay>(io_, config_);
+      started->set_value();
+      outcome_ = relay_->run();
+      done_ = true;
+    });
+    ready.wait();
+    // Rows written before the slot exists are not in its stream: wait until it streams.
+    while (!done_ && !relay_->streaming()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ~RelayRunner() {
+    stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Graceful stop (as on SIGTERM); waits for the session to end.
+  relay::Outcome stop() {
+    if (!done_) boost::asio::post(io_, [this] { relay_->stop(); });
+    if (thread_.joinable()) thread_.join();
+    return outcome_;
+  }
+  bool done() const { return done_; }
+  const relay::Outcome& outcome() const { return outcome_; }
+  // Reads a counter on the relay's thread.
+  relay::Counters counters() {
+    if (done_) return relay_->counters();
+    std::promise<relay::Counters> p;
+    auto f = p.get_future();
+    boost::asio::post(io_, [&] { p.set_value(relay_->counters()); });
+    return f.get();
+  }
+
+ private:
+  config::Config config_;
+  boost::asio::io_context io_;
+  std::unique_ptr<relay::Relay> relay_;
+  std::atomic<bool> done_{false};
+  relay::Outcome outcome_;
+  std::thread thread_;
+};
+
+}  // namespace pgoutbox::test
