@@ -37,12 +37,11 @@ Outcome::Kind classify(const replication::PgError& e) {
 
 }  // namespace
 
-Relay::Relay(boost::asio::io_context& io, const config::Config& config)
-    : io_(io),
-      config_(config),
+Relay::Relay(const config::Config& config)
+    : config_(config),
       mapping_(config.tables, config.provenance_headers),
-      poll_timer_(io),
-      stop_deadline_(io) {}
+      poll_timer_(io_),
+      stop_deadline_(io_) {}
 
 Relay::~Relay() {
   stream_.reset();
@@ -176,7 +175,7 @@ Outcome Relay::run() {
 }
 
 void Relay::stop() {
-  if (stopping_ || !stream_ || outcome_) return;
+  if (stopping_ || !stream_ || outcome_) return;  // run() only posts work once the stream exists
   stopping_ = true;
   spdlog::info("stopping: no more reading; waiting up to {} ms for {} outstanding record(s)",
                config_.shutdown_timeout.count(), tracker_.outstanding_records());

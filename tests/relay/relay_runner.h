@@ -19,7 +19,7 @@ class RelayRunner {
     auto started = std::make_shared<std::promise<void>>();
     auto ready = started->get_future();
     thread_ = std::thread([this, started] {
-      relay_ = std::make_unique<relay::Relay>(io_, config_);
+      relay_ = std::make_unique<relay::Relay>(config_);
       started->set_value();
       outcome_ = relay_->run();
       done_ = true;
@@ -35,7 +35,7 @@ class RelayRunner {
 
   // Graceful stop (as on SIGTERM); waits for the session to end.
   relay::Outcome stop() {
-    if (!done_) boost::asio::post(io_, [this] { relay_->stop(); });
+    if (!done_) boost::asio::post(relay_->io(), [this] { relay_->stop(); });
     if (thread_.joinable()) thread_.join();
     return outcome_;
   }
@@ -44,15 +44,21 @@ class RelayRunner {
   // Reads a counter on the relay's thread.
   relay::Counters counters() {
     if (done_) return relay_->counters();
-    std::promise<relay::Counters> p;
-    auto f = p.get_future();
-    boost::asio::post(io_, [&] { p.set_value(relay_->counters()); });
+    auto shared = std::make_shared<std::promise<relay::Counters>>();
+    auto f = shared->get_future();
+    boost::asio::post(relay_->io(), [this, shared] { shared->set_value(relay_->counters()); });
+    // A session that ends meanwhile never runs the posted read: then its final counters serve.
+    while (f.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      if (done_) {
+        if (thread_.joinable()) thread_.join();
+        return relay_->counters();
+      }
+    }
     return f.get();
   }
 
  private:
   config::Config config_;
-  boost::asio::io_context io_;
   std::unique_ptr<relay::Relay> relay_;
   std::atomic<bool> done_{false};
   relay::Outcome outcome_;

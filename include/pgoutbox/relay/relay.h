@@ -2,9 +2,10 @@
 
 // The pipeline of one session: replication stream → pgoutput decoder → outbox mapping →
 // idempotent producer, with confirm-after-ack (ConfirmTracker) feeding the stream's flush
-// position, and backpressure on the in-flight caps (I6). One thread, one io_context: the
-// replication socket, librdkafka's report pipe and the timers are all waited on here, so no
-// state is shared between threads.
+// position, and backpressure on the in-flight caps (I6). One thread, one io_context of the
+// session's own: the replication socket, librdkafka's report pipe and the timers are all waited
+// on there, so no state is shared between threads, and nothing of a finished session can run
+// after it (its pending handlers die with its io_context).
 //
 // A session ends in one of three ways (Outcome); the caller (app/run) decides what follows:
 // exit, reconnect after a backoff, or exit with the error's code.
@@ -50,7 +51,7 @@ struct Outcome {
 
 class Relay : private replication::StreamHandler {
  public:
-  Relay(boost::asio::io_context& io, const config::Config& config);
+  explicit Relay(const config::Config& config);
   ~Relay() override;
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
@@ -60,7 +61,11 @@ class Relay : private replication::StreamHandler {
   Outcome run();
 
   // Graceful stop: stop reading, wait up to shutdown_timeout for outstanding acks, confirm, close.
+  // Call on the session's thread, e.g. from a signal_set on io() or through post(io(), …).
   void stop();
+
+  // The session's io_context, for signal handling and for posting work from other threads.
+  boost::asio::io_context& io() { return io_; }
 
   // True once START_REPLICATION succeeded, until the session ends; readable from any thread
   // (readiness probes, tests).
@@ -83,7 +88,7 @@ class Relay : private replication::StreamHandler {
   void maybe_finish_stop();
   void finish(Outcome outcome);
 
-  boost::asio::io_context& io_;
+  boost::asio::io_context io_;
   const config::Config& config_;
   outbox::Mapping mapping_;
   pgoutput::RelationCache relations_;

@@ -1,0 +1,82 @@
+#pragma once
+
+// The one typed configuration of pgoutbox. Loaded from one YAML file (config/loader.h); every
+// key has a description, a default and whether it is required (config/schema.h lists them),
+// and every key can be overridden from the environment.
+//
+// This module depends on nothing else of pgoutbox.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgoutbox::config {
+
+struct PostgresConfig {
+  std::string dsn;                  // libpq conninfo or URI, without the password when password_* is used
+  std::string password;             // secret: from PGOUTBOX_POSTGRES_PASSWORD or password_file, never logged
+  std::string slot = "pgoutbox";
+  std::string publication = "pgoutbox";
+  bool create_slot = true;          // create the slot when missing
+  bool create_publication = false;  // create the publication when missing (needs table ownership)
+  std::chrono::milliseconds status_interval{10'000};
+  std::string application_name = "pgoutbox";
+};
+
+struct KafkaConfig {
+  std::string brokers;                             // bootstrap.servers
+  std::map<std::string, std::string> properties;   // any librdkafka property, applied last
+};
+
+// Which column plays which role (SPEC.md "Attaching to existing outbox tables").
+struct ColumnRoles {
+  std::string id = "id";
+  std::string aggregate_type = "aggregatetype";  // routing value
+  std::string aggregate_id = "aggregateid";      // record key
+  std::string payload = "payload";
+  std::optional<std::string> type = "type";      // header "type"; a missing default column is skipped
+  std::optional<std::string> headers;            // json/jsonb object column, each key a header
+  std::optional<std::string> timestamp;          // record timestamp, else the commit time
+};
+
+enum class NullPayload { poison, tombstone };
+
+struct TableConfig {
+  std::string schema = "public";
+  std::string name;
+  ColumnRoles columns;
+  bool type_column_explicit = false;  // set when the file names columns.type: then it must exist
+  std::string topic = "outbox.event.${aggregatetype}";  // ${column} is replaced by that column's text
+  NullPayload null_payload = NullPayload::poison;
+};
+
+struct LimitsConfig {
+  std::uint64_t max_in_flight_records = 100'000;
+  std::uint64_t max_in_flight_bytes = 64ULL << 20;
+  double resume_ratio = 0.5;  // resume reading below this share of both caps
+};
+
+struct RetryConfig {
+  std::chrono::milliseconds min{500};
+  std::chrono::milliseconds max{30'000};
+  double factor = 2.0;
+};
+
+struct Config {
+  std::string source;  // the file it came from, for messages
+  PostgresConfig postgres;
+  KafkaConfig kafka;
+  std::vector<TableConfig> tables;
+  bool provenance_headers = false;  // pgoutbox.lsn, pgoutbox.commit_time, pgoutbox.xid
+  LimitsConfig limits;
+  RetryConfig reconnect;
+  std::chrono::milliseconds shutdown_timeout{30'000};
+  std::string metrics_address;  // host:port for /metrics, /healthz, /readyz; empty: off
+  std::string log_format = "auto";  // auto (json unless a terminal), json, text
+  std::string log_level = "info";
+};
+
+}  // namespace pgoutbox::config

@@ -1,0 +1,146 @@
+#include "run_command.h"
+
+#include <signal.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "pgoutbox/backoff.h"
+#include "pgoutbox/config/loader.h"
+#include "pgoutbox/config/redact.h"
+#include "pgoutbox/relay/relay.h"
+
+namespace pgoutbox::app {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A session that streamed this long was healthy: the next failure backs off from the start.
+constexpr auto kHealthySession = 30s;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string current;
+  for (const char c : text) {
+    if (c != '\n') {
+      current.push_back(c);
+      continue;
+    }
+    lines.push_back(std::move(current));
+    current.clear();
+  }
+  if (!current.empty()) lines.push_back(std::move(current));
+  return lines;
+}
+
+// SIGINT/SIGTERM for the whole run, on a thread of their own, so that a signal is handled the
+// same way during a session, while connecting and between sessions. The first asks the current
+// session to stop gracefully; a second exits at once (nothing unacknowledged is ever confirmed,
+// so leaving abruptly loses nothing).
+class SignalWatcher {
+ public:
+  SignalWatcher() : signals_(io_, SIGINT, SIGTERM) {
+    arm();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~SignalWatcher() {
+    io_.stop();
+    thread_.join();
+  }
+
+  // The session a first signal should stop; nullptr between sessions.
+  void attach(relay::Relay* relay) {
+    std::lock_guard lock(mutex_);
+    relay_ = relay;
+    if (relay_ != nullptr && stop_requested_) boost::asio::post(relay_->io(), [r = relay_] { r->stop(); });
+  }
+  bool stop_requested() {
+    std::lock_guard lock(mutex_);
+    return stop_requested_;
+  }
+  // Sleeps for `delay` unless a stop is requested first; true when it was.
+  bool wait_or_stop(std::chrono::milliseconds delay) {
+    std::unique_lock lock(mutex_);
+    return wake_.wait_for(lock, delay, [this] { return stop_requested_; });
+  }
+
+ private:
+  void arm() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      std::lock_guard lock(mutex_);
+      if (stop_requested_) {
+        spdlog::warn("second signal ({}): exiting at once", sig);
+        spdlog::default_logger()->flush();
+        std::_Exit(kExitSecondSignal);
+      }
+      spdlog::info("signal {}: stopping", sig);
+      stop_requested_ = true;
+      if (relay_ != nullptr) boost::asio::post(relay_->io(), [r = relay_] { r->stop(); });
+      wake_.notify_all();
+      arm();
+    });
+  }
+
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  relay::Relay* relay_ = nullptr;
+  bool stop_requested_ = false;
+};
+
+}  // namespace
+
+int run(const std::string& config_path) {
+  config::Config cfg;
+  try {
+    cfg = config::load(config_path, config::Environment::from_process());
+  } catch (const config::ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return kExitConfig;
+  }
+  spdlog::info("pgoutbox starting with {}", config_path);
+  for (const auto& line : lines_of(config::describe(cfg))) spdlog::debug("config: {}", line);
+
+  SignalWatcher signals;
+  Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
+  while (!signals.stop_requested()) {
+    const auto started = std::chrono::steady_clock::now();
+    relay::Outcome outcome;
+    {
+      relay::Relay relay(cfg);
+      signals.attach(&relay);
+      outcome = relay.run();
+      signals.attach(nullptr);
+    }
+    switch (outcome.kind) {
+      case relay::Outcome::Kind::stopped:
+        spdlog::info("stopped{}", outcome.reason.empty() ? "" : ": " + outcome.reason);
+        return kExitOk;
+      case relay::Outcome::Kind::fatal:
+        spdlog::error("cannot continue: {}", outcome.reason);
+        return kExitFatal;
+      case relay::Outcome::Kind::reconnect:
+        break;
+    }
+    if (std::chrono::steady_clock::now() - started > kHealthySession) backoff.reset();
+    const auto delay = backoff.next();
+    spdlog::warn("{}; retrying in {} ms (attempt {})", outcome.reason, delay.count(), backoff.attempts());
+    if (signals.wait_or_stop(delay)) break;
+  }
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
+}  // namespace pgoutbox::app

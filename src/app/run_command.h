@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string>
+
+namespace pgoutbox::app {
+
+// Exit codes of `pgoutbox run` (documented in the README).
+enum ExitCode : int {
+  kExitOk = 0,            // stopped by SIGTERM/SIGINT after confirming what Kafka acknowledged
+  kExitConfig = 2,        // the configuration file or environment is invalid
+  kExitFatal = 3,         // the operator must act: mapping, poison under `stop`, lost slot, rights
+  kExitSecondSignal = 130,  // a second signal: left at once, nothing unacknowledged confirmed
+};
+
+// `pgoutbox run -c FILE`: streams until a signal, reconnecting with backoff after transient
+// failures; returns the process's exit code.
+int run(const std::string& config_path);
+
+}  // namespace pgoutbox::app

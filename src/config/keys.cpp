@@ -1,0 +1,385 @@
+// The table of every configuration key: its documentation, its parser and its printer
+// (fields.h). Adding a key here adds it to the loader, the environment, describe() and the
+// reference at once.
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "dsn.h"
+#include "fields.h"
+#include "pgoutbox/config/redact.h"
+#include "pgoutbox/config/topic_template.h"
+#include "table_name.h"
+#include "values.h"
+
+namespace pgoutbox::config::detail {
+namespace {
+
+
+// NAMEDATALEN - 1: Postgres truncates longer names, which would silently name something else.
+constexpr std::size_t kMaxNameBytes = 63;
+
+template <class Root>
+Entry<Root> base(std::string path, std::string type, std::string description) {
+  Entry<Root> e;
+  e.path = std::move(path);
+  e.type = std::move(type);
+  e.description = std::move(description);
+  return e;
+}
+
+// Access is a generic lambda returning a reference to the field, so it serves set (on Root&)
+// and show (on const Root&) alike.
+template <class Root, class Access, class Check>
+Entry<Root> text(std::string path, std::string type, std::string description, Access access, Check check) {
+  auto e = base<Root>(std::move(path), std::move(type), std::move(description));
+  e.set = [access, check](Root& r, const Scalar& s) {
+    check(s.text);
+    access(r) = s.text;
+  };
+  e.show = [access](const Root& r) { return std::string(access(r)); };
+  return e;
+}
+
+template <class Root, class Access>
+Entry<Root> flag(std::string path, std::string description, Access access) {
+  auto e = base<Root>(std::move(path), "bool", std::move(description));
+  e.set = [access](Root& r, const Scalar& s) { access(r) = parse_bool(s.text); };
+  e.show = [access](const Root& r) { return std::string(access(r) ? "true" : "false"); };
+  return e;
+}
+
+template <class Root, class Access>
+Entry<Root> duration(std::string path, std::string description, Access access) {
+  auto e = base<Root>(std::move(path), "duration", std::move(description));
+  e.set = [access](Root& r, const Scalar& s) { access(r) = parse_duration(s.text); };
+  e.show = [access](const Root& r) { return format_duration(access(r)); };
+  return e;
+}
+
+template <class Root, class Access, class Check>
+Entry<Root> number(std::string path, std::string description, Access access, Check check) {
+  auto e = base<Root>(std::move(path), "number", std::move(description));
+  e.set = [access, check](Root& r, const Scalar& s) {
+    const double value = parse_number(s.text);
+    check(value, s.text);
+    access(r) = value;
+  };
+  e.show = [access](const Root& r) { return format_number(access(r)); };
+  return e;
+}
+
+template <class Root, class Access>
+Entry<Root> choice(std::string path, std::string description, Access access, std::vector<std::string> allowed) {
+  std::string type = "one of";
+  for (const auto& word : allowed) type += (type == "one of" ? " " : ", ") + word;
+  auto e = base<Root>(std::move(path), std::move(type), std::move(description));
+  e.set = [access, allowed](Root& r, const Scalar& s) {
+    check_choice(s.text, allowed);
+    access(r) = s.text;
+  };
+  e.show = [access](const Root& r) { return std::string(access(r)); };
+  return e;
+}
+
+void check_name(std::string_view text) {
+  if (text.empty()) throw Invalid("must not be empty");
+  if (text.size() > kMaxNameBytes) throw Invalid(fmt::format("is longer than {} bytes, which Postgres truncates (got {})", kMaxNameBytes, quote(text)));
+}
+
+// The scanner's messages carry positions only: a DSN may hold a password.
+void check_dsn(std::string_view text) {
+  if (text.empty()) throw Invalid("must not be empty");
+  if (const auto scan = scan_dsn(text); scan.error) throw Invalid(fmt::format("is malformed: {}", *scan.error));
+}
+
+// Slot names are restricted further than other names (ReplicationSlotValidateName).
+void check_slot_name(std::string_view text) {
+  check_name(text);
+  for (char c : text) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      throw Invalid(fmt::format("may contain only lower case letters, digits and '_' (got {})", quote(text)));
+    }
+  }
+}
+
+// Postgres replaces anything but printable ASCII in application_name with '?'.
+void check_application_name(std::string_view text) {
+  check_name(text);
+  for (char c : text) {
+    if (c < 0x20 || c > 0x7e) throw Invalid(fmt::format("may contain only printable ASCII (got {})", quote(text)));
+  }
+}
+
+void check_brokers(std::string_view text) {
+  if (text.empty()) throw Invalid("must list at least one broker, e.g. 127.0.0.1:9092");
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (item.find_first_not_of(' ') == std::string_view::npos) {
+      throw Invalid(fmt::format("has an empty entry; write host:port[,host:port...] (got {})", quote(text)));
+    }
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+}
+
+void check_column(std::string_view text) {
+  if (text.empty()) throw Invalid("must name a column");
+  if (text.size() > kMaxNameBytes) throw Invalid(fmt::format("is longer than {} bytes, which Postgres truncates (got {})", kMaxNameBytes, quote(text)));
+}
+
+template <class Access>
+Entry<TableConfig> column(std::string path, std::string description, Access access) {
+  return text<TableConfig>(std::move(path), "column", std::move(description), access, check_column);
+}
+
+template <class Access>
+Entry<TableConfig> optional_column(std::string path, std::string description, Access access) {
+  auto e = base<TableConfig>(std::move(path), "column or null", std::move(description));
+  e.nullable = true;
+  e.set = [access](TableConfig& t, const Scalar& s) {
+    if (s.null) {
+      access(t).reset();
+      return;
+    }
+    check_column(s.text);
+    access(t) = s.text;
+  };
+  e.show = [access](const TableConfig& t) { return access(t) ? *access(t) : std::string("null"); };
+  return e;
+}
+
+std::vector<Entry<Draft>> make_global_entries() {
+  std::vector<Entry<Draft>> v;
+
+  auto dsn = text<Draft>(
+      "postgres.dsn", "string",
+      "libpq connection string, key=value or postgresql:// URI. replication=database is added by pgoutbox. A password in "
+      "it is allowed but better kept in PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file; it is redacted everywhere.",
+      [](auto& d) -> auto& { return d.config.postgres.dsn; }, check_dsn);
+  dsn.required = true;
+  dsn.show = [](const Draft& d) { return redact_dsn(d.config.postgres.dsn); };
+  v.push_back(std::move(dsn));
+
+  auto password = base<Draft>(
+      "postgres.password", "string (secret)",
+      "Password of the Postgres role, kept out of the file; it wins over postgres.password_file.");
+  password.secret = true;
+  password.in_file = false;
+  password.set = [](Draft& d, const Scalar& s) {
+    if (s.text.empty()) throw Invalid("is empty; unset the variable instead");
+    d.config.postgres.password = s.text;
+  };
+  password.show = [](const Draft& d) { return d.config.postgres.password.empty() ? std::string() : std::string(kRedacted); };
+  v.push_back(std::move(password));
+
+  auto password_file = base<Draft>(
+      "postgres.password_file", "path",
+      "File holding the Postgres password (a mounted secret); trailing newlines are dropped. Relative to the "
+      "configuration file's folder.");
+  password_file.nullable = true;
+  password_file.described = false;
+  password_file.set = [](Draft& d, const Scalar& s) {
+    if (s.null) {
+      d.password_file.reset();
+      return;
+    }
+    if (s.text.empty()) throw Invalid("must not be empty");
+    d.password_file = s.text;
+  };
+  password_file.show = [](const Draft& d) { return d.password_file.value_or(""); };
+  v.push_back(std::move(password_file));
+
+  v.push_back(text<Draft>("postgres.slot", "slot name",
+                          "Logical replication slot to stream from (lower case letters, digits, '_').",
+                          [](auto& d) -> auto& { return d.config.postgres.slot; }, check_slot_name));
+  v.push_back(text<Draft>("postgres.publication", "name",
+                          "Publication listing the outbox tables (pgoutput's publication_names).",
+                          [](auto& d) -> auto& { return d.config.postgres.publication; }, check_name));
+  v.push_back(flag<Draft>("postgres.create_slot", "Create the slot (pgoutput) when it does not exist.",
+                          [](auto& d) -> auto& { return d.config.postgres.create_slot; }));
+  v.push_back(flag<Draft>("postgres.create_publication",
+                          "Create the publication for the configured tables when it does not exist (needs ownership of "
+                          "the tables).",
+                          [](auto& d) -> auto& { return d.config.postgres.create_publication; }));
+  v.push_back(duration<Draft>("postgres.status_interval",
+                              "How often the confirmed position is reported to the server, also when idle; keep it well "
+                              "below the server's wal_sender_timeout.",
+                              [](auto& d) -> auto& { return d.config.postgres.status_interval; }));
+  v.push_back(text<Draft>("postgres.application_name", "string",
+                          "application_name of the replication connection, as pg_stat_replication shows it.",
+                          [](auto& d) -> auto& { return d.config.postgres.application_name; }, check_application_name));
+
+  auto brokers = text<Draft>("kafka.brokers", "string",
+                             "Kafka bootstrap servers, host:port[,host:port...] (librdkafka bootstrap.servers).",
+                             [](auto& d) -> auto& { return d.config.kafka.brokers; }, check_brokers);
+  brokers.required = true;
+  v.push_back(std::move(brokers));
+
+  auto properties = base<Draft>(
+      std::string(kPropertiesPath), "map of string",
+      "librdkafka producer properties (TLS, SASL, batching...), applied after pgoutbox's own; values are strings. "
+      "enable.idempotence=true, acks=all and message.timeout.ms=0 carry the delivery guarantees and cannot be changed; "
+      "the brokers belong in kafka.brokers. Secret properties (names with password or secret, ssl.key.pem, "
+      "sasl.oauthbearer.config) may be read from a file with a <name>_file key, e.g. sasl.password_file.");
+  properties.shape = Shape::property_map;
+  properties.show = [](const Draft& d) {
+    std::string out;
+    for (const auto& [name, value] : redact_properties(d.config.kafka.properties)) out += (out.empty() ? "" : ", ") + name + ": " + value;
+    return "{" + out + "}";
+  };
+  v.push_back(std::move(properties));
+
+  auto tables = base<Draft>(std::string(kTablesPath), "list of tables",
+                            "The outbox tables to relay; at least one. All share the slot and the publication.");
+  tables.shape = Shape::table_list;
+  tables.required = true;
+  tables.show = [](const Draft& d) { return fmt::format("{} table(s)", d.config.tables.size()); };
+  v.push_back(std::move(tables));
+
+  v.push_back(flag<Draft>("provenance_headers",
+                          "Add headers pgoutbox.lsn, pgoutbox.commit_time and pgoutbox.xid to every record.",
+                          [](auto& d) -> auto& { return d.config.provenance_headers; }));
+
+  auto records = base<Draft>("limits.max_in_flight_records", "integer",
+                             "Records read but not yet acknowledged by Kafka; at this cap pgoutbox stops reading the "
+                             "stream (SPEC I6).");
+  records.set = [](Draft& d, const Scalar& s) {
+    const auto value = parse_count(s.text);
+    if (value == 0) throw Invalid("must be greater than 0 (got 0)");
+    d.config.limits.max_in_flight_records = value;
+  };
+  records.show = [](const Draft& d) { return fmt::format("{}", d.config.limits.max_in_flight_records); };
+  v.push_back(std::move(records));
+
+  auto bytes = base<Draft>("limits.max_in_flight_bytes", "size",
+                           "Bytes of records read but not yet acknowledged; the other cap (SPEC I6). Plain bytes or "
+                           "KiB, MiB, GiB.");
+  bytes.set = [](Draft& d, const Scalar& s) {
+    const auto value = parse_size(s.text);
+    if (value == 0) throw Invalid(fmt::format("must be greater than 0 (got {})", quote(s.text)));
+    d.config.limits.max_in_flight_bytes = value;
+  };
+  bytes.show = [](const Draft& d) { return format_size(d.config.limits.max_in_flight_bytes); };
+  v.push_back(std::move(bytes));
+
+  v.push_back(number<Draft>("limits.resume_ratio",
+                            "Reading resumes once in-flight records and bytes are both below this share of their caps.",
+                            [](auto& d) -> auto& { return d.config.limits.resume_ratio; },
+                            [](double value, const std::string& text) {
+                              if (!(value > 0 && value < 1)) throw Invalid(fmt::format("must be between 0 and 1, both excluded (got {})", text));
+                            }));
+
+  v.push_back(duration<Draft>("reconnect.min", "First delay of the backoff between reconnect attempts after a lost connection.",
+                              [](auto& d) -> auto& { return d.config.reconnect.min; }));
+  v.push_back(duration<Draft>("reconnect.max", "Longest delay between attempts; at least reconnect.min.",
+                              [](auto& d) -> auto& { return d.config.reconnect.max; }));
+  v.push_back(number<Draft>("reconnect.factor", "Each delay is the previous one times this factor, up to reconnect.max.",
+                            [](auto& d) -> auto& { return d.config.reconnect.factor; },
+                            [](double value, const std::string& text) {
+                              if (!(value >= 1)) throw Invalid(fmt::format("must be at least 1 (got {})", text));
+                            }));
+  v.push_back(duration<Draft>("shutdown_timeout",
+                              "On SIGTERM or SIGINT, how long to wait for Kafka to acknowledge what is in flight "
+                              "before exiting without confirming it.",
+                              [](auto& d) -> auto& { return d.config.shutdown_timeout; }));
+
+  auto metrics = text<Draft>("metrics_address", "host:port",
+                             "Where /metrics, /healthz and /readyz listen; empty or null turns them off.",
+                             [](auto& d) -> auto& { return d.config.metrics_address; },
+                             [](std::string_view value) {
+                               if (!value.empty()) check_address(value);
+                             });
+  metrics.nullable = true;
+  const auto set_metrics = metrics.set;
+  metrics.set = [set_metrics](Draft& d, const Scalar& s) { set_metrics(d, s.null ? Scalar{} : s); };
+  v.push_back(std::move(metrics));
+
+  v.push_back(choice<Draft>("log_format", "auto writes JSON lines unless stderr is a terminal.",
+                            [](auto& d) -> auto& { return d.config.log_format; }, {"auto", "json", "text"}));
+  v.push_back(choice<Draft>("log_level", "Least severe level that is logged.", [](auto& d) -> auto& { return d.config.log_level; },
+                            {"trace", "debug", "info", "warn", "error"}));
+  return v;
+}
+
+std::vector<Entry<TableConfig>> make_table_entries() {
+  std::vector<Entry<TableConfig>> v;
+
+  auto table = base<TableConfig>("table", "table name",
+                                 "The outbox table, schema.table with Postgres's rules: unquoted names fold to lower "
+                                 "case, \"quoted\" ones keep case and may hold dots; no schema means public.");
+  table.required = true;
+  table.set = [](TableConfig& t, const Scalar& s) {
+    auto name = parse_table_name(s.text);
+    t.schema = std::move(name.schema);
+    t.name = std::move(name.name);
+  };
+  table.show = [](const TableConfig& t) { return t.name.empty() ? std::string() : format_table_name(t.schema, t.name); };
+  v.push_back(std::move(table));
+
+  v.push_back(text<TableConfig>("topic", "topic template",
+                                "Destination topic; each ${column} is replaced by that column's text (the column must "
+                                "exist; pgoutbox check verifies it).",
+                                [](auto& t) -> auto& { return t.topic; },
+                                [](std::string_view value) {
+                                  try {
+                                    parse_topic_template(value);
+                                  } catch (const std::invalid_argument& e) {
+                                    throw Invalid(fmt::format("{} (got {})", e.what(), quote(value)));
+                                  }
+                                }));
+
+  auto null_payload = base<TableConfig>("null_payload", "one of poison, tombstone",
+                                        "A row whose payload is NULL: poison sends it through the poison policy "
+                                        "(SPEC I8), tombstone publishes a record with a null value.");
+  null_payload.set = [](TableConfig& t, const Scalar& s) {
+    check_choice(s.text, {"poison", "tombstone"});
+    t.null_payload = s.text == "tombstone" ? NullPayload::tombstone : NullPayload::poison;
+  };
+  null_payload.show = [](const TableConfig& t) { return std::string(t.null_payload == NullPayload::tombstone ? "tombstone" : "poison"); };
+  v.push_back(std::move(null_payload));
+
+  v.push_back(column("columns.id", "Column with the event id; becomes header id (consumers deduplicate by it).",
+                     [](auto& t) -> auto& { return t.columns.id; }));
+  v.push_back(column("columns.aggregate_type", "Column with the routing value, usually referenced by the topic template.",
+                     [](auto& t) -> auto& { return t.columns.aggregate_type; }));
+  v.push_back(column("columns.aggregate_id", "Column with the record key (per-key order is kept).",
+                     [](auto& t) -> auto& { return t.columns.aggregate_id; }));
+  v.push_back(column("columns.payload", "Column with the record value: json, jsonb, text or bytea.",
+                     [](auto& t) -> auto& { return t.columns.payload; }));
+
+  auto type = optional_column("columns.type",
+                              "Column with the event type, sent as header type. The default column is skipped when "
+                              "the table lacks it; a column named here must exist. null: none.",
+                              [](auto& t) -> auto& { return t.columns.type; });
+  const auto set_type = type.set;
+  type.set = [set_type](TableConfig& t, const Scalar& s) {
+    set_type(t, s);
+    t.type_column_explicit = !s.null;
+  };
+  v.push_back(std::move(type));
+
+  v.push_back(optional_column("columns.headers",
+                              "json or jsonb object column; each key becomes a header (e.g. traceparent). null: none.",
+                              [](auto& t) -> auto& { return t.columns.headers; }));
+  v.push_back(optional_column("columns.timestamp", "Column with the record timestamp; null: the commit time.",
+                              [](auto& t) -> auto& { return t.columns.timestamp; }));
+  return v;
+}
+
+}  // namespace
+
+const std::vector<Entry<Draft>>& global_entries() {
+  static const auto entries = make_global_entries();
+  return entries;
+}
+
+const std::vector<Entry<TableConfig>>& table_entries() {
+  static const auto entries = make_table_entries();
+  return entries;
+}
+
+}  // namespace pgoutbox::config::detail

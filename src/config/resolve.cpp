@@ -1,0 +1,199 @@
+// Checks that need the file and the environment merged: required keys, secrets from files,
+// librdkafka properties, and rules across keys.
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "dsn.h"
+#include "loader_state.h"
+#include "pgoutbox/config/redact.h"
+#include "table_name.h"
+#include "values.h"
+
+namespace pgoutbox::config::detail {
+namespace {
+
+// A secret is a line, not a document: anything larger is the wrong file.
+constexpr std::size_t kMaxSecretBytes = 64 * 1024;
+
+constexpr std::string_view kFileSuffix = "_file";
+
+bool is_file_variant(const std::string& name) { return name.size() > kFileSuffix.size() && name.ends_with(kFileSuffix); }
+std::string without_file_suffix(const std::string& name) { return name.substr(0, name.size() - kFileSuffix.size()); }
+
+bool dsn_has_password(const std::string& dsn) {
+  for (const auto& [keyword, value] : scan_dsn(dsn).params) {
+    if (keyword == "password" && !value.empty()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string Loader::read_secret_file(const std::string& path, const Origin& origin, const std::string& key) const {
+  std::filesystem::path full(path);
+  if (full.is_relative() && !origin.base_dir.empty()) full = std::filesystem::path(origin.base_dir) / full;
+  std::error_code ec;
+  if (std::filesystem::is_directory(full, ec)) fail(origin, key, fmt::format("{} is a folder, not a file", full.string()));
+  const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(origin, key, fmt::format("cannot read {}: {}", full.string(), std::strerror(errno)));
+  std::string content;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      fail(origin, key, fmt::format("cannot read {}: {}", full.string(), std::strerror(error)));
+    }
+    if (n == 0) break;
+    content.append(buffer, std::size_t(n));
+    if (content.size() > kMaxSecretBytes) {
+      ::close(fd);
+      fail(origin, key, fmt::format("{} is larger than {} KiB; is it the right file?", full.string(), kMaxSecretBytes / 1024));
+    }
+  }
+  ::close(fd);
+  // Files written by `echo` or editors end in a newline the secret does not contain.
+  while (!content.empty() && (content.back() == '\n' || content.back() == '\r')) content.pop_back();
+  if (content.empty()) fail(origin, key, fmt::format("{} is empty", full.string()));
+  return content;
+}
+
+void Loader::check_required() {
+  for (const auto& e : global_entries()) {
+    if (!e.required || e.shape != Shape::scalar || origins_.contains(e.path)) continue;
+    fail(file_origin(), e.path, fmt::format("is required; set it in the file or in {}", env_name(e.path)));
+  }
+  const std::string tables_key(kTablesPath);
+  if (draft_.config.tables.empty()) {
+    const auto it = origins_.find(tables_key);
+    fail(it != origins_.end() ? it->second : file_origin(), tables_key,
+         "must list at least one outbox table, e.g.\n  tables:\n    - table: public.outbox");
+  }
+  for (std::size_t i = 0; i < draft_.config.tables.size(); ++i) {
+    const std::string table = fmt::format("{}[{}]", kTablesPath, i);
+    for (const auto& e : table_entries()) {
+      if (!e.required || origins_.contains(table + "." + e.path)) continue;
+      fail(origins_.at(table), table + "." + e.path,
+           fmt::format("is required; set it in the file or in {}{}_{}", kTablesEnvPrefix, i, table_env_suffix(e.path)));
+    }
+  }
+}
+
+void Loader::resolve_password() {
+  const auto from_env = origins_.find("postgres.password");
+  const auto file_key = origins_.find("postgres.password_file");
+  auto& postgres = draft_.config.postgres;
+  if (from_env != origins_.end() && file_key != origins_.end() && file_key->second.from_env && draft_.password_file) {
+    fail(file_key->second, "postgres.password_file", "is set as well as PGOUTBOX_POSTGRES_PASSWORD; set only one");
+  }
+  // The environment wins over a file named in the configuration: it is the deployment's say.
+  if (from_env == origins_.end() && draft_.password_file) {
+    postgres.password = read_secret_file(*draft_.password_file, file_key->second, "postgres.password_file");
+  }
+  if (!postgres.password.empty() && dsn_has_password(postgres.dsn)) {
+    fail(origins_.at("postgres.dsn"), "postgres.dsn",
+         fmt::format("holds a password and {} gives one too; keep only one",
+                     from_env != origins_.end() ? "PGOUTBOX_POSTGRES_PASSWORD" : "postgres.password_file"));
+  }
+}
+
+void Loader::resolve_properties() {
+  const std::string path(kPropertiesPath);
+  // Within one layer, a value and its file variant contradict each other.
+  for (const auto* layer : {&file_properties_, &env_properties_}) {
+    for (const auto& [name, property] : *layer) {
+      if (is_file_variant(name) && layer->contains(without_file_suffix(name))) {
+        fail(property.origin, path + "." + name, fmt::format("is set as well as {}; set only one", without_file_suffix(name)));
+      }
+    }
+  }
+  // The environment replaces a property and its file variant alike.
+  auto merged = file_properties_;
+  for (const auto& [name, property] : env_properties_) {
+    const std::string base = is_file_variant(name) ? without_file_suffix(name) : name;
+    merged.erase(base);
+    merged.erase(base + std::string(kFileSuffix));
+    merged[name] = property;
+  }
+  auto& properties = draft_.config.kafka.properties;
+  for (const auto& [name, property] : merged) {
+    const std::string shown = path + "." + name;
+    if (is_file_variant(name)) {
+      const std::string base = without_file_suffix(name);
+      if (!is_secret_property(base)) {
+        fail(property.origin, shown,
+             fmt::format("only secret properties are read from files; set {} itself (librdkafka's *.location properties take paths)", base));
+      }
+      if (property.value.empty()) fail(property.origin, shown, "must name a file");
+      properties[base] = read_secret_file(property.value, property.origin, shown);
+      continue;
+    }
+    if (is_secret_property(name) && property.value.empty()) fail(property.origin, shown, "is empty");
+    properties[name] = property.value;
+  }
+
+  // SPEC I1/I4 rest on an idempotent producer waiting for all in-sync replicas; the kafka module
+  // enforces the same, but here the error can point at the line.
+  const auto origin_of = [&](const std::string& name) {
+    const auto it = merged.find(name);
+    return it != merged.end() ? it->second.origin : merged.at(name + std::string(kFileSuffix)).origin;
+  };
+  for (const std::string name : {"bootstrap.servers", "metadata.broker.list"}) {
+    if (properties.contains(name)) fail(origin_of(name), path + "." + name, "duplicates kafka.brokers; set the brokers there");
+  }
+  if (const auto it = properties.find("enable.idempotence"); it != properties.end() && it->second != "true") {
+    fail(origin_of(it->first), path + "." + it->first,
+         fmt::format("must stay true: pgoutbox's ordering and no-duplicate guarantees need it (got {})", quote(it->second)));
+  }
+  // A finite delivery timeout would drop records during a long Kafka outage (I1).
+  for (const std::string name : {"message.timeout.ms", "delivery.timeout.ms"}) {
+    if (const auto it = properties.find(name); it != properties.end() && it->second != "0") {
+      fail(origin_of(name), path + "." + name,
+           fmt::format("must stay 0 (no timeout): a record must never be given up while Kafka is away (got {})", quote(it->second)));
+    }
+  }
+  for (const std::string name : {"acks", "request.required.acks"}) {
+    if (const auto it = properties.find(name); it != properties.end() && it->second != "all" && it->second != "-1") {
+      fail(origin_of(name), path + "." + name,
+           fmt::format("must stay all (or -1): a record counts as delivered only when all in-sync replicas have it (got {})",
+                       quote(it->second)));
+    }
+  }
+}
+
+void Loader::check_tables() {
+  const auto& tables = draft_.config.tables;
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (tables[i].schema == tables[j].schema && tables[i].name == tables[j].name) {
+        const std::string key = fmt::format("{}[{}].table", kTablesPath, i);
+        fail(origins_.at(key), key,
+             fmt::format("names {} again (already {}[{}]); one table has one mapping", format_table_name(tables[i].schema, tables[i].name),
+                         kTablesPath, j));
+      }
+    }
+  }
+}
+
+void Loader::check_reconnect() {
+  const auto& reconnect = draft_.config.reconnect;
+  if (reconnect.min <= reconnect.max) return;
+  const auto min_origin = origins_.find("reconnect.min");
+  const auto max_origin = origins_.find("reconnect.max");
+  if (min_origin != origins_.end()) {
+    fail(min_origin->second, "reconnect.min",
+         fmt::format("must not exceed reconnect.max ({}) (got {})", format_duration(reconnect.max), format_duration(reconnect.min)));
+  }
+  fail(max_origin != origins_.end() ? max_origin->second : file_origin(), "reconnect.max",
+       fmt::format("must be at least reconnect.min ({}) (got {})", format_duration(reconnect.min), format_duration(reconnect.max)));
+}
+
+}  // namespace pgoutbox::config::detail

@@ -1,0 +1,109 @@
+// `pgoutbox run -c FILE` as a process: configuration from YAML and the environment, signals,
+// exit codes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "eventually.h"
+#include "kafka_client.h"
+#include "pgoutbox/lsn.h"
+#include "services.h"
+
+namespace pgoutbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RunCommandTest : public ::testing::Test {
+ protected:
+  PgCluster& pg = shared_postgres();
+  KafkaBroker& kafka = shared_kafka();
+  ScratchDir dir{"run-test", std::nullopt};
+
+  std::string write_config(const std::string& name, const std::string& extra = "") {
+    pg.exec("CREATE TABLE IF NOT EXISTS " + name +
+            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, type text, payload jsonb)");
+    const std::string path = dir.path() + "/" + name + ".yaml";
+    std::ofstream out(path);
+    out << "postgres:\n"
+        << "  dsn: \"" << pg.dsn() << "\"\n"
+        << "  slot: " << name << "_slot\n"
+        << "  publication: " << name << "_pub\n"
+        << "  create_publication: true\n"
+        << "  status_interval: 200ms\n"
+        << "kafka:\n"
+        << "  brokers: \"" << kafka.bootstrap() << "\"\n"
+        << "tables:\n"
+        << "  - table: public." << name << "\n"
+        << "    topic: \"" << name << ".${aggregatetype}\"\n"
+        << extra;
+    return path;
+  }
+
+  ChildProcess start(const std::string& config, std::vector<std::string> env = {}) {
+    return ChildProcess({.argv = {PGOUTBOX_BINARY, "run", "-c", config},
+                         .log_path = dir.path() + "/pgoutbox.log",
+                         .run_as = std::nullopt,
+                         .extra_env = std::move(env)});
+  }
+
+  bool slot_active(const std::string& slot) {
+    return pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + slot + "'") == "t";
+  }
+};
+
+TEST_F(RunCommandTest, StreamsUntilSigtermThenConfirmsAndExitsZero) {
+  const auto config = write_config("cli_basic");
+  auto process = start(config);
+  PGOUTBOX_ASSERT_EVENTUALLY(slot_active("cli_basic_slot"), 30s);
+  pg.exec("INSERT INTO cli_basic (aggregatetype, aggregateid, payload) SELECT 'E', 'k' || g, '{}' FROM generate_series(1, 500) g");
+  ASSERT_EQ(read_topic(kafka.bootstrap(), "cli_basic.E", 500, 60s).size(), 500U);
+  const auto last_lsn = *Lsn::parse(*pg.query_value("SELECT pg_current_wal_lsn()"));
+
+  process.signal_leader(SIGTERM);
+  const auto status = process.wait(30s);
+  ASSERT_TRUE(status) << "pgoutbox did not exit after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "status " << *status;
+  const auto confirmed = Lsn::parse(*pg.query_value(
+      "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'cli_basic_slot'"));
+  EXPECT_GE(*confirmed, Lsn{last_lsn.value - 1}) << "the final flush did not reach the slot";
+  EXPECT_FALSE(slot_active("cli_basic_slot"));
+}
+
+TEST_F(RunCommandTest, EnvironmentOverridesTheFile) {
+  const auto config = write_config("cli_env");
+  // The file names a topic template; the environment replaces it.
+  auto process = start(config, {"PGOUTBOX_TABLES_0_TOPIC=from-env.${aggregatetype}"});
+  PGOUTBOX_ASSERT_EVENTUALLY(slot_active("cli_env_slot"), 30s);
+  pg.exec("INSERT INTO cli_env (aggregatetype, aggregateid, payload) VALUES ('X', 'k', '{}')");
+  EXPECT_EQ(read_topic(kafka.bootstrap(), "from-env.X", 1, 30s).size(), 1U);
+  process.signal_leader(SIGINT);
+  const auto status = process.wait(30s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+}
+
+TEST_F(RunCommandTest, AnInvalidConfigExitsWithTheConfigCode) {
+  const auto config = write_config("cli_bad", "limits:\n  resume_ratio: 7\n");
+  auto process = start(config);
+  const auto status = process.wait(30s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << "status " << *status;
+}
+
+TEST_F(RunCommandTest, AMissingPublicationIsFatalWithAnExplanation) {
+  const auto config = write_config("cli_nopub");
+  // Same file, but publication creation switched off through the environment.
+  auto process = start(config, {"PGOUTBOX_POSTGRES_CREATE_PUBLICATION=false"});
+  const auto status = process.wait(30s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3) << "status " << *status;
+  std::ifstream log(dir.path() + "/pgoutbox.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("publication \"cli_nopub_pub\" does not exist"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace pgoutbox::test

@@ -1,0 +1,419 @@
+// The YAML file: defaults, every key, and the message for each thing that can be wrong in it.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "config_test_util.h"
+#include "pgoutbox/config/redact.h"
+#include "pgoutbox/config/schema.h"
+
+namespace pgoutbox::config {
+namespace {
+
+using namespace std::chrono_literals;
+using test::error_of;
+using test::kMinimal;
+using test::load_yaml;
+
+TEST(ConfigLoader, DefaultsApplied) {
+  const Config c = load_yaml(kMinimal);
+  const Config defaults;
+  EXPECT_EQ(c.source, "config.yaml");
+  EXPECT_EQ(c.postgres.dsn, "host=db dbname=app user=pgoutbox");
+  EXPECT_EQ(c.postgres.password, "");
+  EXPECT_EQ(c.postgres.slot, "pgoutbox");
+  EXPECT_EQ(c.postgres.publication, "pgoutbox");
+  EXPECT_TRUE(c.postgres.create_slot);
+  EXPECT_FALSE(c.postgres.create_publication);
+  EXPECT_EQ(c.postgres.status_interval, 10s);
+  EXPECT_EQ(c.postgres.application_name, "pgoutbox");
+  EXPECT_EQ(c.kafka.brokers, "kafka:9092");
+  EXPECT_TRUE(c.kafka.properties.empty());
+  ASSERT_EQ(c.tables.size(), 1U);
+  const TableConfig& t = c.tables[0];
+  EXPECT_EQ(t.schema, "public");
+  EXPECT_EQ(t.name, "outbox");
+  EXPECT_EQ(t.topic, "outbox.event.${aggregatetype}");
+  EXPECT_EQ(t.null_payload, NullPayload::poison);
+  EXPECT_EQ(t.columns.id, "id");
+  EXPECT_EQ(t.columns.aggregate_type, "aggregatetype");
+  EXPECT_EQ(t.columns.aggregate_id, "aggregateid");
+  EXPECT_EQ(t.columns.payload, "payload");
+  EXPECT_EQ(t.columns.type, std::optional<std::string>("type"));
+  EXPECT_FALSE(t.type_column_explicit);
+  EXPECT_EQ(t.columns.headers, std::nullopt);
+  EXPECT_EQ(t.columns.timestamp, std::nullopt);
+  EXPECT_FALSE(c.provenance_headers);
+  EXPECT_EQ(c.limits.max_in_flight_records, 100'000U);
+  EXPECT_EQ(c.limits.max_in_flight_bytes, 64ULL << 20);
+  EXPECT_EQ(c.limits.resume_ratio, 0.5);
+  EXPECT_EQ(c.reconnect.min, 500ms);
+  EXPECT_EQ(c.reconnect.max, 30s);
+  EXPECT_EQ(c.reconnect.factor, 2.0);
+  EXPECT_EQ(c.shutdown_timeout, 30s);
+  EXPECT_EQ(c.metrics_address, "");
+  EXPECT_EQ(c.log_format, "auto");
+  EXPECT_EQ(c.log_level, "info");
+}
+
+const std::string kEverything = R"(postgres:
+  dsn: "host=pg port=6432 dbname=shop user=relay"
+  slot: shop_slot
+  publication: shop_pub
+  create_slot: false
+  create_publication: true
+  status_interval: 2s
+  application_name: relay-1
+kafka:
+  brokers: "k1:9092,k2:9092"
+  properties:
+    linger.ms: 5
+    compression.type: zstd
+tables:
+  - table: '"Sales"."Order Events"'
+    topic: "shop.${aggregate}.${kind}"
+    null_payload: tombstone
+    columns:
+      id: event_id
+      aggregate_type: aggregate
+      aggregate_id: key_col
+      payload: body
+      type: kind
+      headers: hdrs
+      timestamp: created_at
+  - table: audit_outbox
+provenance_headers: true
+limits:
+  max_in_flight_records: 5000
+  max_in_flight_bytes: 16MiB
+  resume_ratio: 0.25
+reconnect:
+  min: 100ms
+  max: 1m30s
+  factor: 1.5
+shutdown_timeout: 45s
+metrics_address: "0.0.0.0:9300"
+log_format: json
+log_level: debug
+)";
+
+TEST(ConfigLoader, EveryKeyParsed) {
+  const Config c = load_yaml(kEverything);
+  EXPECT_EQ(c.postgres.dsn, "host=pg port=6432 dbname=shop user=relay");
+  EXPECT_EQ(c.postgres.slot, "shop_slot");
+  EXPECT_EQ(c.postgres.publication, "shop_pub");
+  EXPECT_FALSE(c.postgres.create_slot);
+  EXPECT_TRUE(c.postgres.create_publication);
+  EXPECT_EQ(c.postgres.status_interval, 2s);
+  EXPECT_EQ(c.postgres.application_name, "relay-1");
+  EXPECT_EQ(c.kafka.brokers, "k1:9092,k2:9092");
+  EXPECT_EQ(c.kafka.properties, (std::map<std::string, std::string>{{"compression.type", "zstd"}, {"linger.ms", "5"}}));
+  ASSERT_EQ(c.tables.size(), 2U);
+  const TableConfig& t = c.tables[0];
+  EXPECT_EQ(t.schema, "Sales");
+  EXPECT_EQ(t.name, "Order Events");
+  EXPECT_EQ(t.topic, "shop.${aggregate}.${kind}");
+  EXPECT_EQ(t.null_payload, NullPayload::tombstone);
+  EXPECT_EQ(t.columns.id, "event_id");
+  EXPECT_EQ(t.columns.aggregate_type, "aggregate");
+  EXPECT_EQ(t.columns.aggregate_id, "key_col");
+  EXPECT_EQ(t.columns.payload, "body");
+  EXPECT_EQ(t.columns.type, std::optional<std::string>("kind"));
+  EXPECT_TRUE(t.type_column_explicit);
+  EXPECT_EQ(t.columns.headers, std::optional<std::string>("hdrs"));
+  EXPECT_EQ(t.columns.timestamp, std::optional<std::string>("created_at"));
+  EXPECT_EQ(c.tables[1].schema, "public");
+  EXPECT_EQ(c.tables[1].name, "audit_outbox");
+  EXPECT_FALSE(c.tables[1].type_column_explicit);
+  EXPECT_TRUE(c.provenance_headers);
+  EXPECT_EQ(c.limits.max_in_flight_records, 5000U);
+  EXPECT_EQ(c.limits.max_in_flight_bytes, 16ULL << 20);
+  EXPECT_EQ(c.limits.resume_ratio, 0.25);
+  EXPECT_EQ(c.reconnect.min, 100ms);
+  EXPECT_EQ(c.reconnect.max, 90s);
+  EXPECT_EQ(c.reconnect.factor, 1.5);
+  EXPECT_EQ(c.shutdown_timeout, 45s);
+  EXPECT_EQ(c.metrics_address, "0.0.0.0:9300");
+  EXPECT_EQ(c.log_format, "json");
+  EXPECT_EQ(c.log_level, "debug");
+}
+
+// The lines of describe() for one key path ("tables[0].topic: ...").
+std::string describe_line(const std::string& description, const std::string& path) {
+  std::istringstream lines(description);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("  " + path + ": ")) return line;
+  }
+  return {};
+}
+
+// Guards the test above against a key added to the schema but not to kEverything.
+TEST(ConfigLoader, EveryKeyInTheSchemaIsCoveredByEveryKeyParsed) {
+  const std::string everything = describe(load_yaml(kEverything));
+  const std::string minimal = describe(load_yaml(kMinimal));
+  for (const auto& key : schema()) {
+    if (!key.in_file || key.secret || key.path == "kafka.properties" || key.path == "tables" || key.path == "postgres.password_file") continue;
+    std::string path = key.path;
+    if (path.starts_with("tables[].")) path = "tables[0]." + path.substr(9);
+    const std::string line = describe_line(everything, path);
+    ASSERT_FALSE(line.empty()) << path << " is missing from describe()";
+    EXPECT_NE(line, describe_line(minimal, path)) << path << " is not set to a non-default value in kEverything";
+  }
+}
+
+TEST(ConfigLoader, TypeColumnWrittenAsNullMeansNoTypeColumn) {
+  const Config c = load_yaml(kMinimal + "    columns:\n      type: null\n      headers: \"null\"\n");
+  EXPECT_EQ(c.tables[0].columns.type, std::nullopt);
+  EXPECT_FALSE(c.tables[0].type_column_explicit);
+  EXPECT_EQ(c.tables[0].columns.headers, std::optional<std::string>("null")) << "a quoted null is a column name";
+}
+
+TEST(ConfigLoader, EmptySectionsKeepDefaults) {
+  const Config c = load_yaml(kMinimal + "limits:\nreconnect:\n");
+  EXPECT_EQ(c.limits.max_in_flight_records, 100'000U);
+  EXPECT_EQ(c.reconnect.max, 30s);
+}
+
+TEST(ConfigLoader, DurationsAndSizes) {
+  const auto with = [](const std::string& key, const std::string& value) { return load_yaml(kMinimal + key + ": " + value + "\n"); };
+  EXPECT_EQ(with("shutdown_timeout", "1m30s").shutdown_timeout, 90s);
+  EXPECT_EQ(with("shutdown_timeout", "2h").shutdown_timeout, 2h);
+  EXPECT_EQ(with("shutdown_timeout", "1500ms").shutdown_timeout, 1500ms);
+  const auto bytes = [](const std::string& value) {
+    return load_yaml(kMinimal + "limits:\n  max_in_flight_bytes: " + value + "\n").limits.max_in_flight_bytes;
+  };
+  EXPECT_EQ(bytes("1048576"), 1048576U);
+  EXPECT_EQ(bytes("512KiB"), 512U << 10);
+  EXPECT_EQ(bytes("2 GiB"), 2ULL << 30);
+  EXPECT_EQ(bytes("1TiB"), 1ULL << 40);
+  EXPECT_EQ(bytes("100B"), 100U);
+}
+
+struct TableNameCase {
+  std::string written;
+  std::string schema;
+  std::string name;
+};
+
+void PrintTo(const TableNameCase& c, std::ostream* os) { *os << c.written; }
+
+class TableNames : public ::testing::TestWithParam<TableNameCase> {};
+
+TEST_P(TableNames, FollowPostgresIdentifierRules) {
+  const auto& param = GetParam();
+  const Config c = load_yaml("postgres: {dsn: host=db}\nkafka: {brokers: k}\ntables:\n  - table: '" + param.written + "'\n");
+  EXPECT_EQ(c.tables[0].schema, param.schema);
+  EXPECT_EQ(c.tables[0].name, param.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Config, TableNames,
+    ::testing::Values(TableNameCase{"outbox", "public", "outbox"}, TableNameCase{"app.outbox", "app", "outbox"},
+                      TableNameCase{"Sales.Orders", "sales", "orders"}, TableNameCase{"\"Sales\".\"Order Events\"", "Sales", "Order Events"},
+                      TableNameCase{"\"my.schema\".\"a\"\"b\"", "my.schema", "a\"b"}, TableNameCase{" app . outbox ", "app", "outbox"},
+                      TableNameCase{"app.\"Outbox\"", "app", "Outbox"}, TableNameCase{"\"Outbox\"", "public", "Outbox"},
+                      TableNameCase{"_t$1", "public", "_t$1"}, TableNameCase{"Café.Übersicht", "café", "Übersicht"}));
+
+// Each case: the YAML, then where the error points and what it must say.
+struct ErrorCase {
+  std::string label;
+  std::string yaml;
+  int line;
+  int column;
+  std::string key;
+  std::string says;
+};
+
+void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.label; }
+
+class LoaderErrors : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(LoaderErrors, NameFileKeyLineAndWhatIsAllowed) {
+  const auto& param = GetParam();
+  const ConfigError e = error_of(param.yaml);
+  EXPECT_EQ(e.where(), "config.yaml");
+  EXPECT_EQ(e.line(), param.line) << e.what();
+  EXPECT_EQ(e.column(), param.column) << e.what();
+  EXPECT_EQ(e.key(), param.key) << e.what();
+  EXPECT_NE(e.problem().find(param.says), std::string::npos) << e.what();
+  std::string prefix = "config.yaml";
+  if (param.line > 0) prefix += ":" + std::to_string(param.line) + ":" + std::to_string(param.column);
+  EXPECT_TRUE(std::string(e.what()).starts_with(prefix + ": " + (param.key.empty() ? "" : param.key + ": "))) << e.what();
+}
+
+const std::string kHead = "postgres:\n  dsn: host=db\nkafka:\n  brokers: k:9092\ntables:\n  - table: outbox\n";  // 6 lines
+
+INSTANTIATE_TEST_SUITE_P(
+    Config, LoaderErrors,
+    ::testing::Values(
+        ErrorCase{"ratio_above_1", kHead + "limits:\n  resume_ratio: 1.5\n", 8, 17, "limits.resume_ratio", "must be between 0 and 1, both excluded (got 1.5)"},
+        ErrorCase{"ratio_0", kHead + "limits:\n  resume_ratio: 0\n", 8, 17, "limits.resume_ratio", "between 0 and 1"},
+        ErrorCase{"records_0", kHead + "limits:\n  max_in_flight_records: 0\n", 8, 26, "limits.max_in_flight_records", "greater than 0"},
+        ErrorCase{"records_text", kHead + "limits:\n  max_in_flight_records: lots\n", 8, 26, "limits.max_in_flight_records", "whole number (got 'lots')"},
+        ErrorCase{"bytes_decimal_unit", kHead + "limits:\n  max_in_flight_bytes: 64MB\n", 8, 24, "limits.max_in_flight_bytes", "binary units KiB, MiB, GiB"},
+        ErrorCase{"bytes_negative", kHead + "limits:\n  max_in_flight_bytes: -1\n", 8, 24, "limits.max_in_flight_bytes", "e.g. 64MiB (got '-1')"},
+        ErrorCase{"bytes_overflow", kHead + "limits:\n  max_in_flight_bytes: 99999999999GiB\n", 8, 24, "limits.max_in_flight_bytes", "too large"},
+        ErrorCase{"factor_below_1", kHead + "reconnect:\n  factor: 0.5\n", 8, 11, "reconnect.factor", "at least 1 (got 0.5)"},
+        ErrorCase{"factor_nan", kHead + "reconnect:\n  factor: .nan\n", 8, 11, "reconnect.factor", "must be a number"},
+        ErrorCase{"min_above_max", kHead + "reconnect:\n  min: 1m\n  max: 30s\n", 8, 8, "reconnect.min", "must not exceed reconnect.max (30s) (got 1m)"},
+        ErrorCase{"min_above_default_max", kHead + "reconnect:\n  min: 2m\n", 8, 8, "reconnect.min", "must not exceed reconnect.max (30s)"},
+        ErrorCase{"duration_no_unit", kHead + "shutdown_timeout: 10\n", 7, 19, "shutdown_timeout", "has no unit; write a duration with a unit such as 500ms, 10s, 5m or 1h"},
+        ErrorCase{"duration_zero", kHead + "shutdown_timeout: 0s\n", 7, 19, "shutdown_timeout", "must be longer than 0"},
+        ErrorCase{"duration_fraction", kHead + "shutdown_timeout: 1.5s\n", 7, 19, "shutdown_timeout", "whole numbers (1500ms, not 1.5s)"},
+        ErrorCase{"duration_unknown_unit", "postgres:\n  dsn: host=db\n  status_interval: 3d\n", 3, 20, "postgres.status_interval", "unknown unit 'd'"},
+        ErrorCase{"duration_too_long", kHead + "shutdown_timeout: 9000h\n", 7, 19, "shutdown_timeout", "longer than a year"},
+        ErrorCase{"log_level", kHead + "log_level: warning\n", 7, 12, "log_level", "must be one of trace, debug, info, warn, error (got 'warning'); did you mean warn?"},
+        ErrorCase{"log_format", kHead + "log_format: xml\n", 7, 13, "log_format", "must be one of auto, json, text (got 'xml')"},
+        ErrorCase{"null_payload", kHead + "    null_payload: drop\n", 7, 19, "tables[0].null_payload", "one of poison, tombstone (got 'drop')"},
+        ErrorCase{"bool", kHead + "provenance_headers: maybe\n", 7, 21, "provenance_headers", "must be true or false (got 'maybe')"},
+        ErrorCase{"metrics_no_port", kHead + "metrics_address: localhost\n", 7, 18, "metrics_address", "has no port"},
+        ErrorCase{"metrics_port_range", kHead + "metrics_address: localhost:70000\n", 7, 18, "metrics_address", "port between 1 and 65535"},
+        ErrorCase{"metrics_ipv6", kHead + "metrics_address: ::1:9187\n", 7, 18, "metrics_address", "IPv6 host without brackets"},
+        ErrorCase{"slot_name", "postgres:\n  slot: Bad-Slot\n", 2, 9, "postgres.slot", "only lower case letters, digits and '_' (got 'Bad-Slot')"},
+        ErrorCase{"slot_null", "postgres:\n  slot:\n", 2, 3, "postgres.slot", "has no value; leave the key out to use the default (pgoutbox)"},
+        ErrorCase{"slot_list", "postgres:\n  slot: [a, b]\n", 2, 9, "postgres.slot", "must be a slot name, not a list"},
+        ErrorCase{"publication_long", "postgres:\n  publication: " + std::string(64, 'p') + "\n", 2, 16, "postgres.publication", "longer than 63 bytes"},
+        ErrorCase{"application_name", "postgres:\n  application_name: \"caf\\u00e9\"\n", 2, 21, "postgres.application_name", "printable ASCII"},
+        ErrorCase{"brokers_empty_entry", "kafka:\n  brokers: \"a:9092,,b:9092\"\n", 2, 12, "kafka.brokers", "has an empty entry"},
+        ErrorCase{"topic_unterminated", kHead + "    topic: outbox.${aggregatetype\n", 7, 12, "tables[0].topic", "unterminated ${ at position 8"},
+        ErrorCase{"topic_empty_ref", kHead + "    topic: outbox.${}\n", 7, 12, "tables[0].topic", "empty ${} at position 8"},
+        ErrorCase{"topic_dollar", kHead + "    topic: outbox.$type\n", 7, 12, "tables[0].topic", "'$' at position 8 that does not start"},
+        ErrorCase{"topic_char", kHead + "    topic: \"outbox events\"\n", 7, 12, "tables[0].topic", "has ' ' at position 7; Kafka topics allow only"},
+        ErrorCase{"topic_nested", kHead + "    topic: \"a.${x${y}}\"\n", 7, 12, "tables[0].topic", "'$' or '{' inside the reference"},
+        ErrorCase{"topic_spaces", kHead + "    topic: \"a.${ x }\"\n", 7, 12, "tables[0].topic", "spaces around the column name"},
+        ErrorCase{"topic_dot", kHead + "    topic: \".\"\n", 7, 12, "tables[0].topic", "'.' or '..'"},
+        ErrorCase{"second_table_column", kHead + "  - table: b\n    columns:\n      payload: \"\"\n", 9, 16, "tables[1].columns.payload", "must name a column"},
+        ErrorCase{"table_unterminated", "tables:\n  - table: '\"Sales'\n", 2, 12, "tables[0].table", "unterminated quoted identifier"},
+        ErrorCase{"table_three_parts", "tables:\n  - table: db.app.outbox\n", 2, 12, "tables[0].table", "more than two parts"},
+        ErrorCase{"table_trailing_dot", "tables:\n  - table: app.\n", 2, 12, "tables[0].table", "ends with a dot"},
+        ErrorCase{"table_empty_quoted", "tables:\n  - table: '\"\"'\n", 2, 12, "tables[0].table", "empty quoted identifier"},
+        ErrorCase{"table_space", "tables:\n  - table: order events\n", 2, 12, "tables[0].table", "has 'e' after a name"},
+        ErrorCase{"table_digit", "tables:\n  - table: 1outbox\n", 2, 12, "tables[0].table", "has '1' where a name should start"},
+        ErrorCase{"table_long", "tables:\n  - table: " + std::string(64, 't') + "\n", 2, 12, "tables[0].table", "longer than 63 bytes"},
+        ErrorCase{"table_twice", kHead + "  - table: '\"outbox\"'\n", 7, 12, "tables[1].table", "names public.outbox again (already tables[0])"},
+        ErrorCase{"table_missing", kHead + "  - topic: x\n", 7, 5, "tables[1].table", "is required; set it in the file or in PGOUTBOX_TABLES_1_TABLE"},
+        ErrorCase{"tables_not_list", "postgres: {dsn: x=y}\nkafka: {brokers: k}\ntables: public.outbox\n", 3, 9, "tables", "must be a list of tables"},
+        ErrorCase{"table_item_scalar", "tables:\n  - public.outbox\n", 2, 5, "tables[0]", "must be a map with at least table:, not a single value"},
+        ErrorCase{"tables_empty", "postgres: {dsn: x=y}\nkafka: {brokers: k}\ntables: []\n", 3, 9, "tables", "must list at least one outbox table"},
+        ErrorCase{"tables_missing", "postgres: {dsn: x=y}\nkafka: {brokers: k}\n", 0, 0, "tables", "must list at least one outbox table"},
+        ErrorCase{"dsn_missing", "kafka: {brokers: k}\n", 0, 0, "postgres.dsn", "is required; set it in the file or in PGOUTBOX_POSTGRES_DSN"},
+        ErrorCase{"dsn_empty", "postgres:\n  dsn: \"\"\n", 2, 8, "postgres.dsn", "must not be empty"},
+        ErrorCase{"dsn_malformed", "postgres:\n  dsn: \"host=db port\"\n", 2, 8, "postgres.dsn", "is malformed: a keyword is not followed by '=' (at character 9)"},
+        ErrorCase{"brokers_missing", "postgres: {dsn: x=y}\n", 0, 0, "kafka.brokers", "PGOUTBOX_KAFKA_BROKERS"},
+        ErrorCase{"section_scalar", "postgres: yes\n", 1, 11, "postgres", "must be a map of keys, not a single value"},
+        ErrorCase{"top_level_list", "- a\n- b\n", 1, 1, "", "the top level must be a map of keys, not a list"},
+        ErrorCase{"duplicate_key", "postgres:\n  slot: a\n  slot: b\n", 3, 3, "postgres.slot", "is given twice"},
+        ErrorCase{"invalid_yaml", "postgres:\n  dsn: [unclosed\nkafka: {}\n", 3, 6, "", "not valid YAML"},
+        ErrorCase{"password_in_file", "postgres:\n  password: x\n", 2, 3, "postgres.password",
+                  "is a secret and is not read from the configuration file; set PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file"},
+        ErrorCase{"properties_scalar", "kafka:\n  properties: linger.ms=5\n", 2, 15, "kafka.properties", "must be a map of librdkafka property names"},
+        ErrorCase{"property_list", "kafka:\n  properties:\n    linger.ms: [5]\n", 3, 16, "kafka.properties.linger.ms", "must be a string, not a list"},
+        ErrorCase{"property_null", "kafka:\n  properties:\n    linger.ms:\n", 3, 5, "kafka.properties.linger.ms", "has no value"},
+        ErrorCase{"idempotence", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    enable.idempotence: false\ntables: [{table: t}]\n", 5, 25,
+                  "kafka.properties.enable.idempotence", "must stay true"},
+        ErrorCase{"acks", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    acks: 1\ntables: [{table: t}]\n", 5, 11, "kafka.properties.acks",
+                  "must stay all (or -1)"},
+        ErrorCase{"delivery_timeout", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    delivery.timeout.ms: 30000\ntables: [{table: t}]\n", 5,
+                  26, "kafka.properties.delivery.timeout.ms", "must stay 0 (no timeout)"},
+        ErrorCase{"required_acks_alias", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    request.required.acks: 1\ntables: [{table: t}]\n", 5,
+                  28, "kafka.properties.request.required.acks", "must stay all (or -1)"},
+        ErrorCase{"bootstrap", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    bootstrap.servers: b:9092\ntables: [{table: t}]\n", 5, 24,
+                  "kafka.properties.bootstrap.servers", "duplicates kafka.brokers"},
+        ErrorCase{"non_secret_file_variant", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    linger.ms_file: /x\ntables: [{table: t}]\n", 5, 21,
+                  "kafka.properties.linger.ms_file", "only secret properties are read from files"}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+struct UnknownKeyCase {
+  std::string label;
+  std::string yaml;
+  std::string key;
+  std::string says;
+};
+
+void PrintTo(const UnknownKeyCase& c, std::ostream* os) { *os << c.label; }
+
+class UnknownKeys : public ::testing::TestWithParam<UnknownKeyCase> {};
+
+TEST_P(UnknownKeys, AreErrorsWithASuggestion) {
+  const auto& param = GetParam();
+  const ConfigError e = error_of(param.yaml);
+  EXPECT_EQ(e.key(), param.key) << e.what();
+  EXPECT_NE(e.problem().find(param.says), std::string::npos) << e.what();
+  EXPECT_GT(e.line(), 0) << e.what();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Config, UnknownKeys,
+    ::testing::Values(
+        UnknownKeyCase{"typo", "postgres:\n  slto: a\n", "postgres.slto", "unknown key; did you mean postgres.slot?"},
+        UnknownKeyCase{"swap", "postgres:\n  dns: a\n", "postgres.dns", "did you mean postgres.dsn?"},
+        UnknownKeyCase{"camel_case", "limits:\n  maxInFlightBytes: 1\n", "limits.maxInFlightBytes", "did you mean limits.max_in_flight_bytes?"},
+        UnknownKeyCase{"kebab_case", "shutdown-timeout: 1s\n", "shutdown-timeout", "did you mean shutdown_timeout?"},
+        UnknownKeyCase{"wrong_section", "slot: a\n", "slot", "unknown key here; did you mean postgres.slot?"},
+        UnknownKeyCase{"in_table", "tables:\n  - table: t\n    colums: {}\n", "tables[0].colums", "did you mean tables[0].columns?"},
+        UnknownKeyCase{"in_columns", "tables:\n  - table: t\n    columns:\n      aggregateid: k\n", "tables[0].columns.aggregateid",
+                       "did you mean tables[0].columns.aggregate_id?"},
+        UnknownKeyCase{"column_in_table", "tables:\n  - table: t\n    payload: body\n", "tables[0].payload", "did you mean tables[].columns.payload?"},
+        UnknownKeyCase{"nothing_close", "colour: red\n", "colour",
+                       "unknown key; the top level takes postgres, kafka, tables, provenance_headers, limits, reconnect, shutdown_timeout, "
+                       "metrics_address, log_format, log_level"},
+        UnknownKeyCase{"nothing_close_in_section", "reconnect:\n  jitter: 1\n", "reconnect.jitter", "unknown key; reconnect takes min, max, factor"}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(ConfigLoader, MissingFileNamesIt) {
+  try {
+    load("/nonexistent/pgoutbox.yaml", Environment{});
+    FAIL() << "loaded a missing file";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.where(), "/nonexistent/pgoutbox.yaml");
+    EXPECT_NE(std::string(e.what()).find("cannot open the configuration file: No such file or directory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigLoader, LoadReadsAFile) {
+  test::ScratchDir dir;
+  const std::string path = dir.write("pgoutbox.yaml", kMinimal + "log_level: warn\n");
+  const Config c = load(path, Environment{});
+  EXPECT_EQ(c.source, path);
+  EXPECT_EQ(c.log_level, "warn");
+}
+
+TEST(ConfigLoader, ExampleConfigLoads) {
+  const Config c = load(PGOUTBOX_EXAMPLE_CONFIG, Environment{});
+  EXPECT_EQ(c.postgres.dsn, "host=127.0.0.1 port=5432 dbname=app user=pgoutbox");
+  EXPECT_EQ(c.kafka.brokers, "127.0.0.1:9092");
+  EXPECT_EQ(c.kafka.properties.at("linger.ms"), "5");
+  ASSERT_EQ(c.tables.size(), 1U);
+  EXPECT_EQ(c.tables[0].name, "outbox");
+  EXPECT_TRUE(c.tables[0].type_column_explicit);
+  EXPECT_EQ(c.metrics_address, "127.0.0.1:9187");
+}
+
+// The example writes most keys with their default values and says so; it must not lie.
+TEST(ConfigLoader, ExampleConfigStatesTheDefaults) {
+  const std::string example = describe(load(PGOUTBOX_EXAMPLE_CONFIG, Environment{}));
+  const std::string same_required = describe(load_string(
+      "postgres: {dsn: host=127.0.0.1 port=5432 dbname=app user=pgoutbox}\nkafka: {brokers: \"127.0.0.1:9092\"}\ntables: [{table: public.outbox}]\n",
+      PGOUTBOX_EXAMPLE_CONFIG, Environment{}));
+  for (const auto& key : schema()) {
+    if (key.path == "kafka.properties" || key.path == "metrics_address") continue;  // the example sets these on purpose
+    std::string path = key.path;
+    if (path.starts_with("tables[].")) path = "tables[0]." + path.substr(9);
+    EXPECT_EQ(describe_line(example, path), describe_line(same_required, path)) << path;
+  }
+}
+
+TEST(ConfigLoader, ExampleConfigDocumentsEveryKey) {
+  std::ifstream in(PGOUTBOX_EXAMPLE_CONFIG);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& key : schema()) {
+    const std::string leaf = key.path.substr(key.path.rfind('.') + 1);
+    const std::string needle = key.in_file ? leaf + ":" : key.env;
+    EXPECT_NE(text.find(needle), std::string::npos) << key.path << ": the example does not mention " << needle;
+  }
+}
+
+}  // namespace
+}  // namespace pgoutbox::config

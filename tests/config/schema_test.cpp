@@ -1,0 +1,148 @@
+// The schema documents every key, its environment variable follows the one naming rule and
+// really works, and the generated reference mentions them all.
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "config_test_util.h"
+#include "pgoutbox/config/redact.h"
+#include "pgoutbox/config/schema.h"
+#include "pgoutbox/config/topic_template.h"
+
+namespace pgoutbox::config {
+namespace {
+
+using test::kMinimal;
+using test::load_yaml;
+using test::ScratchDir;
+
+std::string rule(std::string path) {
+  std::string out = "PGOUTBOX_";
+  if (path.starts_with("tables[].")) {
+    out += "TABLES_<i>_";
+    path = path.substr(9);
+  }
+  for (char c : path) out += c == '.' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+TEST(ConfigSchema, EveryKeyIsDocumented) {
+  const auto keys = schema();
+  ASSERT_GE(keys.size(), 30U);
+  std::set<std::string> paths;
+  std::set<std::string> envs;
+  for (const auto& key : keys) {
+    EXPECT_TRUE(paths.insert(key.path).second) << "duplicate path " << key.path;
+    EXPECT_TRUE(envs.insert(key.env).second) << "duplicate variable " << key.env;
+    EXPECT_GE(key.description.size(), 20U) << key.path;
+    EXPECT_FALSE(key.type.empty()) << key.path;
+    EXPECT_TRUE(key.env.starts_with("PGOUTBOX_")) << key.path;
+    if (key.required) {
+      EXPECT_TRUE(key.default_value.empty()) << key.path;
+    }
+    if (key.path != "kafka.properties" && key.path != "tables") {
+      EXPECT_EQ(key.env, rule(key.path)) << key.path;
+    }
+  }
+  for (const std::string path : {"postgres.dsn", "kafka.brokers", "tables", "tables[].table"}) {
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const KeyInfo& k) { return k.path == path; });
+    ASSERT_NE(it, keys.end()) << path;
+    EXPECT_TRUE(it->required) << path;
+  }
+}
+
+TEST(ConfigSchema, DefaultsAreTheStructsDefaults) {
+  const auto keys = schema();
+  const auto default_of = [&](const std::string& path) {
+    for (const auto& key : keys) {
+      if (key.path == path) return key.default_value;
+    }
+    return std::string("(no such key)");
+  };
+  EXPECT_EQ(default_of("postgres.slot"), "pgoutbox");
+  EXPECT_EQ(default_of("postgres.status_interval"), "10s");
+  EXPECT_EQ(default_of("limits.max_in_flight_bytes"), "64MiB");
+  EXPECT_EQ(default_of("limits.resume_ratio"), "0.5");
+  EXPECT_EQ(default_of("reconnect.min"), "500ms");
+  EXPECT_EQ(default_of("reconnect.factor"), "2.0");
+  EXPECT_EQ(default_of("tables[].topic"), "outbox.event.${aggregatetype}");
+  EXPECT_EQ(default_of("tables[].columns.type"), "type");
+  EXPECT_EQ(default_of("tables[].columns.headers"), "null");
+  EXPECT_EQ(default_of("log_level"), "info");
+  EXPECT_EQ(default_of("metrics_address"), "");
+  EXPECT_EQ(default_of("kafka.properties"), "{}");
+}
+
+// A valid value, different from the default, for each key's type; written so describe() prints
+// it back unchanged.
+std::optional<std::string> sample(const KeyInfo& key) {
+  if (key.path == "postgres.dsn") return "host=elsewhere";
+  if (key.path == "limits.resume_ratio") return "0.75";
+  if (key.path == "reconnect.factor") return "1.5";
+  if (key.type == "bool") return key.default_value == "true" ? "false" : "true";
+  if (key.type == "duration") return "7s";
+  if (key.type == "size") return "3MiB";
+  if (key.type == "integer") return "7";
+  if (key.type.starts_with("one of ")) {
+    const std::string list = key.type.substr(7);
+    const std::string first = list.substr(0, list.find(','));
+    const std::string second = list.substr(list.find(", ") + 2);
+    return first != key.default_value ? first : second.substr(0, second.find(','));
+  }
+  if (key.type == "string (secret)") return "sample-secret";
+  if (key.type == "string" || key.type == "name" || key.type == "slot name" || key.type == "column" || key.type == "column or null") return "sample_7";
+  if (key.type == "host:port") return "127.0.0.1:7";
+  if (key.type == "table name") return "app.sample_7";
+  if (key.type == "topic template") return "sample.${sample_7}";
+  return std::nullopt;
+}
+
+TEST(ConfigSchema, EveryEnvironmentVariableOverridesItsKey) {
+  for (const auto& key : schema()) {
+    if (key.path == "kafka.properties" || key.path == "tables") continue;  // families, tested in env_test.cpp
+    std::string variable = key.env;
+    std::string path = key.path;
+    if (path.starts_with("tables[].")) {
+      variable.replace(variable.find("<i>"), 3, "0");
+      path = "tables[0]." + path.substr(9);
+    }
+    if (key.path == "postgres.password_file") {
+      ScratchDir dir;
+      EXPECT_EQ(load_yaml(kMinimal, {{variable, dir.write("pg", "s\n")}}).postgres.password, "s");
+      continue;
+    }
+    const auto value = sample(key);
+    ASSERT_TRUE(value) << key.path << " has type " << key.type << ", which this test has no sample for";
+    const std::string text = describe(load_yaml(kMinimal, {{variable, *value}}));
+    const std::string shown = key.secret ? "********" : *value;
+    EXPECT_NE(text.find("  " + path + ": " + shown + "\n"), std::string::npos) << variable << "=" << *value << " did not set " << path << ":\n" << text;
+  }
+}
+
+TEST(ConfigSchema, ReferenceMentionsEveryKeyAndVariable) {
+  const std::string reference = reference_markdown();
+  EXPECT_NE(reference.find("| Key | Type | Default | Required | Environment variable | Description |"), std::string::npos);
+  for (const auto& key : schema()) {
+    EXPECT_NE(reference.find("| `" + key.path + "` |"), std::string::npos) << key.path;
+    EXPECT_NE(reference.find("`" + key.env + "`"), std::string::npos) << key.env;
+  }
+  EXPECT_NE(reference.find("| `postgres.dsn` | string | — | yes | `PGOUTBOX_POSTGRES_DSN` |"), std::string::npos);
+  EXPECT_NE(reference.find("| `limits.max_in_flight_bytes` | size | `64MiB` | no | `PGOUTBOX_LIMITS_MAX_IN_FLIGHT_BYTES` |"), std::string::npos);
+  EXPECT_NE(reference.find("(environment only)"), std::string::npos);
+}
+
+TEST(ConfigTopicTemplate, SplitsLiteralsAndColumns) {
+  EXPECT_EQ(parse_topic_template("outbox.event.${aggregatetype}"),
+            (std::vector<TopicPart>{{false, "outbox.event."}, {true, "aggregatetype"}}));
+  EXPECT_EQ(parse_topic_template("${a}${b}-x"), (std::vector<TopicPart>{{true, "a"}, {true, "b"}, {false, "-x"}}));
+  EXPECT_EQ(parse_topic_template("fixed_topic"), (std::vector<TopicPart>{{false, "fixed_topic"}}));
+  EXPECT_EQ(parse_topic_template("t.${Order Type}"), (std::vector<TopicPart>{{false, "t."}, {true, "Order Type"}}));
+  EXPECT_THROW(parse_topic_template(""), std::invalid_argument);
+  EXPECT_THROW(parse_topic_template(std::string(250, 'a')), std::invalid_argument);
+  EXPECT_NO_THROW(parse_topic_template(std::string(249, 'a')));
+  EXPECT_THROW(parse_topic_template("a}"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pgoutbox::config

@@ -1,0 +1,127 @@
+// Secrets: the Postgres password and secret librdkafka properties from the environment or from
+// files, and the conflicts between the ways of giving them.
+
+#include <gtest/gtest.h>
+
+#include "config_test_util.h"
+
+namespace pgoutbox::config {
+namespace {
+
+using test::error_of;
+using test::kMinimal;
+using test::load_yaml;
+using test::ScratchDir;
+
+TEST(ConfigSecrets, PostgresPasswordFromTheEnvironment) {
+  const Config c = load_yaml(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "pg-secret null"}});
+  EXPECT_EQ(c.postgres.password, "pg-secret null");
+  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "null"}}).postgres.password, "null") << "secrets are taken verbatim";
+}
+
+TEST(ConfigSecrets, PostgresPasswordFromAFile) {
+  ScratchDir dir;
+  for (const std::string content : {"pg-secret", "pg-secret\n", "pg-secret\r\n", "pg-secret\n\n"}) {
+    const std::string path = dir.write("pg", content);
+    const Config c = load_yaml("postgres:\n  dsn: host=db\n  password_file: " + path + "\nkafka: {brokers: k}\ntables: [{table: t}]\n");
+    EXPECT_EQ(c.postgres.password, "pg-secret");
+  }
+}
+
+TEST(ConfigSecrets, PostgresPasswordFileIsRelativeToTheConfigFile) {
+  ScratchDir dir;
+  dir.write("pg-password", "from-file\n");
+  const std::string config = dir.write(
+      "pgoutbox.yaml", "postgres:\n  dsn: host=db\n  password_file: pg-password\nkafka: {brokers: k}\ntables: [{table: outbox}]\n");
+  EXPECT_EQ(load(config, Environment{}).postgres.password, "from-file");
+}
+
+TEST(ConfigSecrets, PostgresPasswordFileFromTheEnvironment) {
+  ScratchDir dir;
+  const std::string path = dir.write("pg", "env-file-secret\n");
+  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD_FILE", path}}).postgres.password, "env-file-secret");
+}
+
+TEST(ConfigSecrets, EnvironmentPasswordWinsOverTheConfiguredFile) {
+  const Config c = load_yaml("postgres:\n  dsn: host=db\n  password_file: /nonexistent/pg\nkafka: {brokers: k}\ntables: [{table: t}]\n",
+                             {{"PGOUTBOX_POSTGRES_PASSWORD", "env-secret"}});
+  EXPECT_EQ(c.postgres.password, "env-secret");
+}
+
+TEST(ConfigSecrets, PasswordAndPasswordFileBothInTheEnvironmentIsAnError) {
+  ScratchDir dir;
+  const ConfigError e = error_of(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "a"}, {"PGOUTBOX_POSTGRES_PASSWORD_FILE", dir.write("pg", "b")}});
+  EXPECT_EQ(e.where(), "environment variable PGOUTBOX_POSTGRES_PASSWORD_FILE");
+  EXPECT_EQ(e.problem(), "is set as well as PGOUTBOX_POSTGRES_PASSWORD; set only one");
+}
+
+TEST(ConfigSecrets, UnreadablePasswordFilesAreErrorsAtTheKey) {
+  ScratchDir dir;
+  const std::string head = "postgres:\n  dsn: host=db\n  password_file: ";
+  const std::string tail = "\nkafka: {brokers: k}\ntables: [{table: t}]\n";
+
+  ConfigError e = error_of(head + "/nonexistent/pg" + tail);
+  EXPECT_EQ(e.key(), "postgres.password_file");
+  EXPECT_EQ(e.line(), 3);
+  EXPECT_EQ(e.column(), 18);
+  EXPECT_EQ(e.problem(), "cannot read /nonexistent/pg: No such file or directory");
+
+  e = error_of(head + dir.write("empty", "\n") + tail);
+  EXPECT_NE(e.problem().find("is empty"), std::string::npos) << e.what();
+
+  e = error_of(head + dir.path() + tail);
+  EXPECT_NE(e.problem().find("is a folder, not a file"), std::string::npos) << e.what();
+
+  e = error_of(head + dir.write("big", std::string(70 * 1024, 'x')) + tail);
+  EXPECT_NE(e.problem().find("larger than 64 KiB"), std::string::npos) << e.what();
+}
+
+TEST(ConfigSecrets, PasswordInTheDsnAndElsewhereIsAnError) {
+  const ConfigError e = error_of("postgres:\n  dsn: host=db password=dsn-secret\nkafka: {brokers: k}\ntables: [{table: t}]\n",
+                                 {{"PGOUTBOX_POSTGRES_PASSWORD", "env-secret"}});
+  EXPECT_EQ(e.key(), "postgres.dsn");
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_EQ(e.problem(), "holds a password and PGOUTBOX_POSTGRES_PASSWORD gives one too; keep only one");
+}
+
+TEST(ConfigSecrets, PasswordInTheDsnAloneIsAllowed) {
+  const Config c = load_yaml("postgres:\n  dsn: postgresql://relay:dsn-secret@db/app\nkafka: {brokers: k}\ntables: [{table: t}]\n");
+  EXPECT_EQ(c.postgres.dsn, "postgresql://relay:dsn-secret@db/app");
+  EXPECT_EQ(c.postgres.password, "");
+}
+
+TEST(ConfigSecrets, KafkaSecretFromAFileVariant) {
+  ScratchDir dir;
+  dir.write("sasl", "sasl-secret\n");
+  dir.write("key", "key-secret");
+  const std::string config = dir.write("pgoutbox.yaml",
+                                       "postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password_file: sasl\n"
+                                       "    ssl.key.password_file: " + dir.path() + "/key\ntables: [{table: t}]\n");
+  const Config c = load(config, Environment{});
+  EXPECT_EQ(c.kafka.properties, (std::map<std::string, std::string>{{"sasl.password", "sasl-secret"}, {"ssl.key.password", "key-secret"}}));
+}
+
+TEST(ConfigSecrets, KafkaSecretFileFromTheEnvironmentReplacesTheFilesValue) {
+  ScratchDir dir;
+  const Config c = load_yaml("postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password: from-yaml\ntables: [{table: t}]\n",
+                             {{"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD_FILE", dir.write("sasl", "from-env-file\n")}});
+  EXPECT_EQ(c.kafka.properties, (std::map<std::string, std::string>{{"sasl.password", "from-env-file"}}));
+}
+
+TEST(ConfigSecrets, KafkaSecretAndItsFileVariantTogetherIsAnError) {
+  const ConfigError e =
+      error_of("postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password: a\n    sasl.password_file: /x\ntables: [{table: t}]\n");
+  EXPECT_EQ(e.key(), "kafka.properties.sasl.password_file");
+  EXPECT_EQ(e.line(), 6);
+  EXPECT_EQ(e.problem(), "is set as well as sasl.password; set only one");
+}
+
+TEST(ConfigSecrets, KafkaSecretFileThatCannotBeRead) {
+  const ConfigError e = error_of(kMinimal, {{"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD_FILE", "/nonexistent/sasl"}});
+  EXPECT_EQ(e.where(), "environment variable PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD_FILE");
+  EXPECT_EQ(e.key(), "kafka.properties.sasl.password_file");
+  EXPECT_EQ(e.problem(), "cannot read /nonexistent/sasl: No such file or directory");
+}
+
+}  // namespace
+}  // namespace pgoutbox::config
