@@ -88,7 +88,7 @@ Result run_pg_recvlogical(const test::PgCluster& pg, const std::string& slot, Ls
                                      "--start", "-f", "/dev/null", "--endpos", end.to_string(), "-o",
                                      "proto_version=" + std::to_string(proto), "-o", "publication_names=bench_pub", "-o", "messages=true",
                                      "--no-loop"},
-                            .log_path = "/dev/null",
+                            .log_path = "/tmp/pgoutbox-bench-recvlogical.log",
                             .run_as = std::nullopt,
                             .extra_env = {}});
   const auto status = child.wait(std::chrono::minutes(30));

@@ -12,4 +12,11 @@ find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 if(PGOUTBOX_BUILD_TESTS)
   find_package(GTest REQUIRED)
+  # Tests and benchmarks start their own PostgreSQL 15 server and Kafka broker (JVM).
+  execute_process(COMMAND pg_config --bindir OUTPUT_VARIABLE PG_BINDIR OUTPUT_STRIP_TRAILING_WHITESPACE
+                  RESULT_VARIABLE pg_config_rc)
+  if(NOT pg_config_rc EQUAL 0 OR NOT EXISTS "${PG_BINDIR}/initdb")
+    message(FATAL_ERROR "PostgreSQL server binaries not found through pg_config (${PG_BINDIR}); run scripts/setup.sh")
+  endif()
+  find_program(JAVA_EXECUTABLE java REQUIRED)
 endif()

@@ -17,14 +17,16 @@ const std::map<std::string, std::string>& fixed_properties() {
   static const std::map<std::string, std::string> fixed = {
       {"enable.idempotence", "true"},
       {"acks", "all"},
-      {"message.timeout.ms", "0"},  // unbounded: retriable failures never drop a record (I1)
+      {"request.required.acks", "all"},  // librdkafka's alias of acks
+      {"message.timeout.ms", "0"},       // unbounded: retriable failures never drop a record (I1)
+      {"delivery.timeout.ms", "0"},      // alias of message.timeout.ms
   };
   return fixed;
 }
 
 bool same_value(const std::string& name, const std::string& a, const std::string& b) {
   if (a == b) return true;
-  if (name == "acks") return (a == "all" || a == "-1") && (b == "all" || b == "-1");
+  if (name == "acks" || name == "request.required.acks") return (a == "all" || a == "-1") && (b == "all" || b == "-1");
   return false;
 }
 

@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include "pgoutbox/config/topic_template.h"
+
 #include <fmt/format.h>
 
 namespace pgoutbox::outbox {
@@ -166,23 +168,20 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
     timestamp_ = require_column(table, relation, "timestamp", *cols.timestamp);
     require_type(table, relation, timestamp_, "timestamp", {kTimestamptz, kTimestamp}, "timestamptz or timestamp");
   }
-  // The topic template: literal text and ${column} references, resolved to indexes once.
-  const std::string& tpl = table.topic;
-  std::size_t at = 0;
-  while (at < tpl.size()) {
-    const auto open = tpl.find("${", at);
-    if (open == std::string::npos) {
-      topic_.push_back({tpl.substr(at), -1});
-      break;
+  // The topic template (validated when the configuration was loaded): literal text and
+  // ${column} references, resolved to column indexes once per relation description.
+  std::vector<config::TopicPart> parts;
+  try {
+    parts = config::parse_topic_template(table.topic);
+  } catch (const std::invalid_argument& e) {
+    throw MappingError(fmt::format("outbox table {}: {}", table_label(table), e.what()));
+  }
+  for (const auto& part : parts) {
+    if (part.is_column) {
+      topic_.push_back({"", require_column(table, relation, "topic template reference", part.text)});
+    } else {
+      topic_.push_back({part.text, -1});
     }
-    if (open > at) topic_.push_back({tpl.substr(at, open - at), -1});
-    const auto close = tpl.find('}', open);
-    if (close == std::string::npos) {
-      throw MappingError(fmt::format("outbox table {}: topic template \"{}\" has an unclosed ${{", table_label(table), tpl));
-    }
-    const std::string column = tpl.substr(open + 2, close - open - 2);
-    topic_.push_back({"", require_column(table, relation, "topic template reference", column)});
-    at = close + 1;
   }
 }
 

@@ -27,6 +27,7 @@ class KafkaBroker {
     start();
   }
   bool running();
+  pid_t pid() const { return server_.pid(); }
 
   // "127.0.0.1:PORT", for bootstrap.servers.
   std::string bootstrap() const;
