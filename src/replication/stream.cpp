@@ -1,5 +1,6 @@
 #include "pgoutbox/replication/stream.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
@@ -72,10 +73,17 @@ void Stream::stop() {
 }
 
 void Stream::wait_readable() {
-  if (read_pending_ || ended_) return;
-  read_pending_ = true;
-  socket_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     [this](const boost::system::error_code& ec) { on_readable(ec); });
+  if (ended_) return;
+  if (!read_pending_) {
+    read_pending_ = true;
+    socket_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                       [this](const boost::system::error_code& ec) { on_readable(ec); });
+  }
+  // Asio's reactor is edge-triggered, and PQconsumeInput reads only part of what the kernel
+  // holds: bytes already waiting raise no new edge. Check the level too (pg_recvlogical's
+  // select() does the same), or the tail of a burst would wait for the next keepalive.
+  pollfd pfd{PQsocket(connection_.raw()), POLLIN, 0};
+  if (::poll(&pfd, 1, 0) > 0) boost::asio::post(io_, [this] { consume_and_drain(); });
 }
 
 void Stream::on_readable(const boost::system::error_code& ec) {
@@ -85,9 +93,13 @@ void Stream::on_readable(const boost::system::error_code& ec) {
     end({StreamEnd::Reason::error, "waiting on the replication socket: " + ec.message(), ""});
     return;
   }
+  consume_and_drain();
+}
+
+void Stream::consume_and_drain() {
   // While paused, leave the bytes in the kernel: reading them into libpq would grow its buffer
   // without bound (I6). Resume drains and re-arms.
-  if (paused_ && !stopping_) return;
+  if (ended_ || (paused_ && !stopping_)) return;
   if (PQconsumeInput(connection_.raw()) == 0) {
     end({StreamEnd::Reason::error, "replication connection lost: " + trimmed_error(connection_.raw()), ""});
     return;
@@ -96,7 +108,12 @@ void Stream::on_readable(const boost::system::error_code& ec) {
 }
 
 void Stream::drain() {
-  while (!ended_ && (!paused_ || stopping_)) {
+  // A budget per turn, so that acknowledgements and timers get their turn under a flood.
+  for (int budget = 4096; !ended_ && (!paused_ || stopping_); --budget) {
+    if (budget == 0) {
+      boost::asio::post(io_, [this] { drain(); });
+      return;
+    }
     char* buffer = nullptr;
     const int n = PQgetCopyData(connection_.raw(), &buffer, 1);
     if (n > 0) {

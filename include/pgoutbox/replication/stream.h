@@ -82,6 +82,7 @@ class Stream {
  private:
   void wait_readable();
   void on_readable(const boost::system::error_code& ec);
+  void consume_and_drain();
   void drain();
   void handle(std::span<const std::byte> message);
   void send_status(bool reply_requested);
