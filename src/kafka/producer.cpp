@@ -74,6 +74,7 @@ Producer::Producer(const ProducerSettings& settings, ReportFn on_report) : on_re
   }
   rd_kafka_conf_set_dr_msg_cb(conf, &Producer::on_delivery);
   rd_kafka_conf_set_error_cb(conf, &Producer::on_error);
+  rd_kafka_conf_set_log_cb(conf, &Producer::on_log);
   rd_kafka_conf_set_opaque(conf, this);
   rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
   if (rk_ == nullptr) {
@@ -164,6 +165,15 @@ void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* msg, void* opa
   report.offset = msg->offset;
   report.weight = msg->len + msg->key_len;
   self->on_report_(report);
+}
+
+void Producer::on_log(const rd_kafka_t*, int level, const char* facility, const char* message) {
+  // syslog levels: 0–3 error, 4 warning, 5–6 info, 7 debug.
+  const auto spd = level <= 3 ? spdlog::level::err
+                   : level == 4 ? spdlog::level::warn
+                   : level <= 6 ? spdlog::level::info
+                                : spdlog::level::debug;
+  spdlog::log(spd, "librdkafka {}: {}", facility, message);
 }
 
 void Producer::on_error(rd_kafka_t* rk, int err, const char* reason, void*) {

@@ -78,6 +78,7 @@ class Producer {
  private:
   static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* msg, void* opaque);
   static void on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  static void on_log(const rd_kafka_t* rk, int level, const char* facility, const char* message);
 
   ReportFn on_report_;
   rd_kafka_t* rk_ = nullptr;
