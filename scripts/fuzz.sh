@@ -24,15 +24,18 @@ cp -R fuzz/corpus/decoder "$work/corpus"
 mkdir "$work/artifacts"
 
 status=0
+# libFuzzer reports every corpus change; keep that in a log and show only its closing lines.
 build/fuzz/fuzz/decoder_fuzz \
   -max_total_time="$seconds" \
   -timeout=10 \
   -print_final_stats=1 \
   -artifact_prefix="$work/artifacts/" \
-  "$work/corpus" || status=$?
+  "$work/corpus" > "$work/fuzz.log" 2>&1 || status=$?
+tail -n 12 "$work/fuzz.log"
 
 if [[ $status -ne 0 ]]; then
-  echo "decoder_fuzz failed (exit $status); reproducer and corpus kept in $work" >&2
+  tail -n 80 "$work/fuzz.log" >&2
+  echo "decoder_fuzz failed (exit $status); reproducer, corpus and log kept in $work" >&2
   echo "replay: build/fuzz/fuzz/decoder_fuzz $work/artifacts/<file>" >&2
   exit "$status"
 fi

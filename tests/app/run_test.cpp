@@ -72,6 +72,33 @@ TEST_F(RunCommandTest, StreamsUntilSigtermThenConfirmsAndExitsZero) {
   EXPECT_FALSE(slot_active("cli_basic_slot"));
 }
 
+TEST_F(RunCommandTest, ASecondSignalExitsAtOnceWithoutConfirmingUnacknowledgedWork) {
+  const auto config = write_config("cli_twice", "shutdown_timeout: 5m\n");
+  auto process = start(config);
+  PGOUTBOX_ASSERT_EVENTUALLY(slot_active("cli_twice_slot"), 30s);
+  pg.exec("INSERT INTO cli_twice (aggregatetype, aggregateid, payload) VALUES ('E', 'k', '{}')");
+  ASSERT_EQ(read_topic(kafka.bootstrap(), "cli_twice.E", 1, 30s).size(), 1U);
+  const auto slot_lsn = [&] {
+    return *Lsn::parse(*pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'cli_twice_slot'"));
+  };
+  kafka.pause();  // nothing more can be acknowledged
+  pg.exec("INSERT INTO cli_twice (aggregatetype, aggregateid, payload) VALUES ('E', 'unacked', '{}')");
+  const auto unacked_commit = *Lsn::parse(*pg.query_value("SELECT pg_current_wal_lsn()"));
+  // pgoutbox reports as its write position what it has received and handed on: once that
+  // passes the commit, the record is in flight (and can't be acknowledged).
+  PGOUTBOX_ASSERT_EVENTUALLY(*Lsn::parse(pg.query_value("SELECT write_lsn FROM pg_stat_replication WHERE "
+                                                        "application_name = 'pgoutbox'").value_or("0/0")) >= unacked_commit,
+                             30s);
+  process.signal_leader(SIGTERM);
+  EXPECT_FALSE(process.wait(1500ms)) << "exited while a record was unacknowledged and the timeout is 5 minutes";
+  process.signal_leader(SIGTERM);
+  const auto status = process.wait(10s);
+  kafka.resume();
+  ASSERT_TRUE(status) << "a second signal did not end the process";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 130) << "status " << *status;
+  EXPECT_LT(slot_lsn(), unacked_commit) << "confirmed past an unacknowledged record";
+}
+
 TEST_F(RunCommandTest, EnvironmentOverridesTheFile) {
   const auto config = write_config("cli_env");
   // The file names a topic template; the environment replaces it.

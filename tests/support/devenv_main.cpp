@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kafka_broker.h"
+#include "kafka_client.h"
 #include "pg_cluster.h"
 
 int main(int argc, char** argv) {
@@ -20,7 +21,15 @@ int main(int argc, char** argv) {
   int seconds = 0;
   app.add_option("--env-file", env_file, "write PGOUTBOX_PG_DSN and PGOUTBOX_KAFKA_BOOTSTRAP here once both are up");
   app.add_option("--seconds", seconds, "stop after this many seconds (0: until SIGINT/SIGTERM)");
+  std::string bootstrap, topic;
+  auto* count = app.add_subcommand("count", "print how many records a topic holds (sum of its partitions' end offsets)");
+  count->add_option("--bootstrap", bootstrap)->required();
+  count->add_option("--topic", topic)->required();
   CLI11_PARSE(app, argc, argv);
+  if (count->parsed()) {
+    std::printf("%lld\n", static_cast<long long>(pgoutbox::test::topic_record_count(bootstrap, topic)));
+    return 0;
+  }
 
   try {
     pgoutbox::test::PgCluster postgres;

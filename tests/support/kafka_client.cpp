@@ -134,6 +134,27 @@ std::vector<ConsumedRecord> read_topic(const std::string& bootstrap, const std::
   return out;
 }
 
+std::int64_t topic_record_count(const std::string& bootstrap, const std::string& topic) {
+  auto client = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstrap}, {"allow.auto.create.topics", "false"}});
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(client.get(), topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  std::int64_t total = 0;
+  if (rd_kafka_metadata(client.get(), 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      for (int i = 0; i < md->topics[0].partition_cnt; ++i) {
+        int64_t low = 0, high = 0;
+        if (rd_kafka_query_watermark_offsets(client.get(), topic.c_str(), md->topics[0].partitions[i].id, &low, &high,
+                                             5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+          total += high;
+        }
+      }
+    }
+    rd_kafka_metadata_destroy(md);
+  }
+  rd_kafka_topic_destroy(rkt);
+  return total;
+}
+
 void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
                   const std::map<std::string, std::string>& config) {
   auto admin = make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap}});

@@ -46,4 +46,8 @@ void create_topic(const std::string& bootstrap, const std::string& topic, int pa
 
 ConsumedRecord to_record(const rd_kafka_message_t* msg);
 
+// Sum of the topic's partitions' high watermarks (records ever written, none deleted here);
+// 0 when the topic does not exist yet.
+std::int64_t topic_record_count(const std::string& bootstrap, const std::string& topic);
+
 }  // namespace pgoutbox::test
