@@ -282,7 +282,13 @@ void Relay::on_data(const replication::XLogData& data) {
 void Relay::on_insert(const pgoutput::InsertData& insert) {
   const auto* relation = relations_.find(insert.relid);
   if (relation == nullptr || !txn_) throw std::logic_error(fmt::format("Insert for relid {} out of sequence", insert.relid));
-  const auto* table = mapping_.resolve(*relation);
+  const outbox::ResolvedTable* table = nullptr;
+  try {
+    table = mapping_.resolve(*relation);
+  } catch (const outbox::MappingError& e) {
+    finish(Outcome{Outcome::Kind::fatal, e.what()});
+    return;
+  }
   if (table == nullptr) {
     ++counters_.rows_ignored;
     return;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <memory>
 
 namespace pgoutbox::replication {
 namespace {
@@ -114,12 +115,13 @@ void Stream::drain() {
       boost::asio::post(io_, [this] { drain(); });
       return;
     }
-    char* buffer = nullptr;
-    const int n = PQgetCopyData(connection_.raw(), &buffer, 1);
+    char* raw = nullptr;
+    const int n = PQgetCopyData(connection_.raw(), &raw, 1);
+    // Freed however the handler leaves (it may throw on a bug).
+    const std::unique_ptr<char, decltype(&PQfreemem)> buffer(raw, &PQfreemem);
     if (n > 0) {
-      const std::span<const std::byte> message(reinterpret_cast<const std::byte*>(buffer), static_cast<std::size_t>(n));
+      const std::span<const std::byte> message(reinterpret_cast<const std::byte*>(raw), static_cast<std::size_t>(n));
       if (!stopping_) handle(message);
-      PQfreemem(buffer);
       continue;
     }
     if (n == 0) {
