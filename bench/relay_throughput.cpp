@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "child_process.h"
+#include "pg_recvlogical.h"
 #include "cpu_meter.h"
 #include "kafka_broker.h"
 #include "kafka_client.h"
@@ -39,20 +39,6 @@ struct Row {
   double ours_seconds = 0;
   double walsender_cpu = 0, broker_cpu = 0, pgoutbox_cpu = 0;
 };
-
-double run_pg_recvlogical(const test::PgCluster& pg, const std::string& slot, Lsn end) {
-  const auto t0 = Clock::now();
-  test::ChildProcess child({.argv = {std::string(PGOUTBOX_PG_BINDIR) + "/pg_recvlogical", "-d", pg.dsn(), "--slot",
-                                     slot, "--start", "-f", "/dev/null", "--endpos", end.to_string(), "-o",
-                                     "proto_version=1", "-o", "publication_names=bench_pub", "-o", "messages=true",
-                                     "--no-loop"},
-                            .log_path = "/tmp/pgoutbox-bench-recvlogical.log",
-                            .run_as = std::nullopt,
-                            .extra_env = {}});
-  const auto status = child.wait(std::chrono::minutes(30));
-  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) throw std::runtime_error("pg_recvlogical failed");
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 Row measure(test::PgCluster& pg, test::KafkaBroker& kafka, int txn_size, long events) {
   Row row{txn_size, events};
@@ -73,7 +59,7 @@ Row measure(test::PgCluster& pg, test::KafkaBroker& kafka, int txn_size, long ev
   }
   const Lsn end = *Lsn::parse(*pg.query_value("SELECT pg_logical_emit_message(false, 'bench-end', '')"));
 
-  row.recv_seconds = run_pg_recvlogical(pg, recv, end);
+  row.recv_seconds = bench::drain_with_pg_recvlogical(pg, recv, "bench_pub", end, 3);
 
   config::Config cfg;
   cfg.postgres.dsn = pg.dsn();

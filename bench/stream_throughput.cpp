@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "child_process.h"
+#include "pg_recvlogical.h"
 #include "pg_cluster.h"
 #include "pgoutbox/pgoutput/decoder.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
@@ -82,20 +82,6 @@ Result run_pgoutbox(const test::PgCluster& pg, const std::string& slot) {
   return {seconds, handler.messages, handler.bytes};
 }
 
-Result run_pg_recvlogical(const test::PgCluster& pg, const std::string& slot, Lsn end, int proto) {
-  const auto t0 = Clock::now();
-  test::ChildProcess child({.argv = {std::string(PGOUTBOX_PG_BINDIR) + "/pg_recvlogical", "-d", pg.dsn(), "--slot", slot,
-                                     "--start", "-f", "/dev/null", "--endpos", end.to_string(), "-o",
-                                     "proto_version=" + std::to_string(proto), "-o", "publication_names=bench_pub", "-o", "messages=true",
-                                     "--no-loop"},
-                            .log_path = "/tmp/pgoutbox-bench-recvlogical.log",
-                            .run_as = std::nullopt,
-                            .extra_env = {}});
-  const auto status = child.wait(std::chrono::minutes(30));
-  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) throw std::runtime_error("pg_recvlogical failed");
-  return {std::chrono::duration<double>(Clock::now() - t0).count(), 0, 0};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,7 +121,7 @@ int main(int argc, char** argv) {
   Result best_ours{1e18, 0, 0};
   Result best_recv{1e18, 0, 0};
   for (int r = 0; r < rounds; ++r) {
-    const auto recv = run_pg_recvlogical(pg, fmt::format("recv_{}", r), end, proto);
+    const Result recv{bench::drain_with_pg_recvlogical(pg, fmt::format("recv_{}", r), "bench_pub", end, proto), 0, 0};
     const auto ours = run_pgoutbox(pg, fmt::format("ours_{}", r));
     std::fprintf(stderr, "round %d: pg_recvlogical %.2f s, pgoutbox %.2f s\n", r + 1, recv.seconds, ours.seconds);
     if (recv.seconds < best_recv.seconds) best_recv = recv;

@@ -42,19 +42,7 @@ class RelayTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (const auto& slot : slots_) {
-      eventually(
-          [&] {
-            try {
-              pg.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '" +
-                      slot + "'");
-              return true;
-            } catch (const std::exception&) {
-              return false;
-            }
-          },
-          10s);
-    }
+    for (const auto& slot : slots_) pg.drop_slot_when_free(slot);
   }
 
   std::optional<Lsn> slot_confirmed(const std::string& slot) {

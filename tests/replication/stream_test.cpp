@@ -49,20 +49,7 @@ class StreamTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (const auto& slot : slots_) {
-      // The walsender of a just-closed session may still hold the slot for a moment.
-      eventually(
-          [&] {
-            try {
-              pg.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '" +
-                      slot + "'");
-              return true;
-            } catch (const std::exception&) {
-              return false;
-            }
-          },
-          10s);
-    }
+    for (const auto& slot : slots_) pg.drop_slot_when_free(slot);
   }
 
   std::vector<std::string> slots_;

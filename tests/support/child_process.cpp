@@ -22,6 +22,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -320,6 +322,14 @@ ScratchDir::~ScratchDir() {
   if (std::getenv("PGOUTBOX_KEEP_SCRATCH") != nullptr) return;
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
+}
+
+std::string tail_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream all;
+  all << in.rdbuf();
+  const std::string text = all.str();
+  return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
 }
 
 int free_loopback_port() {

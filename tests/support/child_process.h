@@ -68,6 +68,9 @@ class ScratchDir {
   std::string path_;
 };
 
+// The last few KB of a service's log, for error messages.
+std::string tail_of(const std::string& path);
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_loopback_port();
 

@@ -50,14 +50,6 @@ std::string random_cluster_id() {
   return out;
 }
 
-std::string tail_of(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream all;
-  all << in.rdbuf();
-  const std::string text = all.str();
-  return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
-}
-
 std::vector<std::string> java_argv(const std::string& scratch, const std::string& main_class) {
   return {java_binary(),
           "-Xms128m",

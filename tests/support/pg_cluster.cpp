@@ -19,14 +19,6 @@ std::string pg_bindir() {
   return PGOUTBOX_PG_BINDIR;  // from `pg_config --bindir` at configure time
 }
 
-std::string tail_of(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream all;
-  all << in.rdbuf();
-  const std::string text = all.str();
-  return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
-}
-
 struct PgResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };
@@ -162,6 +154,19 @@ std::vector<std::vector<std::optional<std::string>>> PgCluster::query(const std:
     }
   }
   return rows;
+}
+
+bool PgCluster::drop_slot_when_free(const std::string& slot, std::chrono::milliseconds timeout) const {
+  return eventually(
+      [&] {
+        try {
+          exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
+          return true;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      timeout);
 }
 
 std::optional<std::string> PgCluster::query_value(const std::string& sql, const std::string& dbname) const {

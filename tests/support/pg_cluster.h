@@ -55,6 +55,9 @@ class PgCluster {
   std::optional<std::string> query_value(const std::string& sql, const std::string& dbname = "postgres") const;
   std::vector<std::vector<std::optional<std::string>>> query(const std::string& sql,
                                                              const std::string& dbname = "postgres") const;
+  // Drops a replication slot if it exists, retrying while a just-closed session's walsender
+  // still holds it; false when it stayed active for `timeout`.
+  bool drop_slot_when_free(const std::string& slot, std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 
  private:
   void wait_ready(std::chrono::seconds timeout);
