@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <memory>
 
 namespace pgoutbox::replication {
@@ -46,7 +47,14 @@ void Stream::start(std::function<void(const StreamEnd&)> on_end) {
 void Stream::set_flush(Lsn lsn) {
   // Postgres does not check what it is told: a decreasing flush would be accepted and would
   // move confirmed_flush backwards in memory. Never send one.
-  if (lsn > flush_) flush_ = lsn;
+  if (lsn <= flush_) return;
+  flush_ = lsn;
+  // Tell the server soon, not only at the next interval: the slot's lag (and the WAL it keeps)
+  // then trails the durable position by about a second at most.
+  constexpr std::chrono::milliseconds kPromptStatus{1000};
+  if (std::chrono::steady_clock::now() - last_status_ >= std::min(kPromptStatus, options_.status_interval)) {
+    send_status(false);
+  }
 }
 
 void Stream::send_status_now() {
@@ -158,7 +166,8 @@ void Stream::handle(std::span<const std::byte> message) {
 }
 
 void Stream::send_status(bool reply_requested) {
-  if (ended_) return;
+  // After CopyDone the client may send nothing more on the copy (stop() sends the last one).
+  if (ended_ || stopping_) return;
   const auto msg = build_status_update(received_, flush_, flush_, std::chrono::system_clock::now(), reply_requested);
   if (PQputCopyData(connection_.raw(), reinterpret_cast<const char*>(msg.data()), static_cast<int>(msg.size())) <= 0) {
     end({StreamEnd::Reason::error, "sending a status update: " + trimmed_error(connection_.raw()), ""});

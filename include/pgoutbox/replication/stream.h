@@ -61,7 +61,7 @@ class Stream {
   void start(std::function<void(const StreamEnd&)> on_end);
 
   // The position up to which everything is durably handled. Never decreases: a lower value is
-  // ignored. Sent with the next status update.
+  // ignored. Sent at once when the last status update is a second old, else with the next.
   void set_flush(Lsn lsn);
   // Sends a status update now (e.g. right after the flush position moved a lot).
   void send_status_now();
