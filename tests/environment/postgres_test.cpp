@@ -24,10 +24,14 @@ TEST(PostgresEnvironment, IsConfiguredForLogicalReplication) {
 
 TEST(PostgresEnvironment, ServerNeverRunsAsRoot) {
   auto& pg = shared_postgres();
-  const auto pid = pg.query_value("SELECT pg_backend_pid()");
-  ASSERT_TRUE(pid);
+  // The backend serving this connection: it lives as long as the connection stays open.
+  auto conn = pg.connect();
+  PGresult* res = PQexec(conn.get(), "SELECT pg_backend_pid()");
+  ASSERT_EQ(PQresultStatus(res), PGRES_TUPLES_OK);
+  const std::string pid = PQgetvalue(res, 0, 0);
+  PQclear(res);
   struct stat st {};
-  ASSERT_EQ(::stat(("/proc/" + *pid).c_str(), &st), 0);
+  ASSERT_EQ(::stat(("/proc/" + pid).c_str(), &st), 0);
   EXPECT_NE(st.st_uid, 0U) << "a backend runs as root";
   if (::geteuid() != 0) {
     EXPECT_EQ(st.st_uid, ::geteuid());
