@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 
+#include "file_read.h"
 #include "loader_state.h"
 #include "suggest.h"
 
@@ -65,23 +66,10 @@ const char* node_kind(const YAML::Node& node) {
 }
 
 std::string read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ConfigError(path, 0, 0, "", fmt::format("cannot open the configuration file: {}", std::strerror(errno)));
-  std::string text;
-  char buffer[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      throw ConfigError(path, 0, 0, "", fmt::format("cannot read the configuration file: {}", std::strerror(error)));
-    }
-    if (n == 0) break;
-    text.append(buffer, std::size_t(n));
-  }
-  ::close(fd);
-  return text;
+  auto content = read_file(path);
+  if (content.failure == FileContent::Failure::none) return std::move(content.text);
+  const char* verb = content.failure == FileContent::Failure::open ? "open" : "read";
+  throw ConfigError(path, 0, 0, "", fmt::format("cannot {} the configuration file: {}", verb, std::strerror(content.error)));
 }
 
 }  // namespace

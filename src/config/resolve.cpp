@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "dsn.h"
+#include "file_read.h"
 #include "loader_state.h"
 #include "pgoutbox/config/redact.h"
 #include "table_name.h"
@@ -40,26 +41,17 @@ std::string Loader::read_secret_file(const std::string& path, const Origin& orig
   if (full.is_relative() && !origin.base_dir.empty()) full = std::filesystem::path(origin.base_dir) / full;
   std::error_code ec;
   if (std::filesystem::is_directory(full, ec)) fail(origin, key, fmt::format("{} is a folder, not a file", full.string()));
-  const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(origin, key, fmt::format("cannot read {}: {}", full.string(), std::strerror(errno)));
-  std::string content;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      fail(origin, key, fmt::format("cannot read {}: {}", full.string(), std::strerror(error)));
-    }
-    if (n == 0) break;
-    content.append(buffer, std::size_t(n));
-    if (content.size() > kMaxSecretBytes) {
-      ::close(fd);
+  auto read = read_file(full.string(), kMaxSecretBytes);
+  switch (read.failure) {
+    case FileContent::Failure::none:
+      break;
+    case FileContent::Failure::open:
+    case FileContent::Failure::read:
+      fail(origin, key, fmt::format("cannot read {}: {}", full.string(), std::strerror(read.error)));
+    case FileContent::Failure::too_large:
       fail(origin, key, fmt::format("{} is larger than {} KiB; is it the right file?", full.string(), kMaxSecretBytes / 1024));
-    }
   }
-  ::close(fd);
+  std::string content = std::move(read.text);
   // Files written by `echo` or editors end in a newline the secret does not contain.
   while (!content.empty() && (content.back() == '\n' || content.back() == '\r')) content.pop_back();
   if (content.empty()) fail(origin, key, fmt::format("{} is empty", full.string()));
