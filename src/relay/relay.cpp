@@ -141,27 +141,12 @@ Outcome Relay::run() {
     outcome_ = Outcome{classify(as_error), as_error.what()};
   });
 
-  // A safety net beside the report pipe: serve librdkafka's queue and notice fatal errors.
-  std::function<void()> arm_poll = [&] {
-    poll_timer_.expires_after(200ms);
-    poll_timer_.async_wait([&](const boost::system::error_code& ec) {
-      if (ec || outcome_) return;
-      producer_->poll();
-      if (const auto fatal = producer_->fatal_error(); fatal && !closing_) {
-        finish(Outcome{Outcome::Kind::reconnect, "the Kafka producer hit a fatal error (" + *fatal +
-                                                      "); rebuilding it and resuming from the slot's confirmed position"});
-      }
-      arm_poll();
-    });
-  };
   arm_poll();
 
   streaming_ = true;
   try {
     io_.restart();
     while (!outcome_) io_.run_one();
-  } catch (const outbox::MappingError& e) {
-    outcome_ = Outcome{Outcome::Kind::fatal, e.what()};
   } catch (const std::exception& e) {
     outcome_ = Outcome{Outcome::Kind::fatal, std::string("internal error: ") + e.what()};
   }
@@ -203,6 +188,27 @@ void Relay::finish(Outcome outcome) {
   update_flush();
   pending_outcome_ = std::move(outcome);
   stream_->stop();
+}
+
+// A safety net beside the report pipe: serve librdkafka's queue and notice fatal errors.
+void Relay::arm_poll() {
+  poll_timer_.expires_after(200ms);
+  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || outcome_) return;
+    producer_->poll();
+    check_producer_fatal();
+    arm_poll();
+  });
+}
+
+// librdkafka's idempotence state was lost: nothing beyond the last fully acknowledged
+// transaction is confirmed, and the session is rebuilt from the slot's confirmed position.
+bool Relay::check_producer_fatal() {
+  const auto fatal = producer_->fatal_error();
+  if (!fatal) return false;
+  finish(Outcome{Outcome::Kind::reconnect, "the Kafka producer hit a fatal error (" + *fatal +
+                                                "); rebuilding it and resuming from the slot's confirmed position"});
+  return true;
 }
 
 void Relay::wait_reports() {
@@ -271,9 +277,8 @@ void Relay::on_data(const replication::XLogData& data) {
           // Descriptions only.
         } else {
           // Streaming and two-phase messages come only when asked for, and pgoutbox does not ask.
-          throw std::logic_error(fmt::format("unexpected pgoutput message '{}' ({})",
-                                             static_cast<char>(data.payload.empty() ? 0 : static_cast<int>(data.payload[0])),
-                                             pgoutput::kind_name(static_cast<char>(data.payload[0]))));
+          const auto kind = static_cast<char>(data.payload[0]);  // decoded, so not empty
+          throw std::logic_error(fmt::format("unexpected pgoutput message '{}' ({})", kind, pgoutput::kind_name(kind)));
         }
       },
       decoded.message());
@@ -326,10 +331,7 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
 void Relay::on_report(const kafka::DeliveryReport& report) {
   if (report.error == RD_KAFKA_RESP_ERR__PURGE_QUEUE || report.error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) return;
   if (!report.ok()) {
-    if (const auto fatal = producer_->fatal_error()) {
-      finish(Outcome{Outcome::Kind::reconnect, "the Kafka producer hit a fatal error (" + *fatal +
-                                                    "); rebuilding it and resuming from the slot's confirmed position"});
-    } else {
+    if (!check_producer_fatal()) {
       spdlog::error("kafka rejected a record for good: topic {}, partition {}: {}", report.topic, report.partition,
                     report.error_text);
       finish(Outcome{Outcome::Kind::fatal, fmt::format("Kafka rejected a record for topic {}: {}", report.topic,

@@ -83,6 +83,8 @@ class Relay : private replication::StreamHandler {
   void on_insert(const pgoutput::InsertData& insert);
   void on_report(const kafka::DeliveryReport& report);
   void wait_reports();
+  void arm_poll();
+  bool check_producer_fatal();
   void update_flush();
   void apply_backpressure();
   void maybe_finish_stop();
