@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
-  build-essential cmake ninja-build pkg-config git ca-certificates procps psmisc
+  build-essential cmake ninja-build ccache pkg-config git ca-certificates procps psmisc
   clang libclang-rt-14-dev
   libpq-dev postgresql-15 postgresql-client-15
   librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev

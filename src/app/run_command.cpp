@@ -130,7 +130,7 @@ int run(const std::string& config_path) {
         return kExitOk;
       case relay::Outcome::Kind::fatal:
         spdlog::error("cannot continue: {}", outcome.reason);
-        return kExitFatal;
+        return relay::exit_code(outcome.cause);
       case relay::Outcome::Kind::reconnect:
         break;
     }

@@ -8,7 +8,8 @@ namespace pgoutbox::app {
 enum ExitCode : int {
   kExitOk = 0,            // stopped by SIGTERM/SIGINT after confirming what Kafka acknowledged
   kExitConfig = 2,        // the configuration file or environment is invalid
-  kExitFatal = 3,         // the operator must act: mapping, poison under `stop`, lost slot, rights
+  // 3 and up: the operator must act; each cause has its own code (relay::Fatal in
+  // pgoutbox/relay/outcome.h).
   kExitSecondSignal = 130,  // a second signal: left at once, nothing unacknowledged confirmed
 };
 

@@ -44,6 +44,7 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
       {"max.in.flight.requests.per.connection", "5"},
       {"socket.keepalive.enable", "true"},
       {"client.id", "pgoutbox"},
+      {"statistics.interval.ms", "5000"},
   };
   props["queue.buffering.max.messages"] =
       std::to_string(std::clamp<std::uint64_t>(settings.max_in_flight_records * 2, 1000, 10'000'000));
@@ -63,7 +64,10 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
   return props;
 }
 
-Producer::Producer(const ProducerSettings& settings, ReportFn on_report) : on_report_(std::move(on_report)) {
+Producer::Producer(const ProducerSettings& settings, ReportFn on_report)
+    : on_report_(std::move(on_report)),
+      on_statistics_(settings.on_statistics),
+      on_brokers_up_(settings.on_brokers_up) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   for (const auto& [name, value] : effective_properties(settings)) {
@@ -75,6 +79,7 @@ Producer::Producer(const ProducerSettings& settings, ReportFn on_report) : on_re
   rd_kafka_conf_set_dr_msg_cb(conf, &Producer::on_delivery);
   rd_kafka_conf_set_error_cb(conf, &Producer::on_error);
   rd_kafka_conf_set_log_cb(conf, &Producer::on_log);
+  rd_kafka_conf_set_stats_cb(conf, &Producer::on_stats);
   rd_kafka_conf_set_opaque(conf, this);
   rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
   if (rk_ == nullptr) {
@@ -176,9 +181,20 @@ void Producer::on_log(const rd_kafka_t*, int level, const char* facility, const 
   spdlog::log(spd, "librdkafka {}: {}", facility, message);
 }
 
-void Producer::on_error(rd_kafka_t* rk, int err, const char* reason, void*) {
+int Producer::on_stats(rd_kafka_t*, char* json, size_t json_len, void* opaque) {
+  auto* self = static_cast<Producer*>(opaque);
+  const std::string_view text(json, json_len);
+  if (self->on_statistics_) self->on_statistics_(text);
+  // A broker in state UP means Kafka is reachable again after "all brokers down".
+  if (self->on_brokers_up_ && text.find("\"state\":\"UP\"") != std::string_view::npos) self->on_brokers_up_(true);
+  return 0;  // librdkafka frees the JSON
+}
+
+void Producer::on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
   const auto code = static_cast<rd_kafka_resp_err_t>(err);
   if (code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
+    auto* self = static_cast<Producer*>(opaque);
+    if (self->on_brokers_up_) self->on_brokers_up_(false);
     spdlog::warn("kafka: all brokers are down ({}); records stay queued and are retried", reason);
     return;
   }

@@ -6,6 +6,10 @@
 namespace pgoutbox::relay {
 
 ConfirmTracker::Txn& ConfirmTracker::at(TxnId txn) {
+  return const_cast<Txn&>(static_cast<const ConfirmTracker&>(*this).at(txn));
+}
+
+const ConfirmTracker::Txn& ConfirmTracker::at(TxnId txn) const {
   if (txn < first_id_ || txn >= first_id_ + txns_.size()) {
     // A bug, not an input error: a report for a transaction already confirmed would mean a
     // record was counted twice.
@@ -14,13 +18,16 @@ ConfirmTracker::Txn& ConfirmTracker::at(TxnId txn) {
   return txns_[txn - first_id_];
 }
 
-ConfirmTracker::TxnId ConfirmTracker::begin() {
+ConfirmTracker::TxnId ConfirmTracker::begin(std::int64_t commit_time_us) {
   if (open_) throw std::logic_error("ConfirmTracker: Begin while a transaction is open");
   if (txns_.empty()) first_id_ = next_id_;
   txns_.emplace_back();
+  txns_.back().commit_time_us = commit_time_us;
   open_ = next_id_++;
   return *open_;
 }
+
+std::int64_t ConfirmTracker::commit_time_us(TxnId txn) const { return at(txn).commit_time_us; }
 
 void ConfirmTracker::add_record(TxnId txn) {
   ++at(txn).outstanding;

@@ -18,27 +18,37 @@ std::vector<replication::TableName> table_names(const config::Config& config) {
   return out;
 }
 
-// The one place that decides what a Postgres failure means for the session (STYLE.md 7).
-Outcome::Kind classify(const replication::PgError& e) {
+bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+// The one place that decides what a Postgres failure means for the session (STYLE.md 7):
+// transient causes reconnect after a backoff; the others name what the operator must fix.
+Outcome classify(const replication::PgError& e) {
   const std::string& state = e.sqlstate();
   const std::string what = e.what();
-  if (state == "55006") return Outcome::Kind::reconnect;  // slot active elsewhere: wait as a standby
-  if (state == "42704" || state == "55000" || state == "42P01" || state == "28P01" || state == "28000" ||
-      state == "42501") {
-    return Outcome::Kind::fatal;  // missing object, invalidated slot, auth or rights: retrying won't help
+  if (state == "55006") return Outcome::reconnect(what);  // slot active elsewhere: wait as a standby
+  if (state == "28P01" || state == "28000" || contains(what, "password authentication failed") ||
+      contains(what, "no pg_hba.conf entry")) {
+    return Outcome::fatal(Fatal::authentication, what);
   }
-  if (what.find("password authentication failed") != std::string::npos ||
-      what.find("no pg_hba.conf entry") != std::string::npos ||
-      what.find("must be superuser or replication role") != std::string::npos) {
-    return Outcome::Kind::fatal;
+  if (contains(what, "wal_level")) return Outcome::fatal(Fatal::wal_level, what);
+  if (state == "42501" || contains(what, "must be superuser or replication role") ||
+      contains(what, "permission denied")) {
+    return Outcome::fatal(Fatal::permission, what);
   }
-  return Outcome::Kind::reconnect;  // connection refused or lost, shutdown in progress, …
+  if (state == "42P01") return Outcome::fatal(Fatal::table_missing, what);
+  if (contains(what, "invalidated") || contains(what, "can no longer get changes")) {
+    return Outcome::fatal(Fatal::slot_invalidated, what);
+  }
+  if (contains(what, "publication")) return Outcome::fatal(Fatal::publication, what);
+  if (state == "42704" || state == "55000") return Outcome::fatal(Fatal::slot_unusable, what);
+  return Outcome::reconnect(what);  // connection refused or lost, shutdown in progress, …
 }
 
 }  // namespace
 
-Relay::Relay(const config::Config& config)
+Relay::Relay(const config::Config& config, Observer* observer)
     : config_(config),
+      observer_(observer != nullptr ? *observer : no_observer_),
       mapping_(config.tables, config.provenance_headers),
       poll_timer_(io_),
       stop_deadline_(io_) {}
@@ -109,7 +119,7 @@ Outcome Relay::run() {
   try {
     connect();
   } catch (const replication::PgError& e) {
-    return Outcome{classify(e), e.what()};
+    return classify(e);
   }
   try {
     kafka::ProducerSettings settings;
@@ -117,9 +127,11 @@ Outcome Relay::run() {
     settings.properties = config_.kafka.properties;
     settings.max_in_flight_records = config_.limits.max_in_flight_records;
     settings.max_in_flight_bytes = config_.limits.max_in_flight_bytes;
+    settings.on_statistics = [this](std::string_view json) { observer_.kafka_statistics(json); };
+    settings.on_brokers_up = [this](bool up) { observer_.kafka_up(up); };
     producer_ = std::make_unique<kafka::Producer>(settings, [this](const kafka::DeliveryReport& r) { on_report(r); });
   } catch (const std::invalid_argument& e) {
-    return Outcome{Outcome::Kind::fatal, e.what()};
+    return Outcome::fatal(Fatal::kafka_config, e.what());
   }
   reports_.emplace(io_, ::dup(producer_->report_fd()));
   wait_reports();
@@ -133,24 +145,26 @@ Outcome Relay::run() {
       return;
     }
     if (end.reason == replication::StreamEnd::Reason::stopped) {
-      outcome_ = Outcome{Outcome::Kind::stopped, ""};
+      outcome_ = Outcome::stopped();
       return;
     }
     const replication::PgError as_error(end.message.empty() ? "the server ended the replication stream" : end.message,
                                         end.sqlstate);
-    outcome_ = Outcome{classify(as_error), as_error.what()};
+    outcome_ = classify(as_error);
   });
 
   arm_poll();
 
   streaming_ = true;
+  observer_.session_started();
   try {
     io_.restart();
     while (!outcome_) io_.run_one();
   } catch (const std::exception& e) {
-    outcome_ = Outcome{Outcome::Kind::fatal, std::string("internal error: ") + e.what()};
+    outcome_ = Outcome::fatal(Fatal::internal, std::string("internal error: ") + e.what());
   }
   streaming_ = false;
+  observer_.session_ended();
   poll_timer_.cancel();
   stop_deadline_.cancel();
   stream_.reset();
@@ -170,13 +184,13 @@ void Relay::stop() {
     if (ec) return;
     spdlog::warn("shutdown timeout: {} record(s) still unacknowledged; they will be sent again after a restart",
                  tracker_.outstanding_records());
-    finish(Outcome{Outcome::Kind::stopped, "shutdown timeout"});
+    finish(Outcome::stopped("shutdown timeout"));
   });
   maybe_finish_stop();
 }
 
 void Relay::maybe_finish_stop() {
-  if (stopping_ && !closing_ && tracker_.outstanding_records() == 0) finish(Outcome{Outcome::Kind::stopped, ""});
+  if (stopping_ && !closing_ && tracker_.outstanding_records() == 0) finish(Outcome::stopped());
 }
 
 void Relay::finish(Outcome outcome) {
@@ -206,8 +220,8 @@ void Relay::arm_poll() {
 bool Relay::check_producer_fatal() {
   const auto fatal = producer_->fatal_error();
   if (!fatal) return false;
-  finish(Outcome{Outcome::Kind::reconnect, "the Kafka producer hit a fatal error (" + *fatal +
-                                                "); rebuilding it and resuming from the slot's confirmed position"});
+  finish(Outcome::reconnect("the Kafka producer hit a fatal error (" + *fatal +
+                                                "); rebuilding it and resuming from the slot's confirmed position"));
   return true;
 }
 
@@ -221,7 +235,13 @@ void Relay::wait_reports() {
 }
 
 void Relay::update_flush() {
-  if (stream_) stream_->set_flush(tracker_.durable());
+  if (!stream_) return;
+  const Lsn durable = tracker_.durable();
+  if (durable != reported_flush_) {
+    reported_flush_ = durable;
+    observer_.confirmed_lsn(durable);
+  }
+  stream_->set_flush(durable);
 }
 
 void Relay::apply_backpressure() {
@@ -231,6 +251,7 @@ void Relay::apply_backpressure() {
     if (records >= limits.max_in_flight_records || in_flight_bytes_ >= limits.max_in_flight_bytes) {
       stream_->pause();
       ++counters_.pauses;
+      observer_.paused(true);
     }
     return;
   }
@@ -238,6 +259,7 @@ void Relay::apply_backpressure() {
   if (static_cast<double>(records) <= static_cast<double>(limits.max_in_flight_records) * limits.resume_ratio &&
       static_cast<double>(in_flight_bytes_) <= static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio) {
     stream_->resume();
+    observer_.paused(false);
   }
 }
 
@@ -249,16 +271,17 @@ void Relay::on_keepalive(const replication::Keepalive& keepalive) {
 
 void Relay::on_data(const replication::XLogData& data) {
   if (closing_) return;
+  observer_.received_lsn(data.wal_end);
   const auto decoded = pgoutput::decode(data.payload);
   if (!decoded) {
-    finish(Outcome{Outcome::Kind::fatal, "cannot decode the replication stream: " + decoded.error().to_string()});
+    finish(Outcome::fatal(Fatal::internal, "cannot decode the replication stream: " + decoded.error().to_string()));
     return;
   }
   std::visit(
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, pgoutput::BeginData>) {
-          txn_ = tracker_.begin();
+          txn_ = tracker_.begin(pgoutput::to_unix_micros(m.commit_time));
           txn_context_ = {m.final_lsn, pgoutput::to_unix_micros(m.commit_time), m.xid};
         } else if constexpr (std::is_same_v<T, pgoutput::CommitData>) {
           if (!txn_) throw std::logic_error("Commit without Begin in the replication stream");
@@ -291,7 +314,7 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
   try {
     table = mapping_.resolve(*relation);
   } catch (const outbox::MappingError& e) {
-    finish(Outcome{Outcome::Kind::fatal, e.what()});
+    finish(Outcome::fatal(Fatal::mapping, e.what()));
     return;
   }
   if (table == nullptr) {
@@ -304,8 +327,8 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
     spdlog::error("poison record: table {}.{}, event id {}, commit {}: {}", relation->nspname, relation->relname,
                   poison->event_id.empty() ? "(none)" : poison->event_id, txn_context_.commit_lsn.to_string(),
                   poison->reason);
-    finish(Outcome{Outcome::Kind::fatal, fmt::format("poison record (event id {}) in {}.{}: {}", poison->event_id,
-                                                     relation->nspname, relation->relname, poison->reason)});
+    finish(Outcome::fatal(Fatal::poison, fmt::format("poison record (event id {}) in {}.{}: {}", poison->event_id,
+                                                     relation->nspname, relation->relname, poison->reason)));
     return;
   }
   const auto& record = std::get<outbox::Record>(built);
@@ -318,13 +341,15 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
       producer_->poll(100ms);
       continue;
     }
-    finish(Outcome{Outcome::Kind::fatal,
-                   fmt::format("cannot produce event {} to {}: {}", record.event_id, record.topic, error)});
+    finish(Outcome::fatal(Fatal::poison,
+                   fmt::format("cannot produce event {} to {}: {}", record.event_id, record.topic, error)));
     return;
   }
   tracker_.add_record(*txn_);
   in_flight_bytes_ += record.weight();
   ++counters_.records_produced;
+  observer_.event_received(record.topic);
+  observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
   apply_backpressure();
 }
 
@@ -334,14 +359,20 @@ void Relay::on_report(const kafka::DeliveryReport& report) {
     if (!check_producer_fatal()) {
       spdlog::error("kafka rejected a record for good: topic {}, partition {}: {}", report.topic, report.partition,
                     report.error_text);
-      finish(Outcome{Outcome::Kind::fatal, fmt::format("Kafka rejected a record for topic {}: {}", report.topic,
-                                                       report.error_text)});
+      finish(Outcome::fatal(Fatal::poison, fmt::format("Kafka rejected a record for topic {}: {}", report.topic,
+                                                       report.error_text)));
     }
     return;
   }
+  const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const auto committed_us = tracker_.commit_time_us(report.cookie);
   tracker_.ack(report.cookie);
   in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, report.weight);
   ++counters_.records_acked;
+  observer_.event_published(report.topic, std::chrono::microseconds(std::max<std::int64_t>(0, now_us - committed_us)));
+  observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
   if (closing_) return;
   update_flush();
   apply_backpressure();

@@ -189,11 +189,11 @@ void check_publication_covers(const Connection& conn, const std::string& publica
       throw PgError(fmt::format("publication \"{}\" covers partitioned table {}.{} without publish_via_partition_root: "
                                 "ALTER PUBLICATION {} SET (publish_via_partition_root = true)",
                                 publication, table.schema, table.name, publication),
-                    "");
+                    "42704");
     }
     throw PgError(fmt::format("publication \"{}\" does not include table {}.{}: ALTER PUBLICATION {} ADD TABLE {}",
                               publication, table.schema, table.name, publication, table.quoted()),
-                  "");
+                  "42704");
   }
 }
 

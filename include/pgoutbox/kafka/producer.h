@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "pgoutbox/outbox/record.h"
 
@@ -41,6 +42,12 @@ struct ProducerSettings {
   // librdkafka's own queue must hold at least what the relay lets be in flight.
   std::uint64_t max_in_flight_records = 100'000;
   std::uint64_t max_in_flight_bytes = 64ULL << 20;
+  // Served by poll(), on the caller's thread: librdkafka's statistics JSON (every
+  // statistics.interval.ms, which pgoutbox sets to 5 s unless the user does), and whether any
+  // broker is reachable (false on "all brokers down", true again on the next statistics that
+  // show a broker UP).
+  std::function<void(std::string_view json)> on_statistics;
+  std::function<void(bool up)> on_brokers_up;
 };
 
 // The librdkafka properties a producer is created with: pgoutbox's throughput-with-low-latency
@@ -78,9 +85,12 @@ class Producer {
  private:
   static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* msg, void* opaque);
   static void on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  static int on_stats(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   static void on_log(const rd_kafka_t* rk, int level, const char* facility, const char* message);
 
   ReportFn on_report_;
+  std::function<void(std::string_view)> on_statistics_;
+  std::function<void(bool)> on_brokers_up_;
   rd_kafka_t* rk_ = nullptr;
   int pipe_read_ = -1;
   int pipe_write_ = -1;

@@ -21,8 +21,11 @@ class ConfirmTracker {
   // A transaction's place in the sequence; carried by each of its records' delivery reports.
   using TxnId = std::uint64_t;
 
-  // Begin of a transaction from the stream. Only one may be open at a time.
-  TxnId begin();
+  // Begin of a transaction from the stream. Only one may be open at a time. The commit time
+  // (microseconds since the Unix epoch) is kept for commit-to-ack latency.
+  TxnId begin(std::int64_t commit_time_us = 0);
+  // The commit time given to begin(); the transaction must not be confirmed yet.
+  std::int64_t commit_time_us(TxnId txn) const;
   // One more record of the open transaction was handed to the producer.
   void add_record(TxnId txn);
   // The open transaction's Commit: it becomes confirmable once its records are acknowledged.
@@ -46,8 +49,10 @@ class ConfirmTracker {
     std::uint64_t outstanding = 0;
     bool committed = false;
     Lsn end_lsn;
+    std::int64_t commit_time_us = 0;
   };
   Txn& at(TxnId txn);
+  const Txn& at(TxnId txn) const;
   void advance();
 
   std::deque<Txn> txns_;  // txns_[i] has id first_id_ + i

@@ -24,6 +24,8 @@
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/relay/confirm_tracker.h"
+#include "pgoutbox/relay/observer.h"
+#include "pgoutbox/relay/outcome.h"
 #include "pgoutbox/replication/connection.h"
 #include "pgoutbox/replication/stream.h"
 
@@ -39,19 +41,10 @@ struct Counters {
   std::uint64_t pauses = 0;            // backpressure engaged
 };
 
-struct Outcome {
-  enum class Kind {
-    stopped,    // stop() was asked for and the session closed cleanly
-    reconnect,  // a transient failure (connection lost, server restart, busy slot, producer rebuilt)
-    fatal,      // the operator must act: mapping, poison under `stop`, lost slot, missing publication
-  };
-  Kind kind = Kind::stopped;
-  std::string reason;
-};
-
 class Relay : private replication::StreamHandler {
  public:
-  explicit Relay(const config::Config& config);
+  // `observer` (may be null) hears about every event and state change; it must outlive the Relay.
+  explicit Relay(const config::Config& config, Observer* observer = nullptr);
   ~Relay() override;
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
@@ -92,6 +85,8 @@ class Relay : private replication::StreamHandler {
 
   boost::asio::io_context io_;
   const config::Config& config_;
+  Observer no_observer_;
+  Observer& observer_;
   outbox::Mapping mapping_;
   pgoutput::RelationCache relations_;
   ConfirmTracker tracker_;
@@ -105,6 +100,7 @@ class Relay : private replication::StreamHandler {
   std::optional<ConfirmTracker::TxnId> txn_;
   outbox::TxnContext txn_context_;
   std::uint64_t in_flight_bytes_ = 0;
+  Lsn reported_flush_;
   bool stopping_ = false;
   bool closing_ = false;
   std::optional<Outcome> outcome_;

@@ -1,0 +1,53 @@
+#pragma once
+
+// What a session tells the outside about itself: the metrics module (and tests) implement this;
+// the relay calls it from its own thread, at the moment each thing happens. Every method has an
+// empty default, so an observer overrides only what it needs. Implementations must be cheap and
+// must not block: they run on the streaming thread, once per event.
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "pgoutbox/lsn.h"
+
+namespace pgoutbox::relay {
+
+// Why a record left the normal path (SPEC.md I8).
+enum class PoisonAction {
+  retried,        // a permanent error, retried after a backoff
+  dead_lettered,  // the DLQ write was acknowledged: the record counts as handled
+  skipped,        // policy `skip`: dropped on purpose and confirmed
+  stopped,        // policy `stop`: the session ends without confirming it
+};
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+
+  // The replication stream started (Postgres is up for us) / the session ended.
+  virtual void session_started() {}
+  virtual void session_ended() {}
+
+  // An outbox row was decoded into a record for `topic`.
+  virtual void event_received(std::string_view /*topic*/) {}
+  // Kafka acknowledged a record; commit_to_ack is from the transaction's commit time to the ack.
+  virtual void event_published(std::string_view /*topic*/, std::chrono::microseconds /*commit_to_ack*/) {}
+  // A delivery failed permanently (or a row failed validation) and `action` followed.
+  virtual void event_poison(std::string_view /*topic*/, PoisonAction /*action*/) {}
+
+  // Current in-flight records and bytes (after each change of either).
+  virtual void in_flight(std::uint64_t /*records*/, std::uint64_t /*bytes*/) {}
+  // The end of the last change received from the stream, and the last position confirmed.
+  virtual void received_lsn(Lsn /*lsn*/) {}
+  virtual void confirmed_lsn(Lsn /*lsn*/) {}
+  // The stream is paused (backpressure) or reading.
+  virtual void paused(bool /*paused*/) {}
+
+  // librdkafka's statistics JSON (statistics.interval.ms), as it comes.
+  virtual void kafka_statistics(std::string_view /*json*/) {}
+  // Whether at least one broker is reachable, from librdkafka's error and statistics events.
+  virtual void kafka_up(bool /*up*/) {}
+};
+
+}  // namespace pgoutbox::relay

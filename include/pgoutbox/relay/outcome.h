@@ -1,0 +1,42 @@
+#pragma once
+
+// How a session ends, and for the ends the operator must act on, which cause: each cause has
+// its own exit code (README "Exit codes"), so a supervisor or an alert can tell them apart.
+
+#include <string>
+
+namespace pgoutbox::relay {
+
+// Causes that retrying cannot fix. The value is the process's exit code.
+enum class Fatal : int {
+  internal = 3,              // a bug or an undecodable stream: report it
+  poison = 4,                // a poison record under poison.policy: stop
+  slot_invalidated = 10,     // wal_status = lost: the WAL the slot needed is gone
+  slot_unusable = 11,        // missing with create_slot off, another plugin, another database
+  publication = 12,          // the publication is missing or does not cover the outbox tables
+  table_missing = 13,        // a configured outbox table does not exist (or was dropped)
+  permission = 14,           // the role lacks REPLICATION, LOGIN or SELECT on a table
+  wal_level = 15,            // wal_level is not logical
+  authentication = 16,       // wrong password, or no pg_hba.conf entry
+  mapping = 17,              // a configured column is missing or has an unusable type
+  kafka_config = 18,         // librdkafka refused a property
+};
+
+struct Outcome {
+  enum class Kind {
+    stopped,    // stop() was asked for and the session closed cleanly
+    reconnect,  // a transient failure (connection lost, server restart, busy slot, producer rebuilt)
+    fatal,      // the operator must act; `cause` says what
+  };
+  Kind kind = Kind::stopped;
+  std::string reason;
+  Fatal cause = Fatal::internal;  // meaningful when kind == fatal
+
+  static Outcome stopped(std::string reason = {}) { return {Kind::stopped, std::move(reason), Fatal::internal}; }
+  static Outcome reconnect(std::string reason) { return {Kind::reconnect, std::move(reason), Fatal::internal}; }
+  static Outcome fatal(Fatal cause, std::string reason) { return {Kind::fatal, std::move(reason), cause}; }
+};
+
+inline int exit_code(Fatal cause) { return static_cast<int>(cause); }
+
+}  // namespace pgoutbox::relay
