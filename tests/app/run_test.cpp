@@ -120,7 +120,7 @@ TEST_F(RunCommandTest, AnInvalidConfigExitsWithTheConfigCode) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << "status " << *status;
 }
 
-TEST_F(RunCommandTest, AMissingPublicationIsFatalWithAnExplanation) {
+TEST_F(RunCommandTest, AMissingPublicationExitsWithItsOwnCodeAndAnExplanation) {
   const auto config = write_config("cli_nopub");
   // Same file, but publication creation switched off through the environment.
   auto process = start(config, {"PGOUTBOX_POSTGRES_CREATE_PUBLICATION=false"});
