@@ -126,6 +126,16 @@ void check_brokers(std::string_view text) {
   }
 }
 
+// Kafka's rules for topic names: 1 to 249 of [a-zA-Z0-9._-].
+void check_topic_name(std::string_view text) {
+  if (text.empty() || text.size() > 249) throw Invalid(fmt::format("must have 1 to 249 characters (got {})", quote(text)));
+  for (char c : text) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) {
+      throw Invalid(fmt::format("may contain only letters, digits, '.', '_' and '-' (got {})", quote(text)));
+    }
+  }
+}
+
 void check_column(std::string_view text) {
   if (text.empty()) throw Invalid("must name a column");
   if (text.size() > kMaxNameBytes) throw Invalid(fmt::format("is longer than {} bytes, which Postgres truncates (got {})", kMaxNameBytes, quote(text)));
@@ -282,6 +292,45 @@ std::vector<Entry<Draft>> make_global_entries() {
                             [](double value, const std::string& text) {
                               if (!(value >= 1)) throw Invalid(fmt::format("must be at least 1 (got {})", text));
                             }));
+  auto policy = base<Draft>("poison.policy", "one of stop, dead-letter, skip",
+                            "A record Kafka rejects for good (too large, invalid, not authorised, unknown topic) "
+                            "after poison.max_retries, or a row that cannot become a record: stop exits with code 4 "
+                            "without confirming it; dead-letter publishes it to poison.dead_letter_topic and counts "
+                            "it handled once that write is acknowledged; skip drops it (logged and counted).");
+  policy.set = [](Draft& d, const Scalar& s) {
+    check_choice(s.text, {"stop", "dead-letter", "skip"});
+    d.config.poison.policy = s.text == "dead-letter" ? PoisonPolicy::dead_letter
+                             : s.text == "skip"      ? PoisonPolicy::skip
+                                                     : PoisonPolicy::stop;
+  };
+  policy.show = [](const Draft& d) {
+    switch (d.config.poison.policy) {
+      case PoisonPolicy::dead_letter: return std::string("dead-letter");
+      case PoisonPolicy::skip: return std::string("skip");
+      case PoisonPolicy::stop: break;
+    }
+    return std::string("stop");
+  };
+  v.push_back(std::move(policy));
+  v.push_back(text<Draft>("poison.dead_letter_topic", "topic",
+                          "Where dead-letter sends poison: the original key, value and headers, plus headers "
+                          "pgoutbox.dlq.error, .error.code, .topic, .attempts and .lsn.",
+                          [](auto& d) -> auto& { return d.config.poison.dead_letter_topic; }, check_topic_name));
+  auto retries = base<Draft>("poison.max_retries", "integer",
+                             "How many times a record Kafka rejected for good is sent again (after poison.retry_backoff, "
+                             "doubling) before the policy applies. Rows that fail validation are not retried.");
+  retries.set = [](Draft& d, const Scalar& s) {
+    const auto value = parse_count(s.text);
+    if (value > 100) throw Invalid(fmt::format("must be at most 100 (got {})", value));
+    d.config.poison.max_retries = static_cast<std::uint32_t>(value);
+  };
+  retries.show = [](const Draft& d) { return fmt::format("{}", d.config.poison.max_retries); };
+  v.push_back(std::move(retries));
+  v.push_back(duration<Draft>("poison.retry_backoff",
+                              "Delay before the first retry of a rejected record; each further retry waits twice as "
+                              "long, up to reconnect.max.",
+                              [](auto& d) -> auto& { return d.config.poison.retry_backoff; }));
+
   v.push_back(duration<Draft>("shutdown_timeout",
                               "On SIGTERM or SIGINT, how long to wait for Kafka to acknowledge what is in flight "
                               "before exiting without confirming it.",
@@ -341,6 +390,11 @@ std::vector<Entry<TableConfig>> make_table_entries() {
   };
   null_payload.show = [](const TableConfig& t) { return std::string(t.null_payload == NullPayload::tombstone ? "tombstone" : "poison"); };
   v.push_back(std::move(null_payload));
+
+  v.push_back(flag<TableConfig>("validate_json",
+                                 "Check that each payload is valid JSON (for text and bytea payload columns; json and "
+                                 "jsonb are valid by construction). A payload that is not is poison.",
+                                 [](auto& t) -> auto& { return t.validate_json; }));
 
   v.push_back(column("columns.id", "Column with the event id; becomes header id (consumers deduplicate by it).",
                      [](auto& t) -> auto& { return t.columns.id; }));

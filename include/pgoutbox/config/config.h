@@ -51,6 +51,7 @@ struct TableConfig {
   bool type_column_explicit = false;  // set when the file names columns.type: then it must exist
   std::string topic = "outbox.event.${aggregatetype}";  // ${column} is replaced by that column's text
   NullPayload null_payload = NullPayload::poison;
+  bool validate_json = false;  // a text/bytea payload that is not JSON is poison
 };
 
 struct LimitsConfig {
@@ -65,6 +66,16 @@ struct RetryConfig {
   double factor = 2.0;
 };
 
+// What happens to a record Kafka rejects for good, or that fails validation (SPEC.md I8).
+enum class PoisonPolicy { stop, dead_letter, skip };
+
+struct PoisonConfig {
+  PoisonPolicy policy = PoisonPolicy::stop;
+  std::string dead_letter_topic = "pgoutbox.dead-letter";
+  std::uint32_t max_retries = 3;                // retries of a permanent Kafka error before the policy
+  std::chrono::milliseconds retry_backoff{1000};  // first retry delay; doubles, up to reconnect.max
+};
+
 struct Config {
   std::string source;  // the file it came from, for messages
   PostgresConfig postgres;
@@ -73,6 +84,7 @@ struct Config {
   bool provenance_headers = false;  // pgoutbox.lsn, pgoutbox.commit_time, pgoutbox.xid
   LimitsConfig limits;
   RetryConfig reconnect;
+  PoisonConfig poison;
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::string metrics_address;  // host:port for /metrics, /healthz, /readyz; empty: off
   std::string log_format = "auto";  // auto (json unless a terminal), json, text
