@@ -2,33 +2,48 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <stdexcept>
 
+#include "event_context.h"
+
 namespace pgoutbox::logging {
+namespace detail {
+namespace {
+thread_local const EventFields* current = nullptr;
+}  // namespace
+
+const EventFields* current_fields() { return current; }
+FieldsScope::FieldsScope(const EventFields& fields) : previous_(current) { current = &fields; }
+FieldsScope::~FieldsScope() { current = previous_; }
+
+}  // namespace detail
+
+Format parse_format(std::string_view format, bool stderr_is_terminal) {
+  if (format == "json") return Format::json;
+  if (format == "text") return Format::text;
+  if (format == "auto") return stderr_is_terminal ? Format::text : Format::json;
+  throw std::invalid_argument(fmt::format("log format {} is not auto, json or text", format));
+}
 
 void setup(std::string_view format, std::string_view level) {
-  if (format != "auto" && format != "json" && format != "text") {
-    throw std::invalid_argument(fmt::format("log format {} is not auto, json or text", format));
-  }
+  const Format chosen = parse_format(format, ::isatty(STDERR_FILENO) == 1);
   const auto parsed = spdlog::level::from_str(std::string(level));
   if (parsed == spdlog::level::off && level != "off") {
     throw std::invalid_argument(fmt::format("log level {} is not trace, debug, info, warn or error", level));
   }
-  spdlog::set_level(parsed);
+  // The default logger (stderr, synchronous) is the one every module and librdkafka's log
+  // callback write to; it gets the format and level.
+  auto logger = spdlog::default_logger();
+  logger->set_formatter(make_formatter(chosen));
+  logger->set_level(parsed);
+  logger->flush_on(spdlog::level::warn);
 }
 
 void event(spdlog::level::level_enum level, const EventFields& fields, std::string_view message) {
-  std::string line(message);
-  const auto add = [&line](std::string_view name, std::string_view value) {
-    if (!value.empty()) line += fmt::format(" {}={}", name, value);
-  };
-  add("event_id", fields.event_id);
-  add("aggregate_id", fields.aggregate_id);
-  add("topic", fields.topic);
-  add("trace_id", fields.trace_id);
-  if (!fields.lsn.is_zero()) add("lsn", fields.lsn.to_string());
-  spdlog::log(level, "{}", line);
+  const detail::FieldsScope scope(fields);
+  spdlog::log(level, "{}", message);
 }
 
 }  // namespace pgoutbox::logging

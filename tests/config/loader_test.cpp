@@ -75,6 +75,7 @@ tables:
   - table: '"Sales"."Order Events"'
     topic: "shop.${aggregate}.${kind}"
     null_payload: tombstone
+    validate_json: true
     columns:
       id: event_id
       aggregate_type: aggregate
@@ -93,6 +94,11 @@ reconnect:
   min: 100ms
   max: 1m30s
   factor: 1.5
+poison:
+  policy: dead-letter
+  dead_letter_topic: shop.dlq
+  max_retries: 7
+  retry_backoff: 250ms
 shutdown_timeout: 45s
 metrics_address: "0.0.0.0:9300"
 log_format: json
@@ -116,6 +122,12 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(t.name, "Order Events");
   EXPECT_EQ(t.topic, "shop.${aggregate}.${kind}");
   EXPECT_EQ(t.null_payload, NullPayload::tombstone);
+  EXPECT_TRUE(t.validate_json);
+  EXPECT_FALSE(c.tables[1].validate_json);
+  EXPECT_EQ(c.poison.policy, PoisonPolicy::dead_letter);
+  EXPECT_EQ(c.poison.dead_letter_topic, "shop.dlq");
+  EXPECT_EQ(c.poison.max_retries, 7U);
+  EXPECT_EQ(c.poison.retry_backoff, 250ms);
   EXPECT_EQ(t.columns.id, "event_id");
   EXPECT_EQ(t.columns.aggregate_type, "aggregate");
   EXPECT_EQ(t.columns.aggregate_id, "key_col");
@@ -357,7 +369,7 @@ INSTANTIATE_TEST_SUITE_P(
                        "did you mean tables[0].columns.aggregate_id?"},
         UnknownKeyCase{"column_in_table", "tables:\n  - table: t\n    payload: body\n", "tables[0].payload", "did you mean tables[].columns.payload?"},
         UnknownKeyCase{"nothing_close", "colour: red\n", "colour",
-                       "unknown key; the top level takes postgres, kafka, tables, provenance_headers, limits, reconnect, shutdown_timeout, "
+                       "unknown key; the top level takes postgres, kafka, tables, provenance_headers, limits, reconnect, poison, shutdown_timeout, "
                        "metrics_address, log_format, log_level"},
         UnknownKeyCase{"nothing_close_in_section", "reconnect:\n  jitter: 1\n", "reconnect.jitter", "unknown key; reconnect takes min, max, factor"}),
     [](const auto& test_case) { return test_case.param.label; });

@@ -95,6 +95,7 @@ std::optional<std::string> sample(const KeyInfo& key) {
   if (key.type == "host:port") return "127.0.0.1:7";
   if (key.type == "table name") return "app.sample_7";
   if (key.type == "topic template") return "sample.${sample_7}";
+  if (key.type == "topic") return "sample.dlq_7";
   return std::nullopt;
 }
 
