@@ -153,6 +153,9 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
   payload_ = require_column(table, relation, "payload", cols.payload);
   require_type(table, relation, payload_, "payload", {kJson, kJsonb, kText, kVarchar, kBpchar, kBytea},
                "json, jsonb, text, varchar, char or bytea");
+  // json and jsonb are valid by construction; text and bytea are checked when asked to.
+  validate_json_ = table.validate_json && relation.columns[static_cast<std::size_t>(payload_)].type_oid != kJson &&
+                   relation.columns[static_cast<std::size_t>(payload_)].type_oid != kJsonb;
   payload_kind_ = relation.columns[static_cast<std::size_t>(payload_)].type_oid == kBytea ? PayloadKind::bytea
                                                                                           : PayloadKind::text;
   if (cols.type) {
@@ -186,10 +189,19 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
 }
 
 std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tuple, const TxnContext& txn) const {
+  // Everything that can be built is, so a poison row keeps its key, payload and headers for
+  // the dead-letter topic; the first problem found names it.
   Record rec;
-  const auto id = text_of(tuple, id_);
-  if (!id) return Poison{"", "the event id column \"" + table_->columns.id + "\" is NULL"};
-  rec.event_id.assign(*id);
+  std::optional<std::pair<std::string, std::string>> problem;  // code, reason
+  const auto fail = [&problem](std::string code, std::string reason) {
+    if (!problem) problem.emplace(std::move(code), std::move(reason));
+  };
+
+  if (const auto id = text_of(tuple, id_)) {
+    rec.event_id.assign(*id);
+  } else {
+    fail("NULL_ID", "the event id column \"" + table_->columns.id + "\" is NULL");
+  }
 
   for (const auto& part : topic_) {
     if (part.column < 0) {
@@ -198,7 +210,9 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
     }
     const auto value = text_of(tuple, part.column);
     if (!value || value->empty()) {
-      return Poison{rec.event_id, fmt::format("topic template \"{}\" refers to a NULL or empty column", table_->topic)};
+      fail("NULL_ROUTING_VALUE", fmt::format("topic template \"{}\" refers to a NULL or empty column", table_->topic));
+      rec.topic.clear();
+      break;
     }
     rec.topic += *value;
   }
@@ -208,32 +222,44 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
   const auto payload = text_of(tuple, payload_);
   if (!payload) {
     if (table_->null_payload == config::NullPayload::poison) {
-      return Poison{rec.event_id, "the payload column \"" + table_->columns.payload + "\" is NULL"};
+      fail("NULL_PAYLOAD", "the payload column \"" + table_->columns.payload + "\" is NULL");
+    } else {
+      rec.tombstone = true;
     }
-    rec.tombstone = true;
   } else if (payload_kind_ == PayloadKind::bytea) {
-    auto raw = decode_bytea_hex(*payload);
-    if (!raw) return Poison{rec.event_id, "the bytea payload is not in hex output form"};
-    rec.value = std::move(*raw);
+    if (auto raw = decode_bytea_hex(*payload)) {
+      rec.value = std::move(*raw);
+    } else {
+      fail("INVALID_BYTEA", "the bytea payload is not in hex output form");
+      rec.value.assign(*payload);
+    }
   } else {
     rec.value.assign(*payload);
   }
+  if (payload && validate_json_) {
+    thread_local simdjson::dom::parser parser;
+    simdjson::dom::element ignored;
+    if (const auto error = parser.parse(rec.value.data(), rec.value.size()).get(ignored); error != simdjson::SUCCESS) {
+      fail("INVALID_JSON", fmt::format("the payload is not valid JSON ({})", simdjson::error_message(error)));
+    }
+  }
 
-  rec.headers.push_back({"id", rec.event_id});
+  if (!rec.event_id.empty() || !problem) rec.headers.push_back({"id", rec.event_id});
   if (const auto type = text_of(tuple, type_)) rec.headers.push_back({"type", std::string(*type)});
   if (const auto headers = text_of(tuple, headers_)) {
     // Each key of the object is a header: string values as they are, others as their JSON text.
     thread_local simdjson::dom::parser parser;
     simdjson::dom::object object;
     if (parser.parse(headers->data(), headers->size()).get_object().get(object) != simdjson::SUCCESS) {
-      return Poison{rec.event_id, "the headers column \"" + *table_->columns.headers + "\" is not a JSON object"};
-    }
-    for (const auto field : object) {
-      std::string_view text;
-      if (field.value.get_string().get(text) == simdjson::SUCCESS) {
-        rec.headers.push_back({std::string(field.key), std::string(text)});
-      } else {
-        rec.headers.push_back({std::string(field.key), simdjson::minify(field.value)});
+      fail("INVALID_HEADERS", "the headers column \"" + *table_->columns.headers + "\" is not a JSON object");
+    } else {
+      for (const auto field : object) {
+        std::string_view text;
+        if (field.value.get_string().get(text) == simdjson::SUCCESS) {
+          rec.headers.push_back({std::string(field.key), std::string(text)});
+        } else {
+          rec.headers.push_back({std::string(field.key), simdjson::minify(field.value)});
+        }
       }
     }
   }
@@ -248,6 +274,7 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
     // 'infinity' and BC dates have no Kafka timestamp: those keep the commit time.
     if (const auto ms = parse_pg_timestamp_ms(*ts); ms && *ms >= 0) rec.timestamp_ms = *ms;
   }
+  if (problem) return Poison{rec.event_id, std::move(problem->second), std::move(problem->first), std::move(rec)};
   return rec;
 }
 

@@ -138,11 +138,45 @@ TEST(Mapping, NullPayloadIsPoisonUnlessTombstonesAreConfigured) {
 TEST(Mapping, NullIdOrRoutingValueIsPoisonAndNullKeyHasNoKey) {
   Mapping m({table()}, false);
   const auto* rt = m.resolve(debezium_outbox(5000));
-  EXPECT_TRUE(std::holds_alternative<Poison>(rt->build(tuple({std::nullopt, "Order", "k", "t", "{}"}), kTxn)));
-  EXPECT_TRUE(std::holds_alternative<Poison>(rt->build(tuple({"e", std::nullopt, "k", "t", "{}"}), kTxn)));
+  auto null_id = rt->build(tuple({std::nullopt, "Order", "k", "t", "{}"}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(null_id));
+  EXPECT_EQ(std::get<Poison>(null_id).code, "NULL_ID");
+  EXPECT_EQ(std::get<Poison>(null_id).record.value, "{}");
+  auto null_route = rt->build(tuple({"e", std::nullopt, "k", "t", "{}"}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(null_route));
+  EXPECT_EQ(std::get<Poison>(null_route).code, "NULL_ROUTING_VALUE");
+  EXPECT_TRUE(std::get<Poison>(null_route).record.topic.empty());
   const auto rec = build_ok(*rt, tuple({"e", "Order", std::nullopt, std::nullopt, "{}"}));
   EXPECT_FALSE(rec.key);
   EXPECT_EQ(rec.headers.size(), 1U);  // NULL type: no header
+}
+
+TEST(Mapping, ValidateJsonMakesATextPayloadThatIsNotJsonPoisonKeepingWhatWasBuilt) {
+  auto t = table();
+  t.validate_json = true;
+  Mapping m({t}, false);
+  const auto& rel = relation(6500, "public", "outbox",
+                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText},
+                              {"payload", kText}});
+  const auto* rt = m.resolve(rel);
+  ASSERT_NE(rt, nullptr);
+  build_ok(*rt, tuple({"e1", "Order", "k1", "Created", R"({"a": [1, 2, "x"]})"}));
+  auto result = rt->build(tuple({"e2", "Order", "k2", "Created", "{not json"}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(result));
+  const auto& poison = std::get<Poison>(result);
+  EXPECT_EQ(poison.code, "INVALID_JSON");
+  EXPECT_EQ(poison.event_id, "e2");
+  EXPECT_EQ(poison.record.topic, "outbox.event.Order");
+  EXPECT_EQ(poison.record.key, "k2");
+  EXPECT_EQ(poison.record.value, "{not json");
+  ASSERT_EQ(poison.record.headers.size(), 2U);
+  EXPECT_EQ(poison.record.headers[1].value, "Created");
+
+  // Off (the default), the same text is relayed as it is.
+  Mapping lenient({table()}, false);
+  const auto& rel2 = relation(6501, "public", "outbox",
+                              {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText}});
+  EXPECT_EQ(build_ok(*lenient.resolve(rel2), tuple({"e3", "Order", "k", "{not json"})).value, "{not json");
 }
 
 TEST(Mapping, MalformedHeadersObjectIsPoison) {

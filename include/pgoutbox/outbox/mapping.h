@@ -62,6 +62,7 @@ class ResolvedTable {
   int headers_ = -1;
   int timestamp_ = -1;
   PayloadKind payload_kind_ = PayloadKind::text;
+  bool validate_json_ = false;
   std::vector<TopicPart> topic_;
 };
 

@@ -30,10 +30,14 @@ struct Record {
   std::size_t weight() const;
 };
 
-// A row that cannot become a record (SPEC.md I8): named by its event id when it has one.
+// A row that cannot become a record (SPEC.md I8): named by its event id when it has one. The
+// record holds what could be built (original key, payload bytes and headers), so the poison
+// policy can dead-letter it; its topic is empty when the routing value was the problem.
 struct Poison {
   std::string event_id;
   std::string reason;
+  std::string code;  // NULL_ID, NULL_ROUTING_VALUE, NULL_PAYLOAD, INVALID_BYTEA, INVALID_JSON, INVALID_HEADERS
+  Record record;
 };
 
 }  // namespace pgoutbox::outbox
