@@ -1,6 +1,7 @@
 #pragma once
 
-// CPU seconds of a process (utime + stime from /proc/PID/stat), or of this process.
+// A process's CPU seconds (utime + stime from /proc/PID/stat) and peak resident set
+// (VmHWM from /proc/PID/status), or this process's CPU.
 
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -25,6 +26,16 @@ inline double process_cpu_seconds(pid_t pid) {
     if (i == 15) stime = std::stoull(field);
   }
   return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Peak resident set in KiB; 0 when the process is gone.
+inline long peak_rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
 }
 
 inline double self_cpu_seconds() {

@@ -15,11 +15,12 @@
 
 namespace pgoutbox::bench {
 
-// Seconds pg_recvlogical took to read `slot` from its confirmed position to `end`.
-inline double drain_with_pg_recvlogical(const test::PgCluster& pg, const std::string& slot,
-                                        const std::string& publication, Lsn end, int proto_version) {
+// Seconds pg_recvlogical took to read `slot` from its confirmed position to `end`, connecting
+// with `dsn`.
+inline double drain_with_pg_recvlogical(const std::string& dsn, const std::string& slot, const std::string& publication,
+                                        Lsn end, int proto_version) {
   const auto t0 = std::chrono::steady_clock::now();
-  test::ChildProcess child({.argv = {std::string(PGOUTBOX_PG_BINDIR) + "/pg_recvlogical", "-d", pg.dsn(), "--slot", slot,
+  test::ChildProcess child({.argv = {std::string(PGOUTBOX_PG_BINDIR) + "/pg_recvlogical", "-d", dsn, "--slot", slot,
                                      "--start", "-f", "/dev/null", "--endpos", end.to_string(), "-o",
                                      "proto_version=" + std::to_string(proto_version), "-o",
                                      "publication_names=" + publication, "-o", "messages=true", "--no-loop"},
@@ -31,6 +32,11 @@ inline double drain_with_pg_recvlogical(const test::PgCluster& pg, const std::st
     throw std::runtime_error("pg_recvlogical failed: " + test::tail_of("/tmp/pgoutbox-bench-recvlogical.log"));
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+inline double drain_with_pg_recvlogical(const test::PgCluster& pg, const std::string& slot,
+                                        const std::string& publication, Lsn end, int proto_version) {
+  return drain_with_pg_recvlogical(pg.dsn(), slot, publication, end, proto_version);
 }
 
 }  // namespace pgoutbox::bench

@@ -1,0 +1,306 @@
+// The whole comparison in one run: pgoutbox (the real binary) against pg_recvlogical -f
+// /dev/null (the ceiling) and a well-written polling relay, on one Postgres 15 and one Kafka
+// started here, on this machine.
+//
+//   build/release/bench/bench_compare [--smoke] [--out-dir DIR]
+//
+// For each scenario (events per transaction × payload size) a backlog is committed and each
+// contender drains it; the 10 × 200 B backlog is the 1,000,000-event catch-up. Then the
+// workload runs at fixed rates with each relay streaming, for commit-to-ack latency. Prints
+// Markdown, writes it between markers into <out-dir>/RESULTS.md and the chart's data to
+// <out-dir>/results/results.json. See bench/RESULTS.md for what each figure means.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "contenders.h"
+#include "cpu_meter.h"
+#include "kafka_client.h"
+#include "report.h"
+#include "topic_watch.h"
+#include "workload.h"
+
+namespace {
+
+using namespace pgoutbox;
+using namespace pgoutbox::bench;
+
+struct Scenario {
+  int events_per_txn;
+  int payload_bytes;
+  std::int64_t events;
+  std::string label() const {
+    return fmt::format("{} × {}", events_per_txn, payload_bytes >= 1024 ? fmt::format("{} KB", payload_bytes / 1024)
+                                                                        : fmt::format("{} B", payload_bytes));
+  }
+  std::string tag() const { return fmt::format("t{}_{}", events_per_txn, payload_bytes); }
+};
+
+void log(const std::string& line) {
+  std::fprintf(stderr, "[bench] %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void create_schema(const test::PgCluster& pg, const std::string& source_dir, int polling_workers) {
+  pg.exec("CREATE EXTENSION pg_stat_statements");
+  pg.exec(
+      "CREATE TABLE orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric(12,2) NOT NULL, "
+      "created_at timestamptz NOT NULL DEFAULT now())");
+  pg.exec(read_file(source_dir + "/sql/outbox.sql"));
+  pg.exec(read_file(source_dir + "/sql/publication.sql"));
+  // The polling relay's table: the same columns plus what polling needs — an ordering column,
+  // a status, a shard per worker (a hash of the key, so a key stays with one worker) and a
+  // partial index that holds only pending rows.
+  pg.exec(fmt::format(
+      "CREATE TABLE outbox_polled (LIKE outbox INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES, "
+      "seq bigserial NOT NULL, status smallint NOT NULL DEFAULT 0, "
+      "shard smallint NOT NULL GENERATED ALWAYS AS ((hashtext(aggregateid) & 2147483647) % {}) STORED);"
+      "CREATE INDEX outbox_polled_pending ON outbox_polled (shard, seq) WHERE status = 0;"
+      "ALTER TABLE outbox SET (autovacuum_enabled = false);"
+      "ALTER TABLE outbox_polled SET (autovacuum_enabled = false);",
+      polling_workers));
+  pg.exec(fmt::format(
+      "CREATE ROLE {0} LOGIN REPLICATION; CREATE ROLE {1} LOGIN REPLICATION; CREATE ROLE {2} LOGIN;"
+      "GRANT SELECT ON outbox TO {0}; GRANT SELECT, UPDATE, DELETE ON outbox_polled TO {2};",
+      kPgoutboxRole, kRecvlogicalRole, kPollingRole));
+}
+
+std::int64_t wal_position_bytes(const test::PgCluster& pg) {
+  return std::stoll(*pg.query_value("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"));
+}
+
+// Writes a backlog flat out (asynchronous commit: a bulk of history, not a latency test) and
+// returns the WAL the writes produced per event.
+double write_backlog(const Bench& bench, const Scenario& s, const std::string& table) {
+  const auto wal0 = wal_position_bytes(bench.pg);
+  WorkloadSpec spec;
+  spec.dsn = bench.pg.dsn();
+  spec.outbox_table = table;
+  spec.events_per_txn = s.events_per_txn;
+  spec.payload_bytes = s.payload_bytes;
+  spec.events = s.events;
+  spec.connections = 2;
+  spec.synchronous_commit = false;
+  const auto written = run_workload(spec);
+  // A synchronous commit flushes the WAL, so walsenders can hand out all of it.
+  bench.pg.exec("SELECT txid_current()");
+  log(fmt::format("  wrote {} events into {} in {:.1f} s ({:.0f}/s)", s.events, table, written.seconds,
+                  static_cast<double>(s.events) / written.seconds));
+  return static_cast<double>(wal_position_bytes(bench.pg) - wal0) / static_cast<double>(s.events);
+}
+
+std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario& s) {
+  log(fmt::format("throughput {} ({} events)", s.label(), s.events));
+  bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
+  const std::string ours = s.tag() + "_pgoutbox", recv = s.tag() + "_recv";
+  bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput'), "
+                            "pg_create_logical_replication_slot('{}', 'pgoutput')",
+                            ours, recv));
+  const double wal = write_backlog(bench, s, "outbox");
+  const Lsn end = *Lsn::parse(*bench.pg.query_value("SELECT pg_logical_emit_message(false, 'bench-end', '')"));
+  bench.pg.exec("SELECT txid_current()");
+
+  std::vector<ThroughputRow> rows;
+  auto add = [&](Contender c, DrainResult r) {
+    log(fmt::format("  {}: {:.2f} s, {:.0f} events/s", name_of(c), r.seconds, static_cast<double>(s.events) / r.seconds));
+    rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, wal, c, r});
+  };
+  add(Contender::recvlogical, drain(bench, Contender::recvlogical, recv, end, "", s.events));
+  add(Contender::pgoutbox, drain(bench, Contender::pgoutbox, ours, end, "bench." + s.tag() + ".pgoutbox", s.events));
+  bench.pg.drop_slot_when_free(ours);
+  bench.pg.drop_slot_when_free(recv);
+
+  write_backlog(bench, s, "outbox_polled");
+  add(Contender::polling, drain(bench, Contender::polling, "", end, "bench." + s.tag() + ".polling", s.events));
+  return rows;
+}
+
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const auto index = static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(index, sorted.size() - 1)];
+}
+
+LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, double seconds) {
+  log(fmt::format("latency {} at {:.0f} events/s for {:.0f} s", name_of(kind), rate, seconds));
+  bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
+  const std::string tag = fmt::format("l{:.0f}", rate);
+  const std::string slot = tag + "_pgoutbox";
+  const std::string topic = fmt::format("bench.{}.{}", tag, kind == Contender::pgoutbox ? "pgoutbox" : "polling");
+  const std::string table = kind == Contender::pgoutbox ? "outbox" : "outbox_polled";
+  if (kind == Contender::pgoutbox) {
+    bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slot));
+  }
+  create_bench_topic(bench, topic);
+  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions);
+
+  WorkloadSpec spec;
+  spec.dsn = bench.pg.dsn();
+  spec.outbox_table = table;
+  spec.events_per_txn = 1;
+  spec.payload_bytes = 200;
+  spec.connections = 2;
+  spec.synchronous_commit = true;
+
+  DbProbe probe(bench.pg, kind == Contender::pgoutbox ? kPgoutboxRole : kPollingRole, table);
+  RelayProcess relay(bench, kind, topic, slot);
+  // Warm-up: connections, metadata and the producer id are in place before anything is timed.
+  constexpr std::int64_t kWarmup = 100;
+  spec.events = kWarmup;
+  run_workload(spec);
+  if (!watch.wait_for(kWarmup, std::chrono::minutes(2), [&] { return relay.running(); })) {
+    throw std::runtime_error("warm-up events never arrived:\n" + test::tail_of(relay.log_path()));
+  }
+  probe.begin();
+  const double cpu_before = process_cpu_seconds(relay.pid());
+  const auto t0 = std::chrono::steady_clock::now();
+  spec.first_seq = kWarmup;
+  spec.events = static_cast<std::int64_t>(rate * seconds);
+  spec.events_per_second = rate;
+  const auto written = run_workload(spec);
+  if (!watch.wait_for(kWarmup + spec.events, std::chrono::minutes(2), [&] { return relay.running(); })) {
+    throw std::runtime_error("not every event arrived:\n" + test::tail_of(relay.log_path()));
+  }
+  const double run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  probe.stop_sampling();
+  LatencyRow row;
+  row.offered_eps = rate;
+  row.achieved_eps = static_cast<double>(spec.events) / written.seconds;
+  row.contender = kind;
+  row.events = spec.events;
+  row.process = relay.finish();
+  row.process.cpu_s -= cpu_before;
+  row.seconds = run_seconds;
+  row.db = probe.end();
+  if (kind == Contender::pgoutbox) bench.pg.drop_slot_when_free(slot);
+
+  const auto records = test::read_topic(bench.kafka.bootstrap(), topic, static_cast<std::size_t>(kWarmup + spec.events),
+                                        std::chrono::minutes(2));
+  std::vector<double> latencies;
+  std::unordered_set<std::int64_t> seen;
+  for (const auto& rec : records) {
+    const auto id = rec.header("id");
+    const auto seq = id ? seq_of_event_id(*id) : std::nullopt;
+    if (!seq || *seq < spec.first_seq || !seen.insert(*seq).second) continue;
+    const auto commit_us = written.commit_us[static_cast<std::size_t>(*seq - spec.first_seq)];
+    latencies.push_back(static_cast<double>(rec.timestamp_ms) - static_cast<double>(commit_us) / 1000.0);
+  }
+  if (static_cast<std::int64_t>(latencies.size()) != spec.events) {
+    throw std::runtime_error(fmt::format("read back {} of {} events from {}", latencies.size(), spec.events, topic));
+  }
+  std::sort(latencies.begin(), latencies.end());
+  row.p50_ms = percentile(latencies, 0.50);
+  row.p99_ms = percentile(latencies, 0.99);
+  row.max_ms = latencies.back();
+  log(fmt::format("  p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms", row.p50_ms, row.p99_ms, row.max_ms));
+  return row;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", std::gmtime(&now));
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pgoutbox against pg_recvlogical (the ceiling) and a polling relay, in one run"};
+  bool smoke = false;
+  std::int64_t events_1 = 100'000, events_10 = 1'000'000, events_1000 = 500'000;
+  double large_share = 0.25;  // 2 KB scenarios write this share of the 200 B scenario's events
+  double latency_seconds = 10;
+  std::vector<double> rates = {1000, 5000};
+  std::string out_dir = PGOUTBOX_SOURCE_DIR "/bench";
+  std::string command = "scripts/bench.sh";
+  std::string pgoutbox_bin = PGOUTBOX_BINARY;
+  std::string polling_bin = PGOUTBOX_POLLING_RELAY;
+  PollingTuning polling;
+  app.add_flag("--smoke", smoke, "a minimal run (seconds, tiny sizes) that proves the runner works");
+  app.add_option("--events-1", events_1, "backlog of the 1-event-transaction scenarios (200 B)");
+  app.add_option("--events-10", events_10, "backlog of the 10-event scenarios (200 B): the catch-up backlog");
+  app.add_option("--events-1000", events_1000, "backlog of the 1,000-event scenarios (200 B)");
+  app.add_option("--large-share", large_share, "share of those events the 2 KB scenarios write");
+  app.add_option("--latency-seconds", latency_seconds, "seconds of load per latency run");
+  app.add_option("--rates", rates, "offered rates for the latency runs (events/s)");
+  app.add_option("--out-dir", out_dir, "RESULTS.md and results/ are written here");
+  app.add_option("--command", command, "the command to name in the results");
+  app.add_option("--pgoutbox", pgoutbox_bin, "the pgoutbox binary");
+  app.add_option("--polling-relay", polling_bin, "the polling relay binary");
+  app.add_option("--polling-batch", polling.batch, "rows the polling relay claims per transaction");
+  app.add_option("--polling-workers", polling.workers, "polling relay workers");
+  app.add_option("--polling-interval-ms", polling.poll_interval_ms, "polling relay sleep after a short batch");
+  app.add_option("--polling-mark", polling.mark, "delete or update sent rows")->check(CLI::IsMember({"delete", "update"}));
+  CLI11_PARSE(app, argc, argv);
+  if (smoke) {
+    events_1 = 2'000;
+    events_10 = 5'000;
+    events_1000 = 5'000;
+    large_share = 0;
+    latency_seconds = 2;
+    rates = {1000};
+  }
+
+  const auto started = std::chrono::steady_clock::now();
+  Report report;
+  report.command = command;
+  report.started_utc = utc_now();
+  report.machine = describe_machine();
+  report.polling = polling;
+  try {
+    std::filesystem::create_directories(out_dir + "/results");
+    test::ScratchDir scratch("pgoutbox-bench", std::nullopt);
+    log("starting Postgres 15 and Kafka");
+    test::PgCluster pg({{"shared_preload_libraries", "pg_stat_statements"},
+                        {"shared_buffers", "256MB"},
+                        {"max_wal_size", "8GB"},
+                        {"checkpoint_timeout", "30min"}});
+    test::KafkaBroker kafka;
+    create_schema(pg, PGOUTBOX_SOURCE_DIR, polling.workers);
+    const Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling};
+
+    std::vector<Scenario> scenarios = {{1, 200, events_1}, {10, 200, events_10}, {1000, 200, events_1000}};
+    if (large_share > 0) {
+      for (const auto& s : std::vector<Scenario>(scenarios)) {
+        scenarios.push_back({s.events_per_txn, 2048,
+                             std::max<std::int64_t>(s.events_per_txn,
+                                                    static_cast<std::int64_t>(static_cast<double>(s.events) * large_share))});
+      }
+    }
+    for (const auto& s : scenarios) {
+      for (auto& row : measure_throughput(bench, s)) report.throughput.push_back(std::move(row));
+    }
+    for (const double rate : rates) {
+      report.latency.push_back(measure_latency(bench, Contender::pgoutbox, rate, latency_seconds));
+      report.latency.push_back(measure_latency(bench, Contender::polling, rate, latency_seconds));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench failed: %s\n", e.what());
+    return 1;
+  }
+  report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  const std::string markdown = to_markdown(report);
+  std::printf("%s", markdown.c_str());
+  write_between_markers(out_dir + "/RESULTS.md", markdown);
+  std::ofstream(out_dir + "/results/results.json", std::ios::trunc) << to_json(report);
+  log(fmt::format("wrote {}/RESULTS.md and {}/results/results.json in {:.0f} s", out_dir, out_dir, report.total_seconds));
+  return 0;
+}

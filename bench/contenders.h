@@ -1,0 +1,83 @@
+#pragma once
+
+// The three contenders, run the same way: pgoutbox (the real `pgoutbox run -c FILE` binary),
+// the polling relay (bench_polling_relay) and pg_recvlogical -f /dev/null (the ceiling).
+// Each connects as its own role, so Postgres's statistics tell their costs apart.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "child_process.h"
+#include "db_probe.h"
+#include "kafka_broker.h"
+#include "pg_cluster.h"
+#include "pgoutbox/lsn.h"
+
+namespace pgoutbox::bench {
+
+inline constexpr const char* kPgoutboxRole = "bench_pgoutbox";
+inline constexpr const char* kPollingRole = "bench_polling";
+inline constexpr const char* kRecvlogicalRole = "bench_recvlogical";
+inline constexpr const char* kPublication = "pgoutbox";  // sql/publication.sql
+inline constexpr int kPartitions = 6;
+
+struct PollingTuning {
+  int batch = 1000;
+  int workers = 1;
+  int poll_interval_ms = 5;
+  std::string mark = "delete";
+};
+
+struct Bench {
+  const test::PgCluster& pg;
+  const test::KafkaBroker& kafka;
+  std::string pgoutbox_bin;
+  std::string polling_bin;
+  std::string scratch;  // logs and configuration files
+  PollingTuning polling;
+
+  std::string dsn_as(const std::string& role) const;
+};
+
+enum class Contender { pgoutbox, polling, recvlogical };
+const char* name_of(Contender c);
+
+struct ProcessCost {
+  double cpu_s = 0;
+  long peak_rss_kib = 0;
+};
+
+// A relay (pgoutbox or the polling relay) running as a child process until finish().
+class RelayProcess {
+ public:
+  // `slot` is pgoutbox's (ignored by the polling relay), created beforehand.
+  RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot);
+  bool running() { return child_.running(); }
+  pid_t pid() const { return child_.pid(); }
+  // CPU and peak RSS as they are now, then SIGTERM and wait for a clean exit.
+  ProcessCost finish();
+  const std::string& log_path() const { return log_path_; }
+
+ private:
+  std::string log_path_;
+  test::ChildProcess child_;
+};
+
+struct DrainResult {
+  double seconds = 0;  // from the contender's start to its last event acknowledged (or read)
+  DbCost db;
+  ProcessCost process;  // pgoutbox's or the polling relay's own
+};
+
+// Creates the topic the relay writes to: kPartitions partitions, LogAppendTime timestamps.
+void create_bench_topic(const Bench& bench, const std::string& topic);
+
+// Drains a backlog of `events` already committed: for pg_recvlogical from `slot` up to `end`,
+// for the relays until `topic` holds every event.
+DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, Lsn end, const std::string& topic,
+                  std::int64_t events);
+
+}  // namespace pgoutbox::bench

@@ -1,0 +1,190 @@
+#include "report.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace pgoutbox::bench {
+namespace {
+
+constexpr const char* kBegin = "<!-- bench:begin -->";
+constexpr const char* kEnd = "<!-- bench:end -->";
+
+const ThroughputRow* find_row(const Report& r, const std::string& scenario, Contender c) {
+  for (const auto& row : r.throughput) {
+    if (row.scenario == scenario && row.contender == c) return &row;
+  }
+  return nullptr;
+}
+
+double per_event(double value, std::int64_t events) { return events > 0 ? value / static_cast<double>(events) : 0; }
+
+std::string mib(long kib) { return kib > 0 ? fmt::format("{:.1f}", static_cast<double>(kib) / 1024.0) : "—"; }
+
+std::string throughput_table(const Report& r) {
+  std::string out =
+      "| events/txn × payload | events | contender | events/s | of ceiling | DB backend CPU µs/event | "
+      "statements/event (on outbox) | extra WAL B/event | dead tuples/event | relay CPU µs/event | relay peak RSS MiB |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& row : r.throughput) {
+    const auto* ceiling = find_row(r, row.scenario, Contender::recvlogical);
+    const bool relay = row.contender != Contender::recvlogical;
+    const auto& db = row.result.db;
+    out += fmt::format(
+        "| {} | {} | {} | {:.0f} | {} | {:.1f} | {} | {:.1f} | {:.2f} | {} | {} |\n", row.scenario, row.events,
+        name_of(row.contender), row.events_per_second(),
+        ceiling ? fmt::format("{:.0f}%", 100.0 * row.events_per_second() / ceiling->events_per_second()) : "—",
+        1e6 * per_event(db.backend_cpu_s, row.events),
+        fmt::format("{:.3f} ({:.3f})", per_event(static_cast<double>(db.statements), row.events),
+                    per_event(static_cast<double>(db.outbox_statements), row.events)),
+        per_event(static_cast<double>(db.wal_bytes), row.events),
+        per_event(static_cast<double>(db.dead_tuples), row.events),
+        relay ? fmt::format("{:.1f}", 1e6 * per_event(row.result.process.cpu_s, row.events)) : "—",
+        relay ? mib(row.result.process.peak_rss_kib) : "—");
+  }
+  return out;
+}
+
+std::string latency_table(const Report& r) {
+  std::string out =
+      "| offered events/s | achieved | contender | events | p50 ms | p99 ms | max ms | statements/event (on outbox) | "
+      "DB backend CPU µs/event | relay CPU % of a core | relay peak RSS MiB |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& row : r.latency) {
+    out += fmt::format("| {:.0f} | {:.0f} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.3f} ({:.3f}) | {:.1f} | {:.1f} | {} |\n",
+                       row.offered_eps, row.achieved_eps, name_of(row.contender), row.events, row.p50_ms, row.p99_ms,
+                       row.max_ms, per_event(static_cast<double>(row.db.statements), row.events),
+                       per_event(static_cast<double>(row.db.outbox_statements), row.events),
+                       1e6 * per_event(row.db.backend_cpu_s, row.events),
+                       row.seconds > 0 ? 100.0 * row.process.cpu_s / row.seconds : 0, mib(row.process.peak_rss_kib));
+  }
+  return out;
+}
+
+std::string verdict(bool met) { return met ? "met" : "**missed**"; }
+
+std::string targets(const Report& r) {
+  std::string out = "| target | measured | |\n|---|---|---|\n";
+  long peak_kib = 0;
+  for (const auto& row : r.throughput) {
+    if (row.contender != Contender::pgoutbox) continue;
+    peak_kib = std::max(peak_kib, row.result.process.peak_rss_kib);
+    if (const auto* ceiling = find_row(r, row.scenario, Contender::recvlogical)) {
+      const double share = 100.0 * row.events_per_second() / ceiling->events_per_second();
+      const double want = row.events_per_txn == 1 ? 80 : 90;
+      out += fmt::format("| ≥ {:.0f}% of the ceiling, {} | {:.0f}% | {} |\n", want, row.scenario, share,
+                         verdict(share >= want));
+    }
+    if (const auto* polling = find_row(r, row.scenario, Contender::polling)) {
+      const double times = row.events_per_second() / polling->events_per_second();
+      out += fmt::format("| ≥ 5× the polling relay, {} | {:.1f}× | {} |\n", row.scenario, times, verdict(times >= 5));
+    }
+    const double wal = per_event(static_cast<double>(row.result.db.wal_bytes), row.events);
+    out += fmt::format("| no statements on the outbox, no extra WAL per event, {} | {} statements, {:.2f} B/event | {} |\n",
+                       row.scenario, row.result.db.outbox_statements, wal,
+                       verdict(row.result.db.outbox_statements == 0 && wal < 1.0));
+  }
+  for (const auto& row : r.latency) {
+    if (row.contender == Contender::pgoutbox && row.offered_eps == 1000) {
+      out += fmt::format("| p99 commit→ack ≤ 25 ms at 1,000 events/s | {:.1f} ms | {} |\n", row.p99_ms,
+                         verdict(row.p99_ms <= 25));
+    }
+  }
+  out += fmt::format("| peak RSS ≤ 64 MiB at full speed | {} MiB | {} |\n", mib(peak_kib), verdict(peak_kib <= 64 * 1024));
+  return out;
+}
+
+}  // namespace
+
+std::string to_markdown(const Report& r) {
+  std::string out;
+  out += fmt::format("Command: `{}` — started {} UTC, took {:.0f} s.\n\n", r.command, r.started_utc, r.total_seconds);
+  out += fmt::format("Machine: {}\n\n", r.machine);
+  out += fmt::format(
+      "Polling relay settings: batch {}, {} worker(s), poll interval {} ms after a short batch, sent rows {}d.\n\n",
+      r.polling.batch, r.polling.workers, r.polling.poll_interval_ms, r.polling.mark == "delete" ? "delete" : "update");
+  out += "**Throughput** — a committed backlog drained by each contender; events/s from the contender's start to its "
+         "last event acknowledged by Kafka (pg_recvlogical: read to the end position). Costs are per event, over the "
+         "drain.\n\n";
+  out += throughput_table(r);
+  out += "\n**Commit-to-ack latency** — the workload writes 1-event transactions at a fixed rate while the relay runs; "
+         "latency = the broker's LogAppendTime minus the client's commit time (same clock, 1 ms resolution).\n\n";
+  out += latency_table(r);
+  out += "\n**Targets (pgoutbox)**\n\n";
+  out += targets(r);
+  return out;
+}
+
+std::string to_json(const Report& r) {
+  std::string out = "{\n  \"throughput\": [\n";
+  for (std::size_t i = 0; i < r.throughput.size(); ++i) {
+    const auto& row = r.throughput[i];
+    out += fmt::format("    {{\"scenario\": \"{}\", \"contender\": \"{}\", \"events_per_second\": {:.1f}}}{}\n",
+                       row.scenario, name_of(row.contender), row.events_per_second(),
+                       i + 1 < r.throughput.size() ? "," : "");
+  }
+  out += "  ],\n  \"latency\": [\n";
+  for (std::size_t i = 0; i < r.latency.size(); ++i) {
+    const auto& row = r.latency[i];
+    out += fmt::format(
+        "    {{\"offered\": {:.0f}, \"contender\": \"{}\", \"p50_ms\": {:.2f}, \"p99_ms\": {:.2f}, \"max_ms\": {:.2f}}}{}\n",
+        row.offered_eps, name_of(row.contender), row.p50_ms, row.p99_ms, row.max_ms,
+        i + 1 < r.latency.size() ? "," : "");
+  }
+  out += "  ]\n}\n";
+  return out;
+}
+
+void write_between_markers(const std::string& path, const std::string& text) {
+  std::string content;
+  {
+    std::ifstream in(path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    content = buffer.str();
+  }
+  const auto begin = content.find(kBegin);
+  const auto end = content.find(kEnd);
+  const std::string block = fmt::format("{}\n{}{}", kBegin, text, kEnd);
+  if (begin == std::string::npos || end == std::string::npos || end < begin) {
+    content += (content.empty() ? "" : "\n") + block + "\n";
+  } else {
+    content.replace(begin, end + std::string(kEnd).size() - begin, block);
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << content;
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::string describe_machine() {
+  std::string model = "unknown CPU";
+  long mem_kib = 0;
+  {
+    std::ifstream cpu("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(cpu, line)) {
+      if (line.rfind("model name", 0) == 0) {
+        model = line.substr(line.find(':') + 2);
+        break;
+      }
+    }
+    std::ifstream mem("/proc/meminfo");
+    while (std::getline(mem, line)) {
+      if (line.rfind("MemTotal:", 0) == 0) mem_kib = std::stol(line.substr(9));
+    }
+  }
+  utsname uts{};
+  ::uname(&uts);
+  return fmt::format("{} × {}, {:.0f} GiB RAM, Linux {} ({}); Postgres, Kafka, the workload and the contenders share the "
+                     "cores",
+                     ::sysconf(_SC_NPROCESSORS_ONLN), model, static_cast<double>(mem_kib) / (1024.0 * 1024.0),
+                     uts.release, uts.machine);
+}
+
+}  // namespace pgoutbox::bench

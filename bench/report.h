@@ -1,0 +1,55 @@
+#pragma once
+
+// The comparison's results as Markdown (printed, and written between markers into
+// bench/RESULTS.md so the hand-written analysis around them survives a rerun) and as JSON for
+// the chart (bench/chart.py).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "contenders.h"
+
+namespace pgoutbox::bench {
+
+struct ThroughputRow {
+  std::string scenario;  // "10 × 200 B"
+  int events_per_txn = 0;
+  int payload_bytes = 0;
+  std::int64_t events = 0;
+  double workload_wal_per_event = 0;  // WAL the writes themselves produced, no relay running
+  Contender contender = Contender::pgoutbox;
+  DrainResult result;
+  double events_per_second() const { return static_cast<double>(events) / result.seconds; }
+};
+
+struct LatencyRow {
+  double offered_eps = 0;
+  double achieved_eps = 0;
+  Contender contender = Contender::pgoutbox;
+  std::int64_t events = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  DbCost db;
+  ProcessCost process;
+  double seconds = 0;  // the relay's run, for its CPU share
+};
+
+struct Report {
+  std::string command;
+  std::string machine;
+  std::string started_utc;
+  double total_seconds = 0;
+  PollingTuning polling;
+  std::vector<ThroughputRow> throughput;
+  std::vector<LatencyRow> latency;
+};
+
+std::string to_markdown(const Report& report);
+std::string to_json(const Report& report);
+// Replaces the text between "<!-- bench:begin -->" and "<!-- bench:end -->" in `path` (or
+// creates the file with only the markers and the text).
+void write_between_markers(const std::string& path, const std::string& text);
+// CPU model, cores, memory, kernel, from /proc.
+std::string describe_machine();
+
+}  // namespace pgoutbox::bench
