@@ -14,10 +14,21 @@
 
 #include <spdlog/spdlog.h>
 
+#include <prometheus/registry.h>
+
 #include "pgoutbox/backoff.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/config/redact.h"
+#include "pgoutbox/logging/logging.h"
+#include "pgoutbox/metrics/endpoints.h"
+#include "pgoutbox/metrics/http_server.h"
+#include "pgoutbox/metrics/periodic.h"
+#include "pgoutbox/metrics/relay_probe.h"
+#include "pgoutbox/metrics/slot_monitor.h"
+#include "pgoutbox/metrics/slot_probe.h"
+#include "pgoutbox/metrics/summary.h"
 #include "pgoutbox/relay/relay.h"
+#include "pgoutbox/version.h"
 
 namespace pgoutbox::app {
 namespace {
@@ -26,6 +37,9 @@ using namespace std::chrono_literals;
 
 // A session that streamed this long was healthy: the next failure backs off from the start.
 constexpr auto kHealthySession = 30s;
+// How often the slot's lag and retained WAL are read, and the summary line logged.
+constexpr auto kSlotInterval = 5s;
+constexpr auto kSummaryInterval = 30s;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -103,15 +117,48 @@ class SignalWatcher {
 }  // namespace
 
 int run(const std::string& config_path) {
+  // The format the configuration asks for is not known before it loads; until then, auto.
+  logging::setup("auto", "info");
   config::Config cfg;
   try {
     cfg = config::load(config_path, config::Environment::from_process());
+    logging::setup(cfg.log_format, cfg.log_level);
   } catch (const config::ConfigError& e) {
     spdlog::error("{}", e.what());
     return kExitConfig;
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("{}: {}", config_path, e.what());
+    return kExitConfig;
   }
-  spdlog::info("pgoutbox starting with {}", config_path);
+  spdlog::info("pgoutbox {} starting with {}", kVersion, config_path);
   for (const auto& line : lines_of(config::describe(cfg))) spdlog::debug("config: {}", line);
+
+  // Metrics outlive every session: the probes are the sessions' observer, the slot monitor and
+  // the HTTP endpoints run on threads of their own from start to exit.
+  prometheus::Registry registry;
+  metrics::RelayProbe relay_probe(registry);
+  metrics::SlotProbe slot_probe(registry);
+  metrics::register_process_info(registry, kVersion);
+  std::unique_ptr<metrics::HttpServer> http;
+  if (!cfg.metrics_address.empty()) {
+    try {
+      http = std::make_unique<metrics::HttpServer>(cfg.metrics_address, metrics::endpoints(registry, relay_probe));
+    } catch (const std::runtime_error& e) {
+      spdlog::error("{} (metrics_address)", e.what());
+      return kExitConfig;
+    }
+    spdlog::info("serving /metrics, /healthz and /readyz on {} (port {})", cfg.metrics_address, http->port());
+  }
+  const metrics::SlotMonitor slot_monitor({.dsn = cfg.postgres.dsn,
+                                           .password = cfg.postgres.password,
+                                           .application_name = cfg.postgres.application_name + "-metrics",
+                                           .slot = cfg.postgres.slot,
+                                           .interval = kSlotInterval,
+                                           .timeout = kSlotInterval},
+                                          slot_probe);
+  metrics::Summary summary(relay_probe, slot_probe);
+  const metrics::Periodic summary_timer(
+      kSummaryInterval, [&summary] { spdlog::info("{}", summary.next_line()); }, false);
 
   SignalWatcher signals;
   Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
@@ -119,7 +166,7 @@ int run(const std::string& config_path) {
     const auto started = std::chrono::steady_clock::now();
     relay::Outcome outcome;
     {
-      relay::Relay relay(cfg);
+      relay::Relay relay(cfg, &relay_probe);
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);

@@ -1,0 +1,109 @@
+#pragma once
+
+// The relay's metrics (STYLE.md 10: the probe owns its counters, the caller passes the registry
+// in). It is the relay::Observer that run passes to every session, so its series live across
+// reconnects. Every prometheus-cpp metric is thread-safe; the values readiness and the summary
+// need are also kept as atomics, readable from any thread.
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "pgoutbox/lsn.h"
+#include "pgoutbox/relay/observer.h"
+
+namespace pgoutbox::metrics {
+
+enum class KafkaState { unknown, up, down };
+
+class RelayProbe final : public relay::Observer {
+ public:
+  explicit RelayProbe(prometheus::Registry& registry);
+
+  void session_started() override;
+  void session_ended() override;
+  void event_received(std::string_view topic) override;
+  void event_published(std::string_view topic, std::chrono::microseconds commit_to_ack) override;
+  void event_poison(std::string_view topic, relay::PoisonAction action) override;
+  void in_flight(std::uint64_t records, std::uint64_t bytes) override;
+  void received_lsn(Lsn lsn) override;
+  void confirmed_lsn(Lsn lsn) override;
+  void paused(bool paused) override;
+  void kafka_statistics(std::string_view json) override;
+  void kafka_up(bool up) override;
+
+  // Readable from any thread.
+  bool streaming() const { return streaming_.load(); }
+  KafkaState kafka_state() const { return kafka_state_.load(); }
+  std::uint64_t received_total() const { return received_total_.load(); }
+  std::uint64_t published_total() const { return published_total_.load(); }
+  std::uint64_t in_flight_records() const { return in_flight_records_.load(); }
+  std::uint64_t in_flight_bytes() const { return in_flight_bytes_.load(); }
+  Lsn confirmed() const { return Lsn{confirmed_lsn_.load()}; }
+
+  // Commit-to-ack histogram bounds in seconds: 1 ms to 60 s.
+  static const prometheus::Histogram::BucketBoundaries& latency_buckets();
+
+ private:
+  struct TopicSeries {
+    prometheus::Counter& received;
+    prometheus::Counter& published;
+    prometheus::Counter& failed;
+    prometheus::Counter& retried;
+    prometheus::Counter& dead_lettered;
+    prometheus::Counter& skipped;
+  };
+  struct TransparentHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  TopicSeries& topic(std::string_view name);
+  void set_kafka_state(KafkaState state);
+
+  prometheus::Family<prometheus::Counter>& received_;
+  prometheus::Family<prometheus::Counter>& published_;
+  prometheus::Family<prometheus::Counter>& failed_;
+  prometheus::Family<prometheus::Counter>& retried_;
+  prometheus::Family<prometheus::Counter>& dead_lettered_;
+  prometheus::Family<prometheus::Counter>& skipped_;
+  prometheus::Counter& sessions_;
+  prometheus::Gauge& in_flight_events_gauge_;
+  prometheus::Gauge& in_flight_bytes_gauge_;
+  prometheus::Gauge& received_lsn_gauge_;
+  prometheus::Gauge& confirmed_lsn_gauge_;
+  prometheus::Gauge& streaming_gauge_;
+  prometheus::Gauge& paused_gauge_;
+  prometheus::Gauge& kafka_up_gauge_;
+  prometheus::Histogram& commit_to_ack_;
+  prometheus::Gauge& kafka_queue_messages_;
+  prometheus::Gauge& kafka_queue_bytes_;
+  prometheus::Family<prometheus::Gauge>& broker_rtt_avg_;
+  prometheus::Family<prometheus::Gauge>& broker_rtt_p99_;
+
+  std::mutex mutex_;  // guards topics_ and brokers_
+  std::unordered_map<std::string, TopicSeries, TransparentHash, std::equal_to<>> topics_;
+  struct BrokerSeries {
+    prometheus::Gauge* avg;
+    prometheus::Gauge* p99;
+  };
+  std::map<std::string, BrokerSeries> brokers_;
+
+  std::atomic<bool> streaming_{false};
+  std::atomic<KafkaState> kafka_state_{KafkaState::unknown};
+  std::atomic<std::uint64_t> received_total_{0};
+  std::atomic<std::uint64_t> published_total_{0};
+  std::atomic<std::uint64_t> in_flight_records_{0};
+  std::atomic<std::uint64_t> in_flight_bytes_{0};
+  std::atomic<std::uint64_t> confirmed_lsn_{0};
+};
+
+}  // namespace pgoutbox::metrics

@@ -1,0 +1,183 @@
+#include "pgoutbox/metrics/relay_probe.h"
+
+#include <set>
+
+#include "pgoutbox/metrics/kafka_statistics.h"
+
+namespace pgoutbox::metrics {
+namespace {
+
+prometheus::Family<prometheus::Counter>& counter_family(prometheus::Registry& r, const std::string& name,
+                                                        const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+}  // namespace
+
+const prometheus::Histogram::BucketBoundaries& RelayProbe::latency_buckets() {
+  static const prometheus::Histogram::BucketBoundaries buckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                                  0.5,   1,      2.5,   5,    10,    30,   60};
+  return buckets;
+}
+
+RelayProbe::RelayProbe(prometheus::Registry& r)
+    : received_(counter_family(r, "pgoutbox_events_received_total",
+                               "Outbox rows decoded from the replication stream and handed to the producer.")),
+      published_(counter_family(r, "pgoutbox_events_published_total", "Records Kafka acknowledged.")),
+      failed_(counter_family(r, "pgoutbox_events_failed_total",
+                             "Deliveries that failed for good (Kafka rejected the record or it failed validation); "
+                             "each is then retried, dead-lettered, skipped or stops pgoutbox.")),
+      retried_(counter_family(r, "pgoutbox_events_retried_total",
+                              "Retries of records that failed for good, after a backoff.")),
+      dead_lettered_(counter_family(r, "pgoutbox_events_dead_lettered_total",
+                                    "Records over the retry limit written to the dead-letter topic.")),
+      skipped_(counter_family(r, "pgoutbox_events_skipped_total",
+                              "Records over the retry limit dropped under poison.policy skip.")),
+      sessions_(prometheus::BuildCounter()
+                    .Name("pgoutbox_sessions_started_total")
+                    .Help("Replication sessions that reached streaming (the first, then one per reconnect).")
+                    .Register(r)
+                    .Add({})),
+      in_flight_events_gauge_(gauge(r, "pgoutbox_in_flight_events",
+                                    "Records handed to Kafka and not yet acknowledged (pending).")),
+      in_flight_bytes_gauge_(gauge(r, "pgoutbox_in_flight_bytes", "Key and value bytes of the in-flight records.")),
+      received_lsn_gauge_(gauge(r, "pgoutbox_received_lsn",
+                                "End of the last WAL change received from the slot, as a number.")),
+      confirmed_lsn_gauge_(gauge(r, "pgoutbox_confirmed_lsn",
+                                 "Last position confirmed to Postgres (everything before it is in Kafka), as a number.")),
+      streaming_gauge_(gauge(r, "pgoutbox_streaming", "1 while a replication session is streaming.")),
+      paused_gauge_(gauge(r, "pgoutbox_stream_paused",
+                          "1 while reading the slot is paused because the in-flight caps are reached.")),
+      kafka_up_gauge_(gauge(r, "pgoutbox_kafka_up", "1 while the session's producer has a broker connection up.")),
+      commit_to_ack_(prometheus::BuildHistogram()
+                         .Name("pgoutbox_commit_to_ack_seconds")
+                         .Help("From the transaction's commit in Postgres to Kafka's acknowledgement of its record.")
+                         .Register(r)
+                         .Add({}, latency_buckets())),
+      kafka_queue_messages_(gauge(r, "pgoutbox_kafka_queue_messages",
+                                  "Records in librdkafka's producer queue (statistics msg_cnt).")),
+      kafka_queue_bytes_(gauge(r, "pgoutbox_kafka_queue_bytes",
+                               "Bytes in librdkafka's producer queue (statistics msg_size).")),
+      broker_rtt_avg_(prometheus::BuildGauge()
+                          .Name("pgoutbox_kafka_broker_rtt_avg_seconds")
+                          .Help("Average request round-trip time to the broker over the last statistics interval.")
+                          .Register(r)),
+      broker_rtt_p99_(prometheus::BuildGauge()
+                          .Name("pgoutbox_kafka_broker_rtt_p99_seconds")
+                          .Help("99th percentile request round-trip time to the broker over the last statistics "
+                                "interval.")
+                          .Register(r)) {}
+
+RelayProbe::TopicSeries& RelayProbe::topic(std::string_view name) {
+  // Callers hold mutex_. Every series of a topic is created together, at 0, so that rates and
+  // sums over them exist from the topic's first event on.
+  if (const auto it = topics_.find(name); it != topics_.end()) return it->second;
+  const prometheus::Labels labels{{"topic", std::string(name)}};
+  return topics_
+      .emplace(std::string(name), TopicSeries{received_.Add(labels), published_.Add(labels), failed_.Add(labels),
+                                              retried_.Add(labels), dead_lettered_.Add(labels), skipped_.Add(labels)})
+      .first->second;
+}
+
+void RelayProbe::set_kafka_state(KafkaState state) {
+  kafka_state_ = state;
+  kafka_up_gauge_.Set(state == KafkaState::up ? 1 : 0);
+}
+
+void RelayProbe::session_started() {
+  sessions_.Increment();
+  streaming_ = true;
+  streaming_gauge_.Set(1);
+  // A new session has a new producer: Kafka is unknown until it reports.
+  set_kafka_state(KafkaState::unknown);
+}
+
+void RelayProbe::session_ended() {
+  streaming_ = false;
+  streaming_gauge_.Set(0);
+  paused_gauge_.Set(0);
+  set_kafka_state(KafkaState::unknown);
+}
+
+void RelayProbe::event_received(std::string_view topic_name) {
+  std::lock_guard lock(mutex_);
+  topic(topic_name).received.Increment();
+  ++received_total_;
+}
+
+void RelayProbe::event_published(std::string_view topic_name, std::chrono::microseconds commit_to_ack) {
+  {
+    std::lock_guard lock(mutex_);
+    topic(topic_name).published.Increment();
+  }
+  ++published_total_;
+  commit_to_ack_.Observe(static_cast<double>(commit_to_ack.count()) / 1e6);
+  // An acknowledgement is proof that a broker is reachable.
+  if (kafka_state_.load() != KafkaState::up) set_kafka_state(KafkaState::up);
+}
+
+void RelayProbe::event_poison(std::string_view topic_name, relay::PoisonAction action) {
+  std::lock_guard lock(mutex_);
+  auto& series = topic(topic_name);
+  series.failed.Increment();
+  switch (action) {
+    case relay::PoisonAction::retried: series.retried.Increment(); break;
+    case relay::PoisonAction::dead_lettered: series.dead_lettered.Increment(); break;
+    case relay::PoisonAction::skipped: series.skipped.Increment(); break;
+    case relay::PoisonAction::stopped: break;  // counted as failed; the session ends
+  }
+}
+
+void RelayProbe::in_flight(std::uint64_t records, std::uint64_t bytes) {
+  in_flight_records_ = records;
+  in_flight_bytes_ = bytes;
+  in_flight_events_gauge_.Set(static_cast<double>(records));
+  in_flight_bytes_gauge_.Set(static_cast<double>(bytes));
+}
+
+void RelayProbe::received_lsn(Lsn lsn) { received_lsn_gauge_.Set(static_cast<double>(lsn.value)); }
+
+void RelayProbe::confirmed_lsn(Lsn lsn) {
+  confirmed_lsn_ = lsn.value;
+  confirmed_lsn_gauge_.Set(static_cast<double>(lsn.value));
+}
+
+void RelayProbe::paused(bool is_paused) { paused_gauge_.Set(is_paused ? 1 : 0); }
+
+void RelayProbe::kafka_statistics(std::string_view json) {
+  const auto stats = parse_kafka_statistics(json);
+  if (!stats) return;
+  kafka_queue_messages_.Set(static_cast<double>(stats->queue_messages));
+  kafka_queue_bytes_.Set(static_cast<double>(stats->queue_bytes));
+  set_kafka_state(stats->any_broker_up() ? KafkaState::up : KafkaState::down);
+
+  std::lock_guard lock(mutex_);
+  std::set<std::string> present;
+  for (const auto& broker : stats->brokers) {
+    present.insert(broker.name);
+    auto it = brokers_.find(broker.name);
+    if (it == brokers_.end()) {
+      const prometheus::Labels labels{{"broker", broker.name}};
+      it = brokers_.emplace(broker.name, BrokerSeries{&broker_rtt_avg_.Add(labels), &broker_rtt_p99_.Add(labels)}).first;
+    }
+    it->second.avg->Set(broker.rtt_avg_seconds);
+    it->second.p99->Set(broker.rtt_p99_seconds);
+  }
+  // A broker that left the cluster (or a bootstrap entry replaced by the real one) drops out.
+  for (auto it = brokers_.begin(); it != brokers_.end();) {
+    if (present.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    broker_rtt_avg_.Remove(it->second.avg);
+    broker_rtt_p99_.Remove(it->second.p99);
+    it = brokers_.erase(it);
+  }
+}
+
+void RelayProbe::kafka_up(bool up) { set_kafka_state(up ? KafkaState::up : KafkaState::down); }
+
+}  // namespace pgoutbox::metrics

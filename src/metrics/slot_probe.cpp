@@ -1,0 +1,54 @@
+#include "pgoutbox/metrics/slot_probe.h"
+
+#include <prometheus/family.h>
+
+namespace pgoutbox::metrics {
+namespace {
+
+prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+}  // namespace
+
+SlotProbe::SlotProbe(prometheus::Registry& r)
+    : up_gauge_(gauge(r, "pgoutbox_postgres_up",
+                      "1 when Postgres answered the last slot query on pgoutbox's monitoring connection.")),
+      lag_gauge_(gauge(r, "pgoutbox_replication_lag_bytes",
+                       "WAL bytes between the server's current position and the slot's confirmed_flush_lsn.")),
+      retained_gauge_(gauge(r, "pgoutbox_slot_retained_wal_bytes",
+                            "WAL bytes the slot keeps on the server: current position minus restart_lsn.")),
+      active_gauge_(gauge(r, "pgoutbox_slot_active", "1 when a walsender is using the slot (pg_replication_slots.active).")),
+      wal_status_(prometheus::BuildGauge()
+                      .Name("pgoutbox_slot_wal_status")
+                      .Help("1 for the slot's current wal_status (reserved, extended, unreserved, lost), or for "
+                            "\"missing\" when the slot does not exist.")
+                      .Register(r)) {
+  for (const char* status : kWalStatuses) wal_status_.Add({{"status", status}});
+}
+
+void SlotProbe::record(const SlotSample& sample) {
+  up_ = true;
+  up_gauge_.Set(1);
+  active_gauge_.Set(sample.exists && sample.active ? 1 : 0);
+  const std::string current = sample.exists ? sample.wal_status : "missing";
+  for (const char* status : kWalStatuses) wal_status_.Add({{"status", status}}).Set(current == status ? 1 : 0);
+  if (sample.lag_bytes) {
+    lag_ = *sample.lag_bytes;
+    lag_gauge_.Set(static_cast<double>(*sample.lag_bytes));
+  }
+  if (sample.retained_bytes) retained_gauge_.Set(static_cast<double>(*sample.retained_bytes));
+}
+
+void SlotProbe::unreachable() {
+  up_ = false;
+  up_gauge_.Set(0);
+}
+
+std::optional<std::int64_t> SlotProbe::lag_bytes() const {
+  const auto value = lag_.load();
+  if (value < 0) return std::nullopt;
+  return value;
+}
+
+}  // namespace pgoutbox::metrics

@@ -1,0 +1,59 @@
+#include "http_get.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <sstream>
+
+namespace pgoutbox::test {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = boost::asio::ip::tcp;
+
+HttpResult http_request(const std::string& host, int port, const std::string& method, const std::string& target) {
+  boost::asio::io_context io;
+  beast::tcp_stream stream(io);
+  stream.expires_after(std::chrono::seconds(10));
+  beast::error_code ec;
+  tcp::resolver resolver(io);
+  const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
+  if (ec) return {};
+  stream.connect(endpoints, ec);
+  if (ec) return {};
+  http::request<http::empty_body> req(http::string_to_verb(method), target, 11);
+  req.set(http::field::host, host);
+  http::write(stream, req, ec);
+  if (ec) return {};
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  if (method == "HEAD") parser.skip(true);
+  http::read(stream, buffer, parser, ec);
+  if (ec) return {};
+  auto res = parser.release();
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  return {res.result_int(), std::string(res[http::field::content_type]), res.body()};
+}
+
+HttpResult http_get(const std::string& host, int port, const std::string& target) {
+  return http_request(host, port, "GET", target);
+}
+
+std::optional<double> sample_sum(const std::string& exposition, const std::string& name,
+                                 const std::string& label_filter) {
+  std::optional<double> sum;
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#' || line.compare(0, name.size(), name) != 0) continue;
+    if (line.size() == name.size() || (line[name.size()] != '{' && line[name.size()] != ' ')) continue;
+    const auto space = line.rfind(' ');
+    const std::string labels = line.substr(name.size(), space - name.size());
+    if (!label_filter.empty() && labels.find(label_filter) == std::string::npos) continue;
+    sum = sum.value_or(0) + std::stod(line.substr(space + 1));
+  }
+  return sum;
+}
+
+}  // namespace pgoutbox::test

@@ -1,0 +1,24 @@
+#pragma once
+
+// A plain HTTP/1.1 GET for tests (Boost.Beast client), and lookups in Prometheus text.
+
+#include <optional>
+#include <string>
+
+namespace pgoutbox::test {
+
+struct HttpResult {
+  unsigned status = 0;  // 0: no answer (connection refused, timeout)
+  std::string content_type;
+  std::string body;
+};
+
+HttpResult http_get(const std::string& host, int port, const std::string& target);
+HttpResult http_request(const std::string& host, int port, const std::string& method, const std::string& target);
+
+// The sum of the samples named `name` (exactly, before '{' or ' ') whose label text contains
+// `label_filter` (e.g. "topic=\"t\""), from a Prometheus text exposition; nullopt when none.
+std::optional<double> sample_sum(const std::string& exposition, const std::string& name,
+                                 const std::string& label_filter = "");
+
+}  // namespace pgoutbox::test

@@ -1,0 +1,298 @@
+// The observer → metrics mapping, librdkafka statistics, readiness, the summary line and the
+// HTTP endpoints, on a real prometheus-cpp registry and a real listening socket; no services.
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "http_get.h"
+#include "pgoutbox/metrics/endpoints.h"
+#include "pgoutbox/metrics/http_server.h"
+#include "pgoutbox/metrics/kafka_statistics.h"
+#include "pgoutbox/metrics/relay_probe.h"
+#include "pgoutbox/metrics/slot_probe.h"
+#include "pgoutbox/metrics/summary.h"
+
+namespace pgoutbox::metrics {
+namespace {
+
+using namespace std::chrono_literals;
+using test::sample_sum;
+
+// The shape librdkafka 2.0 emits (STATISTICS.md), trimmed: the internal queue broker, a
+// bootstrap entry, a learned broker with RTT samples in microseconds.
+constexpr const char* kStatistics = R"({
+  "name": "rdkafka#producer-1", "client_id": "pgoutbox", "type": "producer", "ts": 5311743416, "time": 1764412885,
+  "age": 5002372, "replyq": 0, "msg_cnt": 17, "msg_size": 4096, "msg_max": 100000, "msg_size_max": 1073741824,
+  "tx": 12, "tx_bytes": 3000, "rx": 12, "rx_bytes": 900,
+  "brokers": {
+    ":0/internal": {"name": ":0/internal", "nodeid": -1, "nodename": "", "source": "internal", "state": "UP",
+                    "rtt": {"min": 0, "max": 0, "avg": 0, "p99": 0}},
+    "127.0.0.1:9092/bootstrap": {"name": "127.0.0.1:9092/bootstrap", "nodeid": -1, "nodename": "127.0.0.1:9092",
+                                 "source": "configured", "state": "INIT",
+                                 "rtt": {"min": 0, "max": 0, "avg": 0, "p99": 0}},
+    "127.0.0.1:9092/1": {"name": "127.0.0.1:9092/1", "nodeid": 1, "nodename": "127.0.0.1:9092", "source": "learned",
+                         "state": "UP", "rtt": {"min": 800, "max": 9000, "avg": 1500, "sum": 30000, "cnt": 20,
+                                                "p50": 1200, "p95": 5000, "p99": 8991, "p99_99": 9000}}
+  },
+  "topics": {}
+})";
+
+std::string scrape(prometheus::Registry& registry) {
+  return prometheus::TextSerializer().Serialize(registry.Collect());
+}
+
+class RelayProbeTest : public ::testing::Test {
+ protected:
+  prometheus::Registry registry;
+  RelayProbe probe{registry};
+  relay::Observer& observer = probe;
+};
+
+TEST_F(RelayProbeTest, EventsCountPerTopic) {
+  observer.session_started();
+  for (int i = 0; i < 3; ++i) observer.event_received("orders");
+  observer.event_received("payments");
+  observer.event_published("orders", 2ms);
+  observer.event_published("orders", 40ms);
+  const auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "topic=\"orders\""), 3);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "topic=\"payments\""), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total"), 4);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_published_total", "topic=\"orders\""), 2);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_published_total", "topic=\"payments\""), 0)
+      << "every series of a topic exists from its first event on";
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_dead_lettered_total", "topic=\"payments\""), 0);
+  EXPECT_EQ(probe.received_total(), 4U);
+  EXPECT_EQ(probe.published_total(), 2U);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_sessions_started_total"), 1);
+}
+
+TEST_F(RelayProbeTest, CommitToAckFillsTheHistogramInSeconds) {
+  observer.event_published("t", 500us);     // 0.0005 s: in the 1 ms bucket
+  observer.event_published("t", 3ms);       // in 5 ms
+  observer.event_published("t", 2s);        // in 2.5 s
+  observer.event_published("t", 120s);      // beyond 60 s: only +Inf
+  const auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_commit_to_ack_seconds_count"), 4);
+  EXPECT_NEAR(*sample_sum(text, "pgoutbox_commit_to_ack_seconds_sum"), 122.0035, 1e-6);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_commit_to_ack_seconds_bucket", "le=\"0.001\""), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_commit_to_ack_seconds_bucket", "le=\"0.005\""), 2);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_commit_to_ack_seconds_bucket", "le=\"2.5\""), 3);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_commit_to_ack_seconds_bucket", "le=\"60\""), 3);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_commit_to_ack_seconds_bucket", "le=\"+Inf\""), 4);
+}
+
+TEST_F(RelayProbeTest, PoisonActionsAreFailuresCountedByOutcome) {
+  observer.event_poison("bad", relay::PoisonAction::retried);
+  observer.event_poison("bad", relay::PoisonAction::retried);
+  observer.event_poison("bad", relay::PoisonAction::dead_lettered);
+  observer.event_poison("other", relay::PoisonAction::skipped);
+  observer.event_poison("other", relay::PoisonAction::stopped);
+  const auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_failed_total", "topic=\"bad\""), 3);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_failed_total", "topic=\"other\""), 2);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_retried_total", "topic=\"bad\""), 2);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_dead_lettered_total", "topic=\"bad\""), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_skipped_total", "topic=\"other\""), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_dead_lettered_total", "topic=\"other\""), 0);
+}
+
+TEST_F(RelayProbeTest, GaugesFollowTheLatestValue) {
+  observer.in_flight(10, 2048);
+  observer.in_flight(4, 512);
+  observer.received_lsn(*Lsn::parse("1/10"));
+  observer.confirmed_lsn(*Lsn::parse("0/FF"));
+  observer.paused(true);
+  auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_in_flight_events"), 4);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_in_flight_bytes"), 512);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_received_lsn"), static_cast<double>((1ULL << 32) + 0x10));
+  EXPECT_EQ(sample_sum(text, "pgoutbox_confirmed_lsn"), 255);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_stream_paused"), 1);
+  EXPECT_EQ(probe.confirmed(), *Lsn::parse("0/FF"));
+  observer.session_ended();
+  text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_stream_paused"), 0) << "no session, nothing paused";
+  EXPECT_EQ(sample_sum(text, "pgoutbox_streaming"), 0);
+}
+
+TEST_F(RelayProbeTest, KafkaStatisticsBecomeQueueAndBrokerGauges) {
+  observer.session_started();
+  observer.kafka_statistics(kStatistics);
+  auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_kafka_queue_messages"), 17);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_kafka_queue_bytes"), 4096);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_kafka_broker_rtt_avg_seconds", "broker=\"127.0.0.1:9092/1\""), 0.0015);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_kafka_broker_rtt_p99_seconds", "broker=\"127.0.0.1:9092/1\""), 0.008991);
+  EXPECT_FALSE(sample_sum(text, "pgoutbox_kafka_broker_rtt_avg_seconds", "internal")) << "not a broker";
+  EXPECT_EQ(sample_sum(text, "pgoutbox_kafka_up"), 1);
+  EXPECT_EQ(probe.kafka_state(), KafkaState::up);
+
+  // The broker goes away: its series go, and Kafka is down.
+  observer.kafka_statistics(R"({"msg_cnt": 3, "msg_size": 10, "brokers": {
+      "127.0.0.1:9092/bootstrap": {"name": "127.0.0.1:9092/bootstrap", "nodeid": -1, "source": "configured",
+                                   "state": "DOWN", "rtt": {"avg": 0, "p99": 0}}}})");
+  text = scrape(registry);
+  EXPECT_FALSE(sample_sum(text, "pgoutbox_kafka_broker_rtt_avg_seconds", "/1\""));
+  EXPECT_EQ(sample_sum(text, "pgoutbox_kafka_broker_rtt_avg_seconds", "bootstrap"), 0);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_kafka_up"), 0);
+  EXPECT_EQ(probe.kafka_state(), KafkaState::down);
+}
+
+TEST_F(RelayProbeTest, MalformedStatisticsChangeNothing) {
+  observer.kafka_statistics(kStatistics);
+  observer.kafka_statistics("{\"msg_cnt\": ");
+  observer.kafka_statistics("[]");
+  EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_kafka_queue_messages"), 17);
+}
+
+TEST(KafkaStatistics, ParsesQueueAndRealBrokers) {
+  const auto stats = parse_kafka_statistics(kStatistics);
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->queue_messages, 17U);
+  EXPECT_EQ(stats->queue_bytes, 4096U);
+  ASSERT_EQ(stats->brokers.size(), 2U) << "the internal broker is left out";
+  EXPECT_TRUE(stats->any_broker_up());
+  EXPECT_FALSE(parse_kafka_statistics("not json"));
+  EXPECT_FALSE(parse_kafka_statistics(R"({"brokers": {}})")) << "no msg_cnt: not statistics";
+}
+
+TEST_F(RelayProbeTest, ReadyOnlyWhileStreamingWithKafkaUp) {
+  EXPECT_FALSE(readiness(probe).ready);
+  EXPECT_NE(readiness(probe).reason.find("not streaming"), std::string::npos);
+  observer.session_started();
+  EXPECT_FALSE(readiness(probe).ready) << "Kafka not heard from yet";
+  observer.kafka_up(true);
+  EXPECT_TRUE(readiness(probe).ready);
+  observer.kafka_up(false);
+  EXPECT_FALSE(readiness(probe).ready);
+  EXPECT_NE(readiness(probe).reason.find("kafka unreachable"), std::string::npos);
+  observer.event_published("t", 1ms);
+  EXPECT_TRUE(readiness(probe).ready) << "an acknowledgement proves Kafka reachable";
+  observer.session_ended();
+  EXPECT_FALSE(readiness(probe).ready);
+  observer.session_started();
+  EXPECT_FALSE(readiness(probe).ready) << "a new session's producer starts unknown";
+}
+
+TEST(SlotProbe, RecordsLagRetainedStatusAndUp) {
+  prometheus::Registry registry;
+  SlotProbe probe(registry);
+  EXPECT_FALSE(probe.lag_bytes());
+  probe.record({.exists = true, .active = true, .wal_status = "extended", .lag_bytes = 1234, .retained_bytes = 99999});
+  auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_postgres_up"), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_replication_lag_bytes"), 1234);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_slot_retained_wal_bytes"), 99999);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_slot_active"), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status", "status=\"extended\""), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status"), 1) << "one status at a time";
+  EXPECT_EQ(probe.lag_bytes(), 1234);
+
+  probe.record({.exists = false, .active = false, .wal_status = "", .lag_bytes = std::nullopt, .retained_bytes = std::nullopt});
+  text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status", "status=\"missing\""), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status", "status=\"extended\""), 0);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_slot_active"), 0);
+
+  probe.unreachable();
+  EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_postgres_up"), 0);
+  EXPECT_FALSE(probe.postgres_up());
+}
+
+TEST(Summary, RatesSinceTheLastLine) {
+  prometheus::Registry registry;
+  RelayProbe relay(registry);
+  SlotProbe slot(registry);
+  const auto start = std::chrono::steady_clock::now();
+  Summary summary(relay, slot);
+  for (int i = 0; i < 100; ++i) relay.event_published("t", 1ms);
+  relay.in_flight(7, 700);
+  relay.confirmed_lsn(*Lsn::parse("0/16B3748"));
+  slot.record({.exists = true, .active = true, .wal_status = "reserved", .lag_bytes = 4096, .retained_bytes = 8192});
+  const auto line = summary.next_line(start + 10s);
+  EXPECT_NE(line.find("10.0 events/s published"), std::string::npos) << line;
+  EXPECT_NE(line.find("in flight 7 events (700 bytes)"), std::string::npos) << line;
+  EXPECT_NE(line.find("replication lag 4096 bytes"), std::string::npos) << line;
+  EXPECT_NE(line.find("confirmed 0/16B3748"), std::string::npos) << line;
+  const auto quiet = summary.next_line(start + 20s);
+  EXPECT_NE(quiet.find("0.0 events/s published"), std::string::npos) << quiet;
+}
+
+class EndpointsTest : public ::testing::Test {
+ protected:
+  prometheus::Registry registry;
+  RelayProbe probe{registry};
+  HttpServer server{"127.0.0.1:0", endpoints(registry, probe)};
+  test::HttpResult get(const std::string& target) { return test::http_get("127.0.0.1", server.port(), target); }
+};
+
+TEST_F(EndpointsTest, HealthzAnswersWhileTheProcessRuns) {
+  const auto res = get("/healthz");
+  EXPECT_EQ(res.status, 200U);
+  EXPECT_EQ(res.body, "ok\n");
+}
+
+TEST_F(EndpointsTest, ReadyzFollowsTheSessionAndKafka) {
+  auto res = get("/readyz");
+  EXPECT_EQ(res.status, 503U);
+  EXPECT_NE(res.body.find("not streaming"), std::string::npos) << res.body;
+  EXPECT_EQ(std::count(res.body.begin(), res.body.end(), '\n'), 1) << "one line";
+  probe.session_started();
+  probe.kafka_up(true);
+  res = get("/readyz");
+  EXPECT_EQ(res.status, 200U) << res.body;
+  probe.kafka_up(false);
+  EXPECT_EQ(get("/readyz").status, 503U);
+}
+
+TEST_F(EndpointsTest, MetricsIsPrometheusTextOfTheRegistry) {
+  probe.event_received("orders");
+  register_process_info(registry, "9.9.9");
+  const auto res = get("/metrics");
+  EXPECT_EQ(res.status, 200U);
+  EXPECT_EQ(res.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(res.body.find("# TYPE pgoutbox_events_received_total counter"), std::string::npos) << res.body;
+  EXPECT_EQ(sample_sum(res.body, "pgoutbox_events_received_total", "topic=\"orders\""), 1);
+  EXPECT_EQ(sample_sum(res.body, "pgoutbox_build_info", "version=\"9.9.9\""), 1);
+  EXPECT_GT(*sample_sum(res.body, "pgoutbox_start_time_seconds"), 1.7e9);
+}
+
+TEST_F(EndpointsTest, UnknownPathsAndMethods) {
+  EXPECT_EQ(get("/").status, 404U);
+  EXPECT_EQ(get("/metrics/x").status, 404U);
+  EXPECT_EQ(get("/healthz?verbose=1").status, 200U);
+  EXPECT_EQ(test::http_request("127.0.0.1", server.port(), "POST", "/healthz").status, 405U);
+  const auto head = test::http_request("127.0.0.1", server.port(), "HEAD", "/metrics");
+  EXPECT_EQ(head.status, 200U);
+  EXPECT_TRUE(head.body.empty());
+}
+
+TEST(HttpServer, RefusesAnAddressInUseOrMalformed) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor taken(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const auto port = taken.local_endpoint().port();
+  try {
+    HttpServer server("127.0.0.1:" + std::to_string(port), {});
+    FAIL() << "listened on a port in use";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(HttpServer("no-port", {}), std::runtime_error);
+  EXPECT_THROW(HttpServer("127.0.0.1:notaport", {}), std::runtime_error);
+}
+
+TEST(HttpServer, ListensOnIpv6Literals) {
+  try {
+    HttpServer server("[::1]:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}});
+    EXPECT_EQ(test::http_get("::1", server.port(), "/healthz").status, 200U);
+  } catch (const std::runtime_error& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pgoutbox::metrics
