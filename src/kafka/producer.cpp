@@ -32,6 +32,38 @@ bool same_value(const std::string& name, const std::string& a, const std::string
 
 }  // namespace
 
+DeliveryFailure classify(rd_kafka_resp_err_t error) {
+  switch (error) {
+    // The idempotent producer's sequence or epoch is broken: only a new producer can go on.
+    case RD_KAFKA_RESP_ERR__FATAL:
+    case RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER:
+    case RD_KAFKA_RESP_ERR__INCONSISTENT:
+    case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID:
+    case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+      return DeliveryFailure::fatal;
+    // The record itself is refused; sending it unchanged will most likely fail again.
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+    case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+    case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
+      return DeliveryFailure::permanent;
+    default:
+      // Timeouts, leader changes, lost connections, purges, full queues and anything new: send
+      // it again. Nothing unknown is ever given up on.
+      return DeliveryFailure::retriable;
+  }
+}
+
 std::map<std::string, std::string> effective_properties(const ProducerSettings& settings) {
   // Throughput with low latency: batches fill for up to 5 ms, lz4 is cheap on CPU, and the
   // partitioner is Java's (murmur2), so a key lands on the same partition as with a Java
@@ -115,7 +147,7 @@ Producer::~Producer() {
   if (pipe_write_ >= 0) ::close(pipe_write_);
 }
 
-Producer::Produced Producer::produce(const outbox::Record& record, std::uint64_t cookie, std::string& error) {
+Producer::Produced Producer::produce(const outbox::Record& record, std::uint64_t cookie, rd_kafka_resp_err_t& error) {
   rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
   for (const auto& h : record.headers) {
     rd_kafka_header_add(headers, h.name.data(), static_cast<ssize_t>(h.name.size()), h.value.data(),
@@ -133,7 +165,7 @@ Producer::Produced Producer::produce(const outbox::Record& record, std::uint64_t
   if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return Produced::ok;  // headers now belong to the message
   rd_kafka_headers_destroy(headers);
   if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL) return Produced::queue_full;
-  error = rd_kafka_err2str(rc);
+  error = rc;
   return Produced::failed;
 }
 
@@ -169,6 +201,29 @@ void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* msg, void* opa
   report.partition = msg->partition;
   report.offset = msg->offset;
   report.weight = msg->len + msg->key_len;
+  if (!report.ok()) {
+    outbox::Record record;
+    record.topic = report.topic;
+    if (msg->key != nullptr) record.key.emplace(static_cast<const char*>(msg->key), msg->key_len);
+    if (msg->payload != nullptr) {
+      record.value.assign(static_cast<const char*>(msg->payload), msg->len);
+    } else {
+      record.tombstone = true;
+    }
+    rd_kafka_headers_t* headers = nullptr;
+    if (rd_kafka_message_headers(msg, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* name = nullptr;
+      const void* value = nullptr;
+      std::size_t size = 0;
+      for (std::size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+        std::string text = value != nullptr ? std::string(static_cast<const char*>(value), size) : std::string();
+        if (std::string_view(name) == "id") record.event_id = text;
+        record.headers.push_back({name, std::move(text)});
+      }
+    }
+    record.timestamp_ms = rd_kafka_message_timestamp(msg, nullptr);
+    report.record = std::move(record);
+  }
   self->on_report_(report);
 }
 

@@ -18,16 +18,19 @@ const ConfirmTracker::Txn& ConfirmTracker::at(TxnId txn) const {
   return txns_[txn - first_id_];
 }
 
-ConfirmTracker::TxnId ConfirmTracker::begin(std::int64_t commit_time_us) {
+ConfirmTracker::TxnId ConfirmTracker::begin(std::int64_t commit_time_us, Lsn commit_lsn) {
   if (open_) throw std::logic_error("ConfirmTracker: Begin while a transaction is open");
   if (txns_.empty()) first_id_ = next_id_;
   txns_.emplace_back();
   txns_.back().commit_time_us = commit_time_us;
+  txns_.back().commit_lsn = commit_lsn;
   open_ = next_id_++;
   return *open_;
 }
 
 std::int64_t ConfirmTracker::commit_time_us(TxnId txn) const { return at(txn).commit_time_us; }
+
+Lsn ConfirmTracker::commit_lsn(TxnId txn) const { return at(txn).commit_lsn; }
 
 void ConfirmTracker::add_record(TxnId txn) {
   ++at(txn).outstanding;

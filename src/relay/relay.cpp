@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "dead_letter.h"
+#include "pgoutbox/logging/logging.h"
 #include "pgoutbox/pgoutput/decoder.h"
 
 namespace pgoutbox::relay {
@@ -51,7 +53,8 @@ Relay::Relay(const config::Config& config, Observer* observer)
       observer_(observer != nullptr ? *observer : no_observer_),
       mapping_(config.tables, config.provenance_headers),
       poll_timer_(io_),
-      stop_deadline_(io_) {}
+      stop_deadline_(io_),
+      retry_timer_(io_) {}
 
 Relay::~Relay() {
   stream_.reset();
@@ -59,6 +62,11 @@ Relay::~Relay() {
     boost::system::error_code ignored;
     reports_->close(ignored);
   }
+  if (isolated_reports_) {
+    boost::system::error_code ignored;
+    isolated_reports_->close(ignored);
+  }
+  isolated_.reset();
   producer_.reset();
 }
 
@@ -122,11 +130,7 @@ Outcome Relay::run() {
     return classify(e);
   }
   try {
-    kafka::ProducerSettings settings;
-    settings.brokers = config_.kafka.brokers;
-    settings.properties = config_.kafka.properties;
-    settings.max_in_flight_records = config_.limits.max_in_flight_records;
-    settings.max_in_flight_bytes = config_.limits.max_in_flight_bytes;
+    auto settings = producer_settings();
     settings.on_statistics = [this](std::string_view json) { observer_.kafka_statistics(json); };
     settings.on_brokers_up = [this](bool up) { observer_.kafka_up(up); };
     producer_ = std::make_unique<kafka::Producer>(settings, [this](const kafka::DeliveryReport& r) { on_report(r); });
@@ -134,7 +138,7 @@ Outcome Relay::run() {
     return Outcome::fatal(Fatal::kafka_config, e.what());
   }
   reports_.emplace(io_, ::dup(producer_->report_fd()));
-  wait_reports();
+  wait_reports(*producer_, *reports_);
 
   replication::StreamHandler& handler = *this;
   stream_ = std::make_unique<replication::Stream>(io_, *connection_, handler,
@@ -167,8 +171,10 @@ Outcome Relay::run() {
   observer_.session_ended();
   poll_timer_.cancel();
   stop_deadline_.cancel();
+  retry_timer_.cancel();
   stream_.reset();
   reports_->cancel();
+  if (isolated_reports_) isolated_reports_->cancel();
   connection_.reset();
   return *outcome_;
 }
@@ -210,6 +216,7 @@ void Relay::arm_poll() {
   poll_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || outcome_) return;
     producer_->poll();
+    if (isolated_) isolated_->poll();
     check_producer_fatal();
     arm_poll();
   });
@@ -218,20 +225,48 @@ void Relay::arm_poll() {
 // librdkafka's idempotence state was lost: nothing beyond the last fully acknowledged
 // transaction is confirmed, and the session is rebuilt from the slot's confirmed position.
 bool Relay::check_producer_fatal() {
-  const auto fatal = producer_->fatal_error();
+  auto fatal = producer_->fatal_error();
+  if (!fatal && isolated_) fatal = isolated_->fatal_error();
   if (!fatal) return false;
   finish(Outcome::reconnect("the Kafka producer hit a fatal error (" + *fatal +
                                                 "); rebuilding it and resuming from the slot's confirmed position"));
   return true;
 }
 
-void Relay::wait_reports() {
-  reports_->async_wait(boost::asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
-    if (ec) return;
-    producer_->drain_report_fd();
-    producer_->poll();
-    wait_reports();
-  });
+void Relay::wait_reports(kafka::Producer& producer, boost::asio::posix::stream_descriptor& reports) {
+  reports.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [this, &producer, &reports](const boost::system::error_code& ec) {
+                       if (ec) return;
+                       producer.drain_report_fd();
+                       producer.poll();
+                       wait_reports(producer, reports);
+                     });
+}
+
+kafka::ProducerSettings Relay::producer_settings() const {
+  kafka::ProducerSettings settings;
+  settings.brokers = config_.kafka.brokers;
+  settings.properties = config_.kafka.properties;
+  settings.max_in_flight_records = config_.limits.max_in_flight_records;
+  settings.max_in_flight_bytes = config_.limits.max_in_flight_bytes;
+  return settings;
+}
+
+// Kafka refuses a whole batch when one record in it is refused (e.g. too large), so a verdict
+// about one record needs a batch of one: retries and dead-letter writes go through a second
+// producer that sends every record alone. Created at the first refusal; most sessions never
+// need it.
+kafka::Producer& Relay::isolated() {
+  if (!isolated_) {
+    auto settings = producer_settings();
+    settings.properties["batch.num.messages"] = "1";
+    settings.properties["linger.ms"] = "0";
+    settings.properties["client.id"] = "pgoutbox-isolated";
+    isolated_ = std::make_unique<kafka::Producer>(settings, [this](const kafka::DeliveryReport& r) { on_report(r); });
+    isolated_reports_.emplace(io_, ::dup(isolated_->report_fd()));
+    wait_reports(*isolated_, *isolated_reports_);
+  }
+  return *isolated_;
 }
 
 void Relay::update_flush() {
@@ -281,7 +316,7 @@ void Relay::on_data(const replication::XLogData& data) {
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, pgoutput::BeginData>) {
-          txn_ = tracker_.begin(pgoutput::to_unix_micros(m.commit_time));
+          txn_ = tracker_.begin(pgoutput::to_unix_micros(m.commit_time), m.final_lsn);
           txn_context_ = {m.final_lsn, pgoutput::to_unix_micros(m.commit_time), m.xid};
         } else if constexpr (std::is_same_v<T, pgoutput::CommitData>) {
           if (!txn_) throw std::logic_error("Commit without Begin in the replication stream");
@@ -324,59 +359,192 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
   ++counters_.rows_received;
   auto built = table->build(insert.new_tuple, txn_context_);
   if (auto* poison = std::get_if<outbox::Poison>(&built)) {
-    spdlog::error("poison record: table {}.{}, event id {}, commit {}: {}", relation->nspname, relation->relname,
-                  poison->event_id.empty() ? "(none)" : poison->event_id, txn_context_.commit_lsn.to_string(),
-                  poison->reason);
-    finish(Outcome::fatal(Fatal::poison, fmt::format("poison record (event id {}) in {}.{}: {}", poison->event_id,
-                                                     relation->nspname, relation->relname, poison->reason)));
+    // A row that cannot become a record is handled by the policy at once: sending it again
+    // would not change it. Like any record it is outstanding until handled (I2).
+    track(*txn_, poison->record);
+    apply_policy(poison->record, *txn_, poison->code,
+                 fmt::format("{} (table {}.{})", poison->reason, relation->nspname, relation->relname), 0);
     return;
   }
   const auto& record = std::get<outbox::Record>(built);
-  std::string error;
-  for (;;) {
-    const auto produced = producer_->produce(record, *txn_, error);
-    if (produced == kafka::Producer::Produced::ok) break;
-    if (produced == kafka::Producer::Produced::queue_full) {
-      // librdkafka's queue is sized above the in-flight caps, so this is rare: wait for room.
-      producer_->poll(100ms);
-      continue;
-    }
-    finish(Outcome::fatal(Fatal::poison,
-                   fmt::format("cannot produce event {} to {}: {}", record.event_id, record.topic, error)));
-    return;
-  }
-  tracker_.add_record(*txn_);
-  in_flight_bytes_ += record.weight();
-  ++counters_.records_produced;
+  track(*txn_, record);
   observer_.event_received(record.topic);
-  observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
+  send(record, DeliveryCookie{*txn_, 0, false, false});
   apply_backpressure();
 }
 
-void Relay::on_report(const kafka::DeliveryReport& report) {
-  if (report.error == RD_KAFKA_RESP_ERR__PURGE_QUEUE || report.error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) return;
-  if (!report.ok()) {
-    if (!check_producer_fatal()) {
-      spdlog::error("kafka rejected a record for good: topic {}, partition {}: {}", report.topic, report.partition,
-                    report.error_text);
-      finish(Outcome::fatal(Fatal::poison, fmt::format("Kafka rejected a record for topic {}: {}", report.topic,
-                                                       report.error_text)));
+void Relay::track(ConfirmTracker::TxnId txn, const outbox::Record& record) {
+  tracker_.add_record(txn);
+  in_flight_bytes_ += record.weight();
+  ++counters_.records_produced;
+  observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
+}
+
+void Relay::send(const outbox::Record& record, DeliveryCookie cookie) {
+  kafka::Producer& producer = cookie.isolated || cookie.dead_letter ? isolated() : *producer_;
+  for (;;) {
+    rd_kafka_resp_err_t error = RD_KAFKA_RESP_ERR_NO_ERROR;
+    const auto produced = producer.produce(record, cookie.pack(), error);
+    if (produced == kafka::Producer::Produced::ok) return;
+    if (produced == kafka::Producer::Produced::queue_full) {
+      // librdkafka's queue is sized above the in-flight caps, so this is rare: wait for room.
+      producer.poll(100ms);
+      continue;
     }
+    // Refused before sending (e.g. larger than message.max.bytes): the same path as a failed
+    // delivery report, so the same policy applies.
+    on_failure(record, cookie, error);
     return;
   }
-  const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  const auto committed_us = tracker_.commit_time_us(report.cookie);
-  tracker_.ack(report.cookie);
-  in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, report.weight);
-  ++counters_.records_acked;
-  observer_.event_published(report.topic, std::chrono::microseconds(std::max<std::int64_t>(0, now_us - committed_us)));
+}
+
+void Relay::complete(ConfirmTracker::TxnId txn, std::size_t weight) {
+  tracker_.ack(txn);
+  in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, weight);
   observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
   if (closing_) return;
   update_flush();
   apply_backpressure();
   maybe_finish_stop();
+}
+
+void Relay::on_report(const kafka::DeliveryReport& report) {
+  const auto cookie = DeliveryCookie::unpack(report.cookie);
+  if (!report.ok()) {
+    if (report.record) on_failure(*report.record, cookie, report.error);
+    return;
+  }
+  if (cookie.dead_letter) {
+    ++counters_.dead_lettered;
+    observer_.event_poison(report.record ? report.record->topic : report.topic, PoisonAction::dead_lettered);
+  } else {
+    ++counters_.records_acked;
+    const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    const auto latency = std::max<std::int64_t>(0, now_us - tracker_.commit_time_us(cookie.txn));
+    observer_.event_published(report.topic, std::chrono::microseconds(latency));
+  }
+  complete(cookie.txn, report.weight);
+}
+
+// The one place that decides what a failed delivery means for the record (SPEC.md I8).
+void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, rd_kafka_resp_err_t error) {
+  if (closing_) return;  // nothing more is sent; it stays unconfirmed and comes again after a restart
+  if (check_producer_fatal()) return;
+  const auto kind = kafka::classify(error);
+  if (kind == kafka::DeliveryFailure::fatal) {
+    finish(Outcome::reconnect(fmt::format("the Kafka producer hit error {}; rebuilding it and resuming from the "
+                                          "slot's confirmed position",
+                                          rd_kafka_err2name(error))));
+    return;
+  }
+  const std::string code = rd_kafka_err2name(error);
+  const std::string text = rd_kafka_err2str(error);
+  if (cookie.dead_letter) {
+    if (kind == kafka::DeliveryFailure::retriable) {
+      schedule_retry(record, cookie, config_.poison.retry_backoff);
+      return;
+    }
+    // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed.
+    log_event(spdlog::level::err, record, cookie.txn,
+              fmt::format("the dead-letter topic {} refused a poison record: {} ({})", record.topic, text, code));
+    observer_.event_poison(record.topic, PoisonAction::stopped);
+    finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})",
+                                                     record.event_id, record.topic, text, code)));
+    return;
+  }
+  if (kind == kafka::DeliveryFailure::retriable) {
+    // librdkafka retries these itself; one that still comes back is sent again, without limit.
+    log_event(spdlog::level::warn, record, cookie.txn, fmt::format("delivery failed ({}: {}); sending it again", code, text));
+    schedule_retry(record, cookie, config_.poison.retry_backoff);
+    return;
+  }
+  if (!cookie.isolated) {
+    // Refused in a batch: perhaps for another record of that batch. Its own first attempt
+    // is the send alone, at once.
+    schedule_retry(record, DeliveryCookie{cookie.txn, 0, false, true}, 0ms);
+    return;
+  }
+  if (cookie.attempt < config_.poison.max_retries) {
+    ++counters_.poison_retried;
+    observer_.event_poison(record.topic, PoisonAction::retried);
+    auto delay = config_.poison.retry_backoff;
+    for (std::uint32_t i = 0; i < cookie.attempt && delay < config_.reconnect.max; ++i) delay *= 2;
+    delay = std::min(delay, std::max(config_.reconnect.max, config_.poison.retry_backoff));
+    log_event(spdlog::level::warn, record, cookie.txn,
+              fmt::format("Kafka refused the record ({}: {}); retry {} of {} in {} ms", code, text, cookie.attempt + 1,
+                          config_.poison.max_retries, delay.count()));
+    schedule_retry(record, DeliveryCookie{cookie.txn, cookie.attempt + 1, false, true}, delay);
+    return;
+  }
+  apply_policy(record, cookie.txn, code, text, cookie.attempt + 1);
+}
+
+void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn, const std::string& code,
+                         const std::string& reason, std::uint32_t attempts) {
+  switch (config_.poison.policy) {
+    case config::PoisonPolicy::stop:
+      log_event(spdlog::level::err, record, txn,
+                fmt::format("poison record ({}: {}) after {} attempt(s); policy stop: exiting without confirming it",
+                            code, reason, attempts));
+      observer_.event_poison(record.topic, PoisonAction::stopped);
+      finish(Outcome::fatal(Fatal::poison,
+                            fmt::format("poison record, event id {}, topic {}: {} ({}). Fix the cause, or set "
+                                        "poison.policy: dead-letter, and restart: it is read again",
+                                        record.event_id.empty() ? "(none)" : record.event_id,
+                                        record.topic.empty() ? "(none)" : record.topic, reason, code)));
+      return;
+    case config::PoisonPolicy::skip:
+      log_event(spdlog::level::warn, record, txn,
+                fmt::format("poison record ({}: {}) after {} attempt(s); policy skip: dropped", code, reason, attempts));
+      ++counters_.skipped;
+      observer_.event_poison(record.topic, PoisonAction::skipped);
+      complete(txn, record.weight());
+      return;
+    case config::PoisonPolicy::dead_letter: {
+      log_event(spdlog::level::warn, record, txn,
+                fmt::format("poison record ({}: {}) after {} attempt(s); sending it to {}", code, reason, attempts,
+                            config_.poison.dead_letter_topic));
+      const auto dlq = dead_letter_record(record, config_.poison.dead_letter_topic,
+                                          DeadLetterCause{reason, code, attempts, tracker_.commit_lsn(txn)});
+      send(dlq, DeliveryCookie{txn, 0, true, true});
+      return;
+    }
+  }
+}
+
+void Relay::schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay) {
+  retries_.emplace(std::chrono::steady_clock::now() + delay, PendingRetry{record, cookie});
+  arm_retry();
+}
+
+void Relay::arm_retry() {
+  if (retries_.empty()) return;
+  retry_timer_.expires_at(retries_.begin()->first);
+  retry_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || closing_) return;
+    const auto now = std::chrono::steady_clock::now();
+    while (!retries_.empty() && retries_.begin()->first <= now) {
+      auto node = retries_.extract(retries_.begin());
+      send(node.mapped().record, node.mapped().cookie);
+      if (closing_) return;
+    }
+    arm_retry();
+  });
+}
+
+void Relay::log_event(spdlog::level::level_enum level, const outbox::Record& record, ConfirmTracker::TxnId txn,
+                      const std::string& message) const {
+  std::string_view trace_id;
+  for (const auto& h : record.headers) {
+    // W3C traceparent: version-traceid-parentid-flags
+    if (h.name == "traceparent" && h.value.size() >= 35 && h.value[2] == '-') trace_id = std::string_view(h.value).substr(3, 32);
+  }
+  logging::event(level,
+                 logging::EventFields{record.event_id, record.key ? std::string_view(*record.key) : std::string_view(),
+                                      record.topic, trace_id, tracker_.commit_lsn(txn)},
+                 message);
 }
 
 }  // namespace pgoutbox::relay

@@ -33,8 +33,19 @@ struct DeliveryReport {
   std::int32_t partition = -1;
   std::int64_t offset = -1;
   std::size_t weight = 0;  // key + value bytes
+  // On failure only: the record as it was produced (key, value, headers, timestamp, topic), so
+  // it can be sent again or dead-lettered without keeping a copy of every record in flight.
+  std::optional<outbox::Record> record;
   bool ok() const { return error == RD_KAFKA_RESP_ERR_NO_ERROR; }
 };
+
+// What a failed delivery means (SPEC.md I8), decided in this one place.
+enum class DeliveryFailure {
+  retriable,  // transient (broker down, leader change, timeout): send again, never give up
+  permanent,  // this record will not be accepted as it is (too large, invalid, not authorised, no topic)
+  fatal,      // the producer itself is unusable (idempotence state lost): rebuild it
+};
+DeliveryFailure classify(rd_kafka_resp_err_t error);
 
 struct ProducerSettings {
   std::string brokers;
@@ -66,7 +77,7 @@ class Producer {
 
   enum class Produced { ok, queue_full, failed };
   // Hands the record to librdkafka (copied). On `failed`, `error` says why.
-  Produced produce(const outbox::Record& record, std::uint64_t cookie, std::string& error);
+  Produced produce(const outbox::Record& record, std::uint64_t cookie, rd_kafka_resp_err_t& error);
 
   // Serves delivery reports and errors; returns how many events were served.
   int poll(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));

@@ -23,9 +23,10 @@ class ConfirmTracker {
 
   // Begin of a transaction from the stream. Only one may be open at a time. The commit time
   // (microseconds since the Unix epoch) is kept for commit-to-ack latency.
-  TxnId begin(std::int64_t commit_time_us = 0);
-  // The commit time given to begin(); the transaction must not be confirmed yet.
+  TxnId begin(std::int64_t commit_time_us = 0, Lsn commit_lsn = {});
+  // What was given to begin(); the transaction must not be confirmed yet.
   std::int64_t commit_time_us(TxnId txn) const;
+  Lsn commit_lsn(TxnId txn) const;
   // One more record of the open transaction was handed to the producer.
   void add_record(TxnId txn);
   // The open transaction's Commit: it becomes confirmable once its records are acknowledged.
@@ -50,6 +51,7 @@ class ConfirmTracker {
     bool committed = false;
     Lsn end_lsn;
     std::int64_t commit_time_us = 0;
+    Lsn commit_lsn;
   };
   Txn& at(TxnId txn);
   const Txn& at(TxnId txn) const;

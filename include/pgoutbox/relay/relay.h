@@ -13,8 +13,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <spdlog/common.h>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +27,7 @@
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/relay/confirm_tracker.h"
+#include "pgoutbox/relay/delivery_cookie.h"
 #include "pgoutbox/relay/observer.h"
 #include "pgoutbox/relay/outcome.h"
 #include "pgoutbox/replication/connection.h"
@@ -39,6 +43,9 @@ struct Counters {
   std::uint64_t changes_ignored = 0;   // updates, deletes, truncates, logical messages
   std::uint64_t transactions = 0;
   std::uint64_t pauses = 0;            // backpressure engaged
+  std::uint64_t poison_retried = 0;    // sends again after Kafka refused a record for good
+  std::uint64_t dead_lettered = 0;     // poison records whose dead-letter write was acknowledged
+  std::uint64_t skipped = 0;           // poison records dropped under policy skip
 };
 
 class Relay : private replication::StreamHandler {
@@ -75,7 +82,19 @@ class Relay : private replication::StreamHandler {
   void on_keepalive(const replication::Keepalive& keepalive) override;
   void on_insert(const pgoutput::InsertData& insert);
   void on_report(const kafka::DeliveryReport& report);
-  void wait_reports();
+  void track(ConfirmTracker::TxnId txn, const outbox::Record& record);
+  void send(const outbox::Record& record, DeliveryCookie cookie);
+  void complete(ConfirmTracker::TxnId txn, std::size_t weight);
+  void on_failure(const outbox::Record& record, DeliveryCookie cookie, rd_kafka_resp_err_t error);
+  void apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn, const std::string& code,
+                    const std::string& reason, std::uint32_t attempts);
+  void schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay);
+  void arm_retry();
+  void log_event(spdlog::level::level_enum level, const outbox::Record& record, ConfirmTracker::TxnId txn,
+                 const std::string& message) const;
+  void wait_reports(kafka::Producer& producer, boost::asio::posix::stream_descriptor& reports);
+  kafka::ProducerSettings producer_settings() const;
+  kafka::Producer& isolated();
   void arm_poll();
   bool check_producer_fatal();
   void update_flush();
@@ -94,8 +113,17 @@ class Relay : private replication::StreamHandler {
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<replication::Stream> stream_;
   std::optional<boost::asio::posix::stream_descriptor> reports_;
+  std::unique_ptr<kafka::Producer> isolated_;  // batches of one, for retries and dead-letter writes
+  std::optional<boost::asio::posix::stream_descriptor> isolated_reports_;
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer stop_deadline_;
+  boost::asio::steady_timer retry_timer_;
+
+  struct PendingRetry {
+    outbox::Record record;
+    DeliveryCookie cookie;
+  };
+  std::multimap<std::chrono::steady_clock::time_point, PendingRetry> retries_;  // by due time
 
   std::optional<ConfirmTracker::TxnId> txn_;
   outbox::TxnContext txn_context_;

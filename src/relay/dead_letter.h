@@ -1,0 +1,25 @@
+#pragma once
+
+// The record written to the dead-letter topic for a poison record (SPEC.md I8): the original
+// key, value and headers, plus headers that say what went wrong, where it was going, after how
+// many attempts and from which transaction — everything an operator needs to replay it.
+
+#include <cstdint>
+#include <string>
+
+#include "pgoutbox/lsn.h"
+#include "pgoutbox/outbox/record.h"
+
+namespace pgoutbox::relay {
+
+struct DeadLetterCause {
+  std::string error;       // pgoutbox.dlq.error: the message
+  std::string error_code;  // pgoutbox.dlq.error.code: librdkafka's error name, or a validation code
+  std::uint32_t attempts = 0;  // pgoutbox.dlq.attempts: deliveries tried (0: refused before sending)
+  Lsn lsn;                     // pgoutbox.dlq.lsn: commit LSN of the record's transaction
+};
+
+outbox::Record dead_letter_record(const outbox::Record& original, const std::string& dead_letter_topic,
+                                  const DeadLetterCause& cause);
+
+}  // namespace pgoutbox::relay
