@@ -106,6 +106,7 @@ DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, L
   DbProbe probe(bench.pg, kind == Contender::pgoutbox ? kPgoutboxRole : kPollingRole,
                 kind == Contender::pgoutbox ? "outbox" : "outbox_polled");
   probe.begin();
+  const double broker_cpu0 = process_cpu_seconds(bench.kafka.pid());
   const auto t0 = std::chrono::steady_clock::now();
   RelayProcess relay(bench, kind, topic, slot);
   const auto done = watch.wait_for(events, std::chrono::minutes(10), [&] { return relay.running(); });
@@ -114,6 +115,7 @@ DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, L
                                          watch.count(), topic, test::tail_of(relay.log_path())));
   }
   result.seconds = std::chrono::duration<double>(*done - t0).count();
+  result.broker_cpu_s = process_cpu_seconds(bench.kafka.pid()) - broker_cpu0;
   probe.stop_sampling();
   result.process = relay.finish();
   result.db = probe.end();

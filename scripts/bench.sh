@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The benchmark in one command: sets up the machine, builds the release preset, and runs
+# pgoutbox against pg_recvlogical (the ceiling) and a polling relay on a throwaway Postgres 15
+# and Kafka, every scenario for every contender, in one run (about 10 minutes on 2 cores).
+# Prints the Markdown tables, writes them into bench/RESULTS.md (between its markers) and
+# draws bench/results/bench.png.
+#
+#   scripts/bench.sh [bench_compare options, e.g. --smoke, --polling-batch 2000]
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+bash scripts/setup.sh
+# The chart's one extra package, for Debian's own python3.
+if ! dpkg-query -W -f='${Status}' python3-matplotlib 2>/dev/null | grep -q 'install ok installed'; then
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-matplotlib
+fi
+
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_polling_relay bench_compare
+
+build/release/bench/bench_compare --command "scripts/bench.sh${*:+ $*}" --out-dir "$root/bench" "$@"
+/usr/bin/python3 bench/chart.py bench/results/results.json bench/results/bench.png
+echo "bench: tables in bench/RESULTS.md, chart in bench/results/bench.png"
