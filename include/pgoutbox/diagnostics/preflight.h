@@ -1,0 +1,26 @@
+#pragma once
+
+// The checks behind `pgoutbox check`: everything `pgoutbox run` needs from PostgreSQL and Kafka,
+// looked at without starting to stream. Postgres is read through an ordinary (non-replication)
+// connection with the configured credentials; Kafka through one metadata request. Each check
+// yields findings; none throws for what it finds.
+
+#include <chrono>
+#include <vector>
+
+#include "pgoutbox/config/config.h"
+#include "pgoutbox/diagnostics/finding.h"
+
+namespace pgoutbox::diagnostics {
+
+// wal_level, max_replication_slots and max_wal_senders, the role's LOGIN and REPLICATION, a
+// replication connection, each outbox table (exists, SELECT, columns and types against the
+// mapping), the publication (exists, publishes inserts, covers each table, via the root for a
+// partitioned one) and the slot (plugin, database, active pid, wal_status, lag).
+std::vector<Finding> check_postgres(const config::Config& config);
+
+// The brokers answer a metadata request within `timeout` with the configured properties (TLS,
+// SASL), and each static topic exists or the broker creates topics on first use.
+std::vector<Finding> check_kafka(const config::Config& config, std::chrono::milliseconds timeout);
+
+}  // namespace pgoutbox::diagnostics

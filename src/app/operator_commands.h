@@ -1,0 +1,33 @@
+#pragma once
+
+// The operator's commands beside `run`: `check`, `status`, `slot drop` and the hidden
+// `config-reference`. Each returns the process's exit code (README "Exit codes").
+
+#include <chrono>
+#include <string>
+
+namespace pgoutbox::app {
+
+// Exit codes of the operator's commands; 0 is success and 2 an invalid configuration, as for
+// `run` (run_command.h).
+enum OperatorExit : int {
+  kExitBlocked = 1,     // check: something blocks; slot drop: refused without --yes, nothing changed
+  kExitPostgres = 5,    // PostgreSQL cannot be reached or a query failed
+  kExitNoSlot = 6,      // the configured slot does not exist
+  kExitSlotActive = 7,  // slot drop: a session holds the slot, nothing dropped
+  kExitUsage = 64,      // the command line is wrong (sysexits.h EX_USAGE)
+};
+
+// `pgoutbox check -c FILE`: one line per finding on stdout, then a summary.
+int check(const std::string& config_path, std::chrono::milliseconds kafka_timeout);
+
+// `pgoutbox status -c FILE [--json]`.
+int status(const std::string& config_path, bool json);
+
+// `pgoutbox slot drop -c FILE --yes`.
+int slot_drop(const std::string& config_path, bool confirmed);
+
+// `pgoutbox config-reference`: docs/configuration.md, generated from the configuration schema.
+std::string configuration_reference();
+
+}  // namespace pgoutbox::app

@@ -1,0 +1,218 @@
+// Kafka's side of `pgoutbox check`: the producer's own properties (so TLS and SASL are those
+// `run` uses), one metadata request with a deadline, and for each topic known before any row
+// arrives, whether it exists or the broker creates it on first use (auto.create.topics.enable,
+// read with DescribeConfigs).
+#include <librdkafka/rdkafka.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "pgoutbox/config/redact.h"
+#include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/diagnostics/preflight.h"
+#include "pgoutbox/kafka/producer.h"
+
+namespace pgoutbox::diagnostics {
+namespace {
+
+const char* const kSubject = "kafka";
+
+struct ClientErrors {
+  std::mutex mutex;
+  std::string last;
+};
+
+void on_error(rd_kafka_t*, int, const char* reason, void* opaque) {
+  auto* errors = static_cast<ClientErrors*>(opaque);
+  std::lock_guard lock(errors->mutex);
+  errors->last = reason;
+}
+
+void on_log(const rd_kafka_t*, int, const char*, const char*) {}  // connection noise: the finding says it once
+
+struct ClientDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+using Client = std::unique_ptr<rd_kafka_t, ClientDeleter>;
+
+struct MetadataDeleter {
+  void operator()(const rd_kafka_metadata_t* md) const { rd_kafka_metadata_destroy(md); }
+};
+
+// A client with the producer's effective properties; nullptr after a finding says why not.
+Client make_client(const config::Config& config, ClientErrors& errors, std::vector<Finding>& findings) {
+  kafka::ProducerSettings settings;
+  settings.brokers = config.kafka.brokers;
+  settings.properties = config.kafka.properties;
+  settings.max_in_flight_records = config.limits.max_in_flight_records;
+  settings.max_in_flight_bytes = config.limits.max_in_flight_bytes;
+  std::map<std::string, std::string> props;
+  try {
+    props = kafka::effective_properties(settings);
+  } catch (const std::invalid_argument& e) {
+    findings.push_back(Finding::blocking(kSubject, fmt::format("{}.", e.what()), "remove it from kafka.properties."));
+    return nullptr;
+  }
+  props.erase("statistics.interval.ms");  // nobody polls them here
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [name, value] : props) {
+    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      const std::string shown = config::is_secret_property(name) ? std::string(config::kRedacted) : value;
+      findings.push_back(Finding::blocking(kSubject, fmt::format("property {}={} is refused: {}.", name, shown, err),
+                                           fmt::format("correct or remove kafka.properties.{}.", name)));
+      return nullptr;
+    }
+  }
+  rd_kafka_conf_set_opaque(conf, &errors);
+  rd_kafka_conf_set_error_cb(conf, &on_error);
+  rd_kafka_conf_set_log_cb(conf, &on_log);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == nullptr) {
+    findings.push_back(Finding::blocking(kSubject, fmt::format("the client cannot be created: {}.", err),
+                                         "correct kafka.properties."));
+    return nullptr;
+  }
+  return Client(rk);
+}
+
+// The broker's auto.create.topics.enable; nullopt when it cannot be read (e.g. no DescribeConfigs ACL).
+std::optional<bool> broker_auto_creates(rd_kafka_t* rk, std::int32_t broker_id, std::chrono::milliseconds timeout) {
+  const auto id = std::to_string(broker_id);
+  std::unique_ptr<rd_kafka_ConfigResource_t, decltype(&rd_kafka_ConfigResource_destroy)> resource(
+      rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id.c_str()), &rd_kafka_ConfigResource_destroy);
+  std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)> queue(rd_kafka_queue_new(rk),
+                                                                              &rd_kafka_queue_destroy);
+  std::unique_ptr<rd_kafka_AdminOptions_t, decltype(&rd_kafka_AdminOptions_destroy)> options(
+      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS), &rd_kafka_AdminOptions_destroy);
+  char err[256];
+  rd_kafka_AdminOptions_set_request_timeout(options.get(), static_cast<int>(timeout.count()), err, sizeof err);
+  rd_kafka_ConfigResource_t* resources[] = {resource.get()};
+  rd_kafka_DescribeConfigs(rk, resources, 1, options.get(), queue.get());
+  std::unique_ptr<rd_kafka_event_t, decltype(&rd_kafka_event_destroy)> event(
+      rd_kafka_queue_poll(queue.get(), static_cast<int>(timeout.count()) + 1000), &rd_kafka_event_destroy);
+  if (!event || rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
+  const auto* result = rd_kafka_event_DescribeConfigs_result(event.get());
+  if (result == nullptr) return std::nullopt;
+  std::size_t count = 0;
+  const auto** described = rd_kafka_DescribeConfigs_result_resources(result, &count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (rd_kafka_ConfigResource_error(described[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    std::size_t entries = 0;
+    const auto** configs = rd_kafka_ConfigResource_configs(described[i], &entries);
+    for (std::size_t e = 0; e < entries; ++e) {
+      if (std::string_view(rd_kafka_ConfigEntry_name(configs[e])) != "auto.create.topics.enable") continue;
+      const char* value = rd_kafka_ConfigEntry_value(configs[e]);
+      return value != nullptr && std::string_view(value) == "true";
+    }
+  }
+  return std::nullopt;
+}
+
+// The topic when the template has no ${column}: known before any row arrives.
+std::optional<std::string> static_topic(const std::string& topic_template) {
+  std::string topic;
+  try {
+    for (const auto& part : config::parse_topic_template(topic_template)) {
+      if (part.is_column) return std::nullopt;
+      topic += part.text;
+    }
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;  // the loader refuses such a template; nothing to look up
+  }
+  return topic;
+}
+
+void check_topic(const std::string& subject, const std::string& topic, const rd_kafka_metadata_t& md,
+                 std::optional<bool> auto_create, std::vector<Finding>& findings) {
+  for (int i = 0; i < md.topic_cnt; ++i) {
+    const auto& t = md.topics[i];
+    if (topic != t.topic) continue;
+    if (t.err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      findings.push_back(Finding::ok(subject, fmt::format("topic {} exists ({} partitions)", topic, t.partition_cnt)));
+      return;
+    }
+    if (t.err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+      findings.push_back(Finding::blocking(subject, fmt::format("topic {}: {}.", topic, rd_kafka_err2str(t.err)),
+                                           "grant the producer Describe and Write on the topic (ACLs)."));
+      return;
+    }
+  }
+  if (auto_create == true) {
+    findings.push_back(Finding::ok(subject, fmt::format("topic {} does not exist; the broker creates it on first use "
+                                                        "(auto.create.topics.enable=true) with its default partitions",
+                                                        topic)));
+  } else if (auto_create == false) {
+    findings.push_back(Finding::blocking(
+        subject, fmt::format("topic {} does not exist and the broker does not create topics.", topic),
+        fmt::format("create it: kafka-topics.sh --create --topic {} --partitions N --replication-factor 3", topic)));
+  } else {
+    findings.push_back(Finding::warning(
+        subject, fmt::format("topic {} does not exist, and whether the broker creates it could not be read.", topic),
+        fmt::format("create it (kafka-topics.sh --create --topic {}), or make sure auto.create.topics.enable is true.",
+                    topic)));
+  }
+}
+
+}  // namespace
+
+std::vector<Finding> check_kafka(const config::Config& config, std::chrono::milliseconds timeout) {
+  std::vector<Finding> findings;
+  ClientErrors errors;
+  const Client client = make_client(config, errors, findings);
+  if (!client) return findings;
+
+  const rd_kafka_metadata_t* raw = nullptr;
+  const auto err = rd_kafka_metadata(client.get(), 1, nullptr, &raw, static_cast<int>(timeout.count()));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR || raw == nullptr) {
+    std::string last;
+    {
+      std::lock_guard lock(errors.mutex);
+      last = errors.last;
+    }
+    findings.push_back(Finding::blocking(
+        kSubject,
+        fmt::format("no broker at {} answered a metadata request within {} ms: {}{}.", config.kafka.brokers,
+                    timeout.count(), rd_kafka_err2str(err), last.empty() ? "" : " (" + last + ")"),
+        "check kafka.brokers, that the brokers run and are reachable from here, and the security properties "
+        "(security.protocol, sasl.*, ssl.*)."));
+    return findings;
+  }
+  const std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> md(raw);
+  findings.push_back(Finding::ok(kSubject, fmt::format("{} answered: {} broker{}, {} topics", config.kafka.brokers,
+                                                       md->broker_cnt, md->broker_cnt == 1 ? "" : "s", md->topic_cnt)));
+  const std::optional<bool> auto_create =
+      md->broker_cnt > 0 ? broker_auto_creates(client.get(), md->brokers[0].id, timeout) : std::nullopt;
+
+  std::set<std::string> seen;
+  for (const auto& table : config.tables) {
+    const std::string subject = "table " + table.schema + "." + table.name;
+    if (const auto topic = static_topic(table.topic)) {
+      if (seen.insert(*topic).second) check_topic(subject, *topic, *md, auto_create, findings);
+      continue;
+    }
+    if (auto_create == false) {
+      findings.push_back(Finding::warning(
+          subject,
+          fmt::format("topics come from row values ({}) and the broker does not create topics: a row naming a missing "
+                      "topic is a poison record.",
+                      table.topic),
+          "create every topic the template can produce before rows name it, or enable auto.create.topics.enable."));
+    } else {
+      findings.push_back(Finding::ok(subject, fmt::format("topics come from row values ({}); the broker {}", table.topic,
+                                                          auto_create ? "creates missing ones on first use"
+                                                                      : "may or may not create missing ones")));
+    }
+  }
+  if (config.poison.policy == config::PoisonPolicy::dead_letter && seen.insert(config.poison.dead_letter_topic).second) {
+    check_topic("poison.dead_letter_topic", config.poison.dead_letter_topic, *md, auto_create, findings);
+  }
+  return findings;
+}
+
+}  // namespace pgoutbox::diagnostics

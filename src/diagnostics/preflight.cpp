@@ -1,0 +1,43 @@
+#include "pgoutbox/diagnostics/preflight.h"
+
+#include <fmt/format.h>
+
+#include "checks.h"
+#include "pgoutbox/config/redact.h"
+#include "pgoutbox/diagnostics/slot_status.h"
+
+namespace pgoutbox::diagnostics {
+
+std::vector<Finding> check_postgres(const config::Config& config) {
+  std::vector<Finding> findings;
+  const std::string where = config::redact_dsn(config.postgres.dsn);
+  std::optional<replication::Connection> conn;
+  try {
+    conn.emplace(connect_ordinary(config, "check"));
+  } catch (const replication::PgError& e) {
+    // libpq's message names host, port, user and the reason, never the password.
+    findings.push_back(Finding::blocking(
+        "postgres", fmt::format("{} ({})", e.what(), where),
+        "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD or "
+        "postgres.password_file) and pg_hba.conf."));
+    return findings;
+  }
+  std::vector<std::string> who;
+  try {
+    who = detail::first_row(*conn, "SELECT current_user, current_database(), pg_catalog.current_setting('server_version')");
+  } catch (const replication::PgError& e) {
+    findings.push_back(Finding::blocking("postgres", fmt::format("connected, but a first query failed: {}", e.what()),
+                                         "check the server's log."));
+    return findings;
+  }
+  findings.push_back(
+      Finding::ok("postgres", fmt::format("connected to {} as {}, PostgreSQL {}", where, who.at(0), who.at(2))));
+  detail::CheckContext ctx{config, *conn, who.at(0), who.at(1), findings};
+  detail::check_server(ctx);
+  detail::check_role(ctx);
+  detail::check_tables(ctx);
+  detail::check_slot(ctx);
+  return findings;
+}
+
+}  // namespace pgoutbox::diagnostics

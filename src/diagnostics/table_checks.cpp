@@ -1,0 +1,241 @@
+// The outbox tables and the publication (the seeds' "is the table in the publication, can the
+// role read it, are the columns there" steps). Columns are judged by the relay's own mapping
+// (outbox::ResolvedTable) applied to the catalog's description of the table, so `check` and
+// `run` cannot disagree about which columns and types are usable.
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "checks.h"
+#include "pgoutbox/outbox/mapping.h"
+#include "pgoutbox/pgoutput/relation_cache.h"
+
+namespace pgoutbox::diagnostics::detail {
+
+std::string table_label(const config::TableConfig& table) { return table.schema + "." + table.name; }
+
+namespace {
+
+struct Publication {
+  bool all_tables = false;
+  bool insert = false;
+  bool update = false;
+  bool remove = false;  // pubdelete
+  bool via_root = false;
+};
+
+struct TableFacts {
+  std::string oid;
+  char relkind = 'r';
+  bool can_select = false;
+  bool owned = false;         // the role is (a member of) the owner: it may add it to a publication
+  bool has_identity = false;  // deletes may be published (a primary key, or REPLICA IDENTITY FULL/INDEX)
+};
+
+replication::TableName name_of(const config::TableConfig& t) { return {t.schema, t.name}; }
+
+std::optional<TableFacts> table_facts(const replication::Connection& conn, const config::TableConfig& t) {
+  const auto row = first_row(
+      conn,
+      "SELECT c.oid, c.relkind, pg_catalog.has_table_privilege(c.oid, 'SELECT'), "
+      "pg_catalog.pg_has_role(c.relowner, 'USAGE'), "
+      "c.relreplident IN ('f', 'i') OR (c.relreplident = 'd' AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+      "WHERE i.indrelid = c.oid AND i.indisprimary)) "
+      "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+      "WHERE n.nspname = " + conn.literal(t.schema) + " AND c.relname = " + conn.literal(t.name));
+  if (row.empty()) return std::nullopt;
+  return TableFacts{row.at(0), row.at(1).empty() ? '?' : row.at(1)[0], row.at(2) == "t", row.at(3) == "t",
+                    row.at(4) == "t"};
+}
+
+std::optional<Publication> publication_of(const replication::Connection& conn, const std::string& name) {
+  const auto row = first_row(conn,
+                             "SELECT puballtables, pubinsert, pubupdate, pubdelete, pubviaroot FROM "
+                             "pg_catalog.pg_publication WHERE pubname = " + conn.literal(name));
+  if (row.empty()) return std::nullopt;
+  return Publication{row.at(0) == "t", row.at(1) == "t", row.at(2) == "t", row.at(3) == "t", row.at(4) == "t"};
+}
+
+// The columns the publication sends for the table (a PG15 column list may leave some out);
+// nullopt when the publication does not list the table itself.
+std::optional<std::vector<std::string>> published_columns(const replication::Connection& conn,
+                                                          const std::string& publication, const config::TableConfig& t) {
+  const std::string where = " FROM pg_catalog.pg_publication_tables WHERE pubname = " + conn.literal(publication) +
+                            " AND schemaname = " + conn.literal(t.schema) + " AND tablename = " + conn.literal(t.name);
+  if (first_row(conn, "SELECT count(*)" + where).at(0) == "0") return std::nullopt;
+  std::vector<std::string> names;
+  if (conn.server_version() < 150000) return names;  // no column lists before 15: every column
+  auto res = conn.exec("SELECT unnest(attnames)" + where);
+  for (int r = 0; r < PQntuples(res.get()); ++r) names.emplace_back(PQgetvalue(res.get(), r, 0));
+  return names;
+}
+
+// The table as a Relation message would describe it: live, non-generated columns (pgoutput
+// sends no generated columns in 15), restricted to a column list when there is one.
+pgoutput::Relation relation_of(const replication::Connection& conn, const config::TableConfig& t,
+                               const TableFacts& facts, const std::vector<std::string>& column_list,
+                               std::string& described) {
+  auto res = conn.exec(
+      "SELECT attname, atttypid, atttypmod, pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute "
+      "WHERE attrelid = " + facts.oid + " AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum");
+  pgoutput::Relation rel;
+  rel.nspname = t.schema;
+  rel.relname = t.name;
+  rel.generation = 1;
+  for (int r = 0; r < PQntuples(res.get()); ++r) {
+    const std::string name = PQgetvalue(res.get(), r, 0);
+    if (!column_list.empty() && std::find(column_list.begin(), column_list.end(), name) == column_list.end()) continue;
+    rel.columns.push_back({name, static_cast<pgoutput::Oid>(std::stoul(PQgetvalue(res.get(), r, 1))),
+                           static_cast<std::int32_t>(std::stol(PQgetvalue(res.get(), r, 2))), false});
+    described += fmt::format("{}{} {}", described.empty() ? "" : ", ", name, PQgetvalue(res.get(), r, 3));
+  }
+  return rel;
+}
+
+void check_publication(CheckContext& ctx, const std::optional<Publication>& pub) {
+  const auto& pg = ctx.config.postgres;
+  const std::string subject = "publication " + pg.publication;
+  if (!pub) {
+    std::string list;
+    for (const auto& t : ctx.config.tables) list += (list.empty() ? "" : ", ") + name_of(t).quoted();
+    const std::string create = fmt::format("CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert')",
+                                           ctx.conn.identifier(pg.publication), list);
+    if (!pg.create_publication) {
+      ctx.findings.push_back(Finding::blocking(
+          subject, "does not exist.",
+          fmt::format("as the tables' owner: {}; (add publish_via_partition_root = true for a partitioned outbox; "
+                      "sql/publication.sql), or set postgres.create_publication: true.",
+                      create)));
+      return;
+    }
+    const bool may_create = first_row(ctx.conn, "SELECT pg_catalog.has_database_privilege(current_database(), 'CREATE')")
+                                .at(0) == "t";
+    if (!may_create) {
+      ctx.findings.push_back(Finding::blocking(
+          subject, fmt::format("does not exist, and role {} may not create it (no CREATE on database {}).", ctx.user,
+                               ctx.database),
+          fmt::format("create it as the tables' owner: {};", create)));
+      return;
+    }
+    ctx.findings.push_back(Finding::ok(subject, "does not exist yet; pgoutbox creates it at start "
+                                                "(postgres.create_publication)"));
+    return;
+  }
+  if (!pub->insert) {
+    ctx.findings.push_back(Finding::blocking(
+        subject, "does not publish inserts.",
+        fmt::format("ALTER PUBLICATION {} SET (publish = 'insert');", ctx.conn.identifier(pg.publication))));
+    return;
+  }
+  ctx.findings.push_back(Finding::ok(
+      subject, fmt::format("exists and publishes inserts{}{}", pub->all_tables ? " of all tables" : "",
+                           pub->via_root ? ", via the partition root" : "")));
+}
+
+void check_coverage(CheckContext& ctx, const config::TableConfig& t, const TableFacts& facts,
+                    const std::optional<Publication>& pub, bool listed) {
+  const auto& name = ctx.config.postgres.publication;
+  const std::string subject = "table " + table_label(t);
+  if (!pub) {
+    if (ctx.config.postgres.create_publication && !facts.owned) {
+      ctx.findings.push_back(Finding::blocking(
+          subject, fmt::format("is not owned by role {}, so pgoutbox cannot create the publication with it.", ctx.user),
+          "create the publication as the table's owner (sql/publication.sql)."));
+    }
+    return;
+  }
+  if (pub->all_tables || listed) {
+    ctx.findings.push_back(Finding::ok(subject, fmt::format("is in publication {}", name)));
+  } else if (facts.relkind == 'p' && !pub->via_root) {
+    ctx.findings.push_back(Finding::blocking(
+        subject,
+        fmt::format("is partitioned and publication {} lacks publish_via_partition_root, so rows arrive as the "
+                    "partitions' and are not mapped.",
+                    name),
+        fmt::format("ALTER PUBLICATION {} SET (publish_via_partition_root = true);", ctx.conn.identifier(name))));
+  } else {
+    ctx.findings.push_back(Finding::blocking(
+        subject, fmt::format("is not in publication {}.", name),
+        fmt::format("ALTER PUBLICATION {} ADD TABLE {};", ctx.conn.identifier(name), name_of(t).quoted())));
+  }
+  if ((pub->update || pub->remove) && !facts.has_identity) {
+    ctx.findings.push_back(Finding::warning(
+        subject,
+        fmt::format("has no replica identity while publication {} publishes updates or deletes: the application's "
+                    "DELETE of outbox rows (insert-then-delete, retention) fails.",
+                    name),
+        fmt::format("ALTER PUBLICATION {} SET (publish = 'insert');", ctx.conn.identifier(name))));
+  }
+}
+
+void check_columns(CheckContext& ctx, std::size_t index, const config::TableConfig& t, const TableFacts& facts,
+                   const std::vector<std::string>& column_list) {
+  const std::string subject = "table " + table_label(t);
+  std::string described;
+  const auto rel = relation_of(ctx.conn, t, facts, column_list, described);
+  try {
+    const outbox::ResolvedTable resolved(t, rel, ctx.config.provenance_headers);
+    ctx.findings.push_back(Finding::ok(subject, fmt::format("columns serve the mapping ({})", described)));
+  } catch (const outbox::MappingError& e) {
+    ctx.findings.push_back(Finding::blocking(
+        subject, fmt::format("{}. Columns: {}.", e.what(), described),
+        fmt::format("add or alter the column (ALTER TABLE {} …), or name the column that plays the role in "
+                    "tables[{}].columns of the configuration; a publication column list must include it.",
+                    name_of(t).quoted(), index)));
+  }
+}
+
+void check_table(CheckContext& ctx, std::size_t index, const config::TableConfig& t, const std::optional<Publication>& pub) {
+  const std::string subject = "table " + table_label(t);
+  const auto facts = table_facts(ctx.conn, t);
+  if (!facts) {
+    ctx.findings.push_back(Finding::blocking(
+        subject, "does not exist.",
+        fmt::format("create it (sql/outbox.sql) or correct tables[{}].table (names are case-sensitive when quoted).",
+                    index)));
+    return;
+  }
+  if (facts->relkind != 'r' && facts->relkind != 'p') {
+    ctx.findings.push_back(Finding::blocking(subject, "is not a table (views and foreign tables are not published).",
+                                             fmt::format("point tables[{}].table at the outbox table.", index)));
+    return;
+  }
+  if (facts->can_select) {
+    ctx.findings.push_back(Finding::ok(subject, fmt::format("role {} may SELECT it", ctx.user)));
+  } else {
+    ctx.findings.push_back(Finding::blocking(
+        subject, fmt::format("role {} lacks SELECT on it.", ctx.user),
+        fmt::format("GRANT SELECT ON {} TO {}; (sql/role.sql)", name_of(t).quoted(), ctx.conn.identifier(ctx.user))));
+  }
+  std::optional<std::vector<std::string>> columns;
+  if (pub) columns = published_columns(ctx.conn, ctx.config.postgres.publication, t);
+  check_coverage(ctx, t, *facts, pub, columns.has_value());
+  check_columns(ctx, index, t, *facts, columns.value_or(std::vector<std::string>{}));
+}
+
+}  // namespace
+
+void check_tables(CheckContext& ctx) {
+  std::optional<Publication> pub;
+  try {
+    pub = publication_of(ctx.conn, ctx.config.postgres.publication);
+    check_publication(ctx, pub);
+  } catch (const replication::PgError& e) {
+    ctx.findings.push_back(Finding::blocking("publication " + ctx.config.postgres.publication,
+                                             fmt::format("cannot be read: {}.", e.what()),
+                                             "check that pg_catalog.pg_publication is readable."));
+    return;
+  }
+  for (std::size_t i = 0; i < ctx.config.tables.size(); ++i) {
+    const auto& t = ctx.config.tables[i];
+    try {
+      check_table(ctx, i, t, pub);
+    } catch (const replication::PgError& e) {
+      ctx.findings.push_back(Finding::blocking("table " + table_label(t), fmt::format("cannot be inspected: {}.", e.what()),
+                                               "check the role's access to the catalog and the table."));
+    }
+  }
+}
+
+}  // namespace pgoutbox::diagnostics::detail

@@ -1,0 +1,208 @@
+// `pgoutbox check -c FILE` against real Postgres and Kafka: one test per finding it claims to
+// make, and a clean pass.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "kafka_client.h"
+#include "operator_fixture.h"
+#include "services.h"
+
+namespace pgoutbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class CheckCommandTest : public ::testing::Test {
+ protected:
+  PgCluster& pg = shared_postgres();
+  KafkaBroker& kafka = shared_kafka();
+  ScratchDir dir{"check-test", std::nullopt};
+
+  // A Debezium-shaped outbox table with a publication of its own (as sql/ creates them).
+  void create_outbox(const std::string& name, bool with_publication = true, PgCluster* cluster = nullptr) {
+    PgCluster& on = cluster != nullptr ? *cluster : pg;
+    on.exec("CREATE TABLE " + name +
+            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, aggregateid text NOT NULL, "
+            "type text, payload jsonb)");
+    if (with_publication) on.exec("CREATE PUBLICATION " + name + "_pub FOR TABLE " + name + " WITH (publish = 'insert')");
+  }
+
+  std::string write_config(const std::string& name, const std::string& dsn, const std::string& brokers,
+                           const std::string& topic, const std::string& extra = "") {
+    const std::string path = dir.path() + "/" + name + ".yaml";
+    std::ofstream out(path);
+    out << "postgres:\n"
+        << "  dsn: \"" << dsn << "\"\n"
+        << "  slot: " << name << "_slot\n"
+        << "  publication: " << name << "_pub\n"
+        << "kafka:\n"
+        << "  brokers: \"" << brokers << "\"\n"
+        << "tables:\n"
+        << "  - table: public." << name << "\n"
+        << "    topic: \"" << topic << "\"\n"
+        << extra;
+    return path;
+  }
+
+  std::string write_config(const std::string& name, const std::string& topic = "${aggregatetype}.events") {
+    return write_config(name, pg.dsn(), kafka.bootstrap(), topic);
+  }
+
+  CommandResult check(const std::string& config, std::vector<std::string> env = {}) {
+    return run_pgoutbox(dir.path(), {"check", "-c", config, "--kafka-timeout", "3"}, std::move(env));
+  }
+};
+
+TEST_F(CheckCommandTest, AWellConfiguredSetupPassesWithEveryCheckOk) {
+  create_outbox("chk_clean");
+  create_topic(kafka.bootstrap(), "chk_clean.events", 3);
+  const auto result = check(write_config("chk_clean", "chk_clean.events"));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(result.printed("FAIL")) << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    wal_level: logical"), "") << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    replication connection: opens"), "") << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    publication chk_clean_pub: exists and publishes inserts"), "")
+      << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_clean: is in publication chk_clean_pub"), "")
+      << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_clean: columns serve the mapping"), "")
+      << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    slot chk_clean_slot: does not exist yet"), "") << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_clean: topic chk_clean.events exists (3 partitions)"),
+            "")
+      << result.output;
+  EXPECT_NE(line_starting(result.output, "ready: "), "") << result.output;
+}
+
+TEST_F(CheckCommandTest, AMissingStaticTopicIsFineWhenTheBrokerCreatesTopics) {
+  create_outbox("chk_autotopic");
+  // The test broker runs with auto.create.topics.enable=true; check reads it from the broker.
+  const auto result = check(write_config("chk_autotopic", "chk_autotopic.never.created"));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_autotopic: topic chk_autotopic.never.created does "
+                                         "not exist; the broker creates it on first use"),
+            "")
+      << result.output;
+}
+
+TEST_F(CheckCommandTest, WalLevelReplicaBlocksWithTheFix) {
+  PgCluster replica_only(std::map<std::string, std::string>{{"wal_level", "replica"}});
+  create_outbox("chk_wal", true, &replica_only);
+  const auto result = check(write_config("chk_wal", replica_only.dsn(), kafka.bootstrap(), "chk_wal.events"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output, "FAIL  wal_level:");
+  EXPECT_NE(line.find("is replica; logical decoding needs logical"), std::string::npos) << result.output;
+  EXPECT_NE(line.find("ALTER SYSTEM SET wal_level = logical"), std::string::npos) << line;
+  EXPECT_NE(line_starting(result.output, "blocked: "), "") << result.output;
+}
+
+TEST_F(CheckCommandTest, AMissingPublicationBlocksWithTheStatementThatCreatesIt) {
+  create_outbox("chk_nopub", false);
+  const auto result = check(write_config("chk_nopub"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output, "FAIL  publication chk_nopub_pub: does not exist.");
+  EXPECT_NE(line, "") << result.output;
+  EXPECT_NE(line.find("CREATE PUBLICATION \"chk_nopub_pub\" FOR TABLE \"public\".\"chk_nopub\" WITH (publish = 'insert')"),
+            std::string::npos)
+      << line;
+}
+
+TEST_F(CheckCommandTest, ATableOutsideThePublicationBlocks) {
+  create_outbox("chk_notin", false);
+  pg.exec("CREATE TABLE chk_notin_other (x int); CREATE PUBLICATION chk_notin_pub FOR TABLE chk_notin_other");
+  const auto result = check(write_config("chk_notin"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output, "FAIL  table public.chk_notin: is not in publication chk_notin_pub.");
+  EXPECT_NE(line.find("ALTER PUBLICATION \"chk_notin_pub\" ADD TABLE \"public\".\"chk_notin\""), std::string::npos)
+      << result.output;
+}
+
+TEST_F(CheckCommandTest, APartitionedOutboxNeedsPublishViaPartitionRoot) {
+  pg.exec("CREATE TABLE chk_parts (id uuid DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, "
+          "payload jsonb, created_at date NOT NULL DEFAULT current_date) PARTITION BY RANGE (created_at);"
+          "CREATE TABLE chk_parts_all PARTITION OF chk_parts FOR VALUES FROM (MINVALUE) TO (MAXVALUE);"
+          "CREATE PUBLICATION chk_parts_pub FOR TABLE chk_parts WITH (publish = 'insert')");
+  auto result = check(write_config("chk_parts"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(line_starting(result.output, "FAIL  table public.chk_parts: is partitioned").find(
+                "ALTER PUBLICATION \"chk_parts_pub\" SET (publish_via_partition_root = true)"),
+            std::string::npos)
+      << result.output;
+
+  pg.exec("ALTER PUBLICATION chk_parts_pub SET (publish = 'insert', publish_via_partition_root = true)");
+  result = check(write_config("chk_parts"));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    publication chk_parts_pub: exists and publishes inserts, via the "
+                                         "partition root"),
+            "")
+      << result.output;
+}
+
+TEST_F(CheckCommandTest, AMissingMappedColumnBlocksNamingTheColumnAndTheKey) {
+  pg.exec("CREATE TABLE chk_nocol (id uuid PRIMARY KEY, aggregatetype text, payload jsonb);"
+          "CREATE PUBLICATION chk_nocol_pub FOR TABLE chk_nocol WITH (publish = 'insert')");
+  const auto result = check(write_config("chk_nocol"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output, "FAIL  table public.chk_nocol:");
+  EXPECT_NE(line.find("column \"aggregateid\" (the key) does not exist"), std::string::npos) << result.output;
+  EXPECT_NE(line.find("tables[0].columns"), std::string::npos) << line;
+}
+
+TEST_F(CheckCommandTest, APayloadOfAnUnusableTypeBlocks) {
+  pg.exec("CREATE TABLE chk_badtype (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload integer);"
+          "CREATE PUBLICATION chk_badtype_pub FOR TABLE chk_badtype WITH (publish = 'insert')");
+  const auto result = check(write_config("chk_badtype"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output, "FAIL  table public.chk_badtype:");
+  EXPECT_NE(line.find("column \"payload\" (the payload)"), std::string::npos) << result.output;
+  EXPECT_NE(line.find("payload integer"), std::string::npos) << line;
+}
+
+TEST_F(CheckCommandTest, ARoleWithoutRightsBlocksOnReplicationAndSelect) {
+  create_outbox("chk_role");
+  pg.exec("CREATE ROLE chk_weak LOGIN");
+  const std::string dsn = "host=127.0.0.1 port=" + std::to_string(pg.port()) + " user=chk_weak dbname=postgres";
+  const auto result = check(write_config("chk_role", dsn, kafka.bootstrap(), "chk_role.events"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(line_starting(result.output, "FAIL  role chk_weak: lacks REPLICATION").find("ALTER ROLE \"chk_weak\" REPLICATION"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(line_starting(result.output, "FAIL  table public.chk_role: role chk_weak lacks SELECT on it.")
+                .find("GRANT SELECT ON \"public\".\"chk_role\" TO \"chk_weak\""),
+            std::string::npos)
+      << result.output;
+
+  // Given exactly those two rights, nothing blocks any more.
+  pg.exec("ALTER ROLE chk_weak REPLICATION; GRANT SELECT ON chk_role TO \"chk_weak\"");
+  const auto fixed = check(write_config("chk_role", dsn, kafka.bootstrap(), "chk_role.events"));
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
+}
+
+TEST_F(CheckCommandTest, UnreachableKafkaBlocks) {
+  create_outbox("chk_nokafka");
+  const std::string nowhere = "127.0.0.1:" + std::to_string(free_loopback_port());
+  const auto result = check(write_config("chk_nokafka", pg.dsn(), nowhere, "chk_nokafka.events"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output, "FAIL  kafka: no broker at " + nowhere);
+  EXPECT_NE(line, "") << result.output;
+  EXPECT_NE(line.find("check kafka.brokers"), std::string::npos) << line;
+  // The Postgres side is still fully checked.
+  EXPECT_NE(line_starting(result.output, "ok    wal_level: logical"), "") << result.output;
+}
+
+TEST_F(CheckCommandTest, UnreachablePostgresBlocksAndKafkaIsStillChecked) {
+  const std::string dsn = "host=127.0.0.1 port=" + std::to_string(free_loopback_port()) + " user=postgres";
+  const auto result = check(write_config("chk_nopg", dsn, kafka.bootstrap(), "chk_nopg.events"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(line_starting(result.output, "FAIL  postgres: cannot connect to PostgreSQL"), "") << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    kafka: "), "") << result.output;
+}
+
+TEST_F(CheckCommandTest, AnInvalidConfigurationExitsWithTheConfigCode) {
+  const auto result = check(write_config("chk_badcfg", "chk.events") + ".missing");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+}
+
+}  // namespace
+}  // namespace pgoutbox::test
