@@ -27,21 +27,34 @@ bool contains(const std::string& text, std::string_view part) { return text.find
 Outcome classify(const replication::PgError& e) {
   const std::string& state = e.sqlstate();
   const std::string what = e.what();
+  const auto fatal = [&what](Fatal cause, std::string_view fix) {
+    return Outcome::fatal(cause, what.find(fix) == std::string::npos ? fmt::format("{}. Fix: {}", what, fix) : what);
+  };
   if (state == "55006") return Outcome::reconnect(what);  // slot active elsewhere: wait as a standby
   if (state == "28P01" || state == "28000" || contains(what, "password authentication failed") ||
       contains(what, "no pg_hba.conf entry")) {
-    return Outcome::fatal(Fatal::authentication, what);
+    return fatal(Fatal::authentication,
+                 "check the password (PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file) and that pg_hba.conf "
+                 "allows this user both the database and replication connections");
   }
-  if (contains(what, "wal_level")) return Outcome::fatal(Fatal::wal_level, what);
+  if (contains(what, "wal_level")) {
+    return fatal(Fatal::wal_level, "set wal_level = logical in postgresql.conf and restart PostgreSQL");
+  }
   if (state == "42501" || contains(what, "must be superuser or replication role") ||
       contains(what, "permission denied")) {
-    return Outcome::fatal(Fatal::permission, what);
+    return fatal(Fatal::permission,
+                 "grant the role REPLICATION and SELECT on the outbox tables (see sql/role.sql), e.g. ALTER ROLE "
+                 "<user> REPLICATION; GRANT SELECT ON <outbox table> TO <user>");
   }
-  if (state == "42P01") return Outcome::fatal(Fatal::table_missing, what);
+  if (state == "42P01") {
+    return fatal(Fatal::table_missing, "create the table, or remove it from tables: in the configuration");
+  }
   if (contains(what, "invalidated") || contains(what, "can no longer get changes")) {
-    return Outcome::fatal(Fatal::slot_invalidated, what);
+    return fatal(Fatal::slot_invalidated,
+                 "drop and recreate the slot (pgoutbox slot drop --yes), then reconcile: events written while the "
+                 "slot was lost may be missing from Kafka");
   }
-  if (contains(what, "publication")) return Outcome::fatal(Fatal::publication, what);
+  if (contains(what, "publication")) return Outcome::fatal(Fatal::publication, what);  // its messages name the fix
   if (state == "42704" || state == "55000") return Outcome::fatal(Fatal::slot_unusable, what);
   return Outcome::reconnect(what);  // connection refused or lost, shutdown in progress, …
 }
