@@ -145,7 +145,15 @@ Outcome Relay::run() {
   try {
     auto settings = producer_settings();
     settings.on_statistics = [this](std::string_view json) { observer_.kafka_statistics(json); };
-    settings.on_brokers_up = [this](bool up) { observer_.kafka_up(up); };
+    settings.on_brokers_up = [this](bool up) {
+      // librdkafka reconnects by itself and keeps every record queued meanwhile (I1); this only
+      // tells the operator when the state changes.
+      if (kafka_up_ != up) {
+        if (up && kafka_up_) spdlog::info("kafka: a broker is reachable again; queued records are being delivered");
+        kafka_up_ = up;
+      }
+      observer_.kafka_up(up);
+    };
     producer_ = std::make_unique<kafka::Producer>(settings, [this](const kafka::DeliveryReport& r) { on_report(r); });
   } catch (const std::invalid_argument& e) {
     return Outcome::fatal(Fatal::kafka_config, e.what());

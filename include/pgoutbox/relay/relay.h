@@ -129,6 +129,7 @@ class Relay : private replication::StreamHandler {
   outbox::TxnContext txn_context_;
   std::uint64_t in_flight_bytes_ = 0;
   Lsn reported_flush_;
+  std::optional<bool> kafka_up_;
   bool stopping_ = false;
   bool closing_ = false;
   std::optional<Outcome> outcome_;
