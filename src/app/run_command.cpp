@@ -37,6 +37,8 @@ using namespace std::chrono_literals;
 
 // A session that streamed this long was healthy: the next failure backs off from the start.
 constexpr auto kHealthySession = 30s;
+// How often a standby (the slot is active in another instance) checks whether it can take over.
+constexpr std::chrono::milliseconds kStandbyCheck = 2s;
 // How often the slot's lag and retained WAL are read, and the summary line logged.
 constexpr auto kSlotInterval = 5s;
 constexpr auto kSummaryInterval = 30s;
@@ -162,6 +164,7 @@ int run(const std::string& config_path) {
 
   SignalWatcher signals;
   Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
+  bool standby = false;
   while (!signals.stop_requested()) {
     const auto started = std::chrono::steady_clock::now();
     relay::Outcome outcome;
@@ -182,8 +185,17 @@ int run(const std::string& config_path) {
         break;
     }
     if (std::chrono::steady_clock::now() - started > kHealthySession) backoff.reset();
-    const auto delay = backoff.next();
-    spdlog::warn("{}; retrying in {} ms (attempt {})", outcome.reason, delay.count(), backoff.attempts());
+    auto delay = backoff.next();
+    if (outcome.standby) {
+      // Another instance streams from the slot: wait as a standby, checking often enough to take
+      // over within seconds of its end, and say so once rather than at every check.
+      delay = std::min(delay, kStandbyCheck);
+      if (!standby) spdlog::info("standing by: {}; checking every {} ms at most", outcome.reason, kStandbyCheck.count());
+      standby = true;
+    } else {
+      standby = false;
+      spdlog::warn("{}; retrying in {} ms (attempt {})", outcome.reason, delay.count(), backoff.attempts());
+    }
     if (signals.wait_or_stop(delay)) break;
   }
   spdlog::info("stopped");

@@ -30,7 +30,7 @@ Outcome classify(const replication::PgError& e) {
   const auto fatal = [&what](Fatal cause, std::string_view fix) {
     return Outcome::fatal(cause, what.find(fix) == std::string::npos ? fmt::format("{}. Fix: {}", what, fix) : what);
   };
-  if (state == "55006") return Outcome::reconnect(what);  // slot active elsewhere: wait as a standby
+  if (state == "55006") return Outcome::waiting_as_standby(what);  // the slot is active in another instance
   if (state == "28P01" || state == "28000" || contains(what, "password authentication failed") ||
       contains(what, "no pg_hba.conf entry")) {
     return fatal(Fatal::authentication,

@@ -31,10 +31,14 @@ struct Outcome {
   Kind kind = Kind::stopped;
   std::string reason;
   Fatal cause = Fatal::internal;  // meaningful when kind == fatal
+  bool standby = false;           // reconnect because the slot is active in another instance
 
-  static Outcome stopped(std::string reason = {}) { return {Kind::stopped, std::move(reason), Fatal::internal}; }
-  static Outcome reconnect(std::string reason) { return {Kind::reconnect, std::move(reason), Fatal::internal}; }
-  static Outcome fatal(Fatal cause, std::string reason) { return {Kind::fatal, std::move(reason), cause}; }
+  static Outcome stopped(std::string reason = {}) { return {Kind::stopped, std::move(reason), Fatal::internal, false}; }
+  static Outcome reconnect(std::string reason) { return {Kind::reconnect, std::move(reason), Fatal::internal, false}; }
+  static Outcome waiting_as_standby(std::string reason) {
+    return {Kind::reconnect, std::move(reason), Fatal::internal, true};
+  }
+  static Outcome fatal(Fatal cause, std::string reason) { return {Kind::fatal, std::move(reason), cause, false}; }
 };
 
 inline int exit_code(Fatal cause) { return static_cast<int>(cause); }
