@@ -7,7 +7,7 @@ std::string configuration_reference() {
   return "# Configuration reference\n\n"
          "<!-- Generated from the configuration schema (pgoutbox::config::schema()); do not edit by hand.\n"
          "     Regenerate with: build/release/src/app/pgoutbox config-reference > docs/configuration.md\n"
-         "     The test config_reference_doc_test fails when this file and the schema differ. -->\n\n"
+         "     The test app_config_reference_test fails when this file and the schema differ. -->\n\n"
          "One YAML file configures pgoutbox (`pgoutbox run -c FILE`); `config/pgoutbox.example.yaml` shows every key "
          "with a comment.\n\n" +
          config::reference_markdown();
