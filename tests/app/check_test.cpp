@@ -1,8 +1,11 @@
 // `pgoutbox check -c FILE` against real Postgres and Kafka: one test per finding it claims to
 // make, and a clean pass.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <fstream>
+
+#include "eventually.h"
 
 #include "kafka_client.h"
 #include "operator_fixture.h"
@@ -177,6 +180,59 @@ TEST_F(CheckCommandTest, ARoleWithoutRightsBlocksOnReplicationAndSelect) {
   pg.exec("ALTER ROLE chk_weak REPLICATION; GRANT SELECT ON chk_role TO \"chk_weak\"");
   const auto fixed = check(write_config("chk_role", dsn, kafka.bootstrap(), "chk_role.events"));
   EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
+}
+
+TEST_F(CheckCommandTest, ASlotOfAnotherPluginBlocks) {
+  create_outbox("chk_plugin");
+  pg.exec("SELECT pg_create_logical_replication_slot('chk_plugin_slot', 'test_decoding')");
+  const auto result = check(write_config("chk_plugin"));
+  pg.drop_slot_when_free("chk_plugin_slot");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(line_starting(result.output, "FAIL  slot chk_plugin_slot: uses plugin test_decoding; pgoutbox needs pgoutput."),
+            "")
+      << result.output;
+}
+
+TEST_F(CheckCommandTest, AnActiveSlotIsAWarningNamingItsPid) {
+  create_outbox("chk_active");
+  const auto config = write_config("chk_active");
+  ChildProcess run({.argv = {PGOUTBOX_BINARY, "run", "-c", config},
+                    .log_path = dir.path() + "/run.log",
+                    .run_as = std::nullopt,
+                    .extra_env = {}});
+  const auto active_pid = [&] {
+    return pg.query_value("SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'chk_active_slot'");
+  };
+  ASSERT_TRUE(eventually([&] { return active_pid().has_value(); }, std::chrono::seconds(30)));
+  const std::string pid = active_pid().value_or("?");
+  const auto result = check(config);
+  run.signal_leader(SIGTERM);
+  run.wait(std::chrono::seconds(30));
+  pg.drop_slot_when_free("chk_active_slot");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(line_starting(result.output, "WARN  slot chk_active_slot: is active (pid " + pid + ")"), "")
+      << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    slot chk_active_slot: confirmed "), "") << result.output;
+}
+
+TEST_F(CheckCommandTest, ASlotThatLostItsWalBlocksWithTheWayOut) {
+  // A slot nobody reads, on a server that keeps at most 1 MB of WAL for slots: once enough WAL
+  // has been written and a checkpoint removed the segments it needed, the slot is lost.
+  PgCluster small(std::map<std::string, std::string>{{"max_slot_wal_keep_size", "1MB"}});
+  create_outbox("chk_lost", true, &small);
+  small.exec("SELECT pg_create_logical_replication_slot('chk_lost_slot', 'pgoutput')");
+  ASSERT_TRUE(eventually(
+      [&] {
+        small.exec("INSERT INTO chk_lost (aggregatetype, aggregateid, payload) SELECT 'E', 'k', '{}' "
+                   "FROM generate_series(1, 1000); SELECT pg_switch_wal(); CHECKPOINT");
+        return small.query_value("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'chk_lost_slot'") ==
+               "lost";
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(10)));
+  const auto result = check(write_config("chk_lost", small.dsn(), kafka.bootstrap(), "chk_lost.events"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output, "FAIL  slot chk_lost_slot: is invalidated (wal_status lost)");
+  EXPECT_NE(line.find("pgoutbox slot drop -c FILE --yes"), std::string::npos) << result.output;
 }
 
 TEST_F(CheckCommandTest, UnreachableKafkaBlocks) {
