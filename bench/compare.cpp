@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
   app.add_option("--events-10", events_10, "backlog of the 10-event scenarios (200 B): the catch-up backlog");
   app.add_option("--events-1000", events_1000, "backlog of the 1,000-event scenarios (200 B)");
   app.add_option("--large-share", large_share, "share of those events the 2 KB scenarios write");
-  app.add_option("--latency-seconds", latency_seconds, "seconds of load per latency run");
+  app.add_option("--latency-seconds", latency_seconds, "seconds of load per latency run (0: no latency runs)");
   app.add_option("--rates", rates, "offered rates for the latency runs (events/s)")->delimiter(',');
   app.add_option("--out-dir", out_dir, "RESULTS.md and results/ are written here");
   app.add_option("--command", command, "the command to name in the results");
@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
   report.polling = polling;
   try {
     std::filesystem::create_directories(out_dir + "/results");
-    test::ScratchDir scratch("pgoutbox-bench", std::nullopt);
+    test::ScratchDir scratch("bench", std::nullopt);
     log("starting Postgres 15 and Kafka");
     test::PgCluster pg({{"shared_preload_libraries", "pg_stat_statements"},
                         {"shared_buffers", "256MB"},
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
       if (!wanted) continue;
       for (auto& row : measure_throughput(bench, s, only)) report.throughput.push_back(std::move(row));
     }
-    for (const double rate : rates) {
+    for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
       if (only.pgoutbox) report.latency.push_back(measure_latency(bench, Contender::pgoutbox, rate, latency_seconds));
       if (only.polling) report.latency.push_back(measure_latency(bench, Contender::polling, rate, latency_seconds));
     }

@@ -25,8 +25,8 @@ inline constexpr const char* kPublication = "pgoutbox";  // sql/publication.sql
 inline constexpr int kPartitions = 6;
 
 struct PollingTuning {
-  int batch = 1000;
-  int workers = 1;
+  int batch = 10000;
+  int workers = 2;
   int poll_interval_ms = 5;
   std::string mark = "delete";
 };

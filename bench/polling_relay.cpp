@@ -1,7 +1,7 @@
 // The baseline pgoutbox replaces: a polling outbox relay, written the way a strong team would.
 //
 //   bench_polling_relay --dsn DSN --brokers HOST:PORT --topic TOPIC [--table outbox_polled]
-//                       [--batch 1000] [--workers 1] [--poll-interval-ms 5] [--mark delete|update]
+//                       [--batch 10000] [--workers 2] [--poll-interval-ms 5] [--mark delete|update]
 //
 // The table is the outbox with an ordering column `seq`, a `status` column (0 = new) and a
 // partial index on (shard, seq) WHERE status = 0, so a claim reads only pending rows, in order.
@@ -44,8 +44,8 @@ struct Options {
   std::string brokers;
   std::string topic;
   std::string table = "outbox_polled";
-  int batch = 1000;
-  int workers = 1;
+  int batch = 10000;
+  int workers = 2;
   int poll_interval_ms = 5;
   std::string mark = "delete";
 };
