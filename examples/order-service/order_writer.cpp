@@ -18,7 +18,7 @@ Order OrderWriter::place_random_order() {
   // commit order, so stock consumers never race each other on a row.
   db_.exec(
       "INSERT INTO outbox (aggregatetype, aggregateid, type, payload) "
-      "VALUES ('order', $2, 'OrderCreated', jsonb_build_object('order_id', $1::bigint, 'sku', $2::text, "
+      "VALUES ('order', $2::text, 'OrderCreated', jsonb_build_object('order_id', $1::bigint, 'sku', $2::text, "
       "'quantity', $3::int))",
       {std::to_string(order.id), order.sku, std::to_string(order.quantity)});
   tx.commit();

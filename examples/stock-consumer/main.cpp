@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   settings.retry = shop::RetrySchedule(*delays);
+  if (settings.group.empty() || settings.group.size() > 64) {
+    std::fprintf(stderr, "stock-consumer: --group must be 1 to 64 characters (it is consumer_log.consumer)\n");
+    return 2;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
   shop::install_stop_handlers();
   try {

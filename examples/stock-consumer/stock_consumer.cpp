@@ -95,10 +95,9 @@ int StockConsumer::run() {
   int exit_code = 0;
   auto next_stats = std::chrono::steady_clock::now();
   while (!stop_requested()) {
-    if (std::chrono::steady_clock::now() >= next_stats && !settings_.stats_file.empty()) {
-      refresh_lag();
-      stats_.write_file(settings_.stats_file);
-      next_stats += std::chrono::seconds(1);
+    if (std::chrono::steady_clock::now() >= next_stats) {
+      write_stats();
+      next_stats = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     }
     rd_kafka_message_t* record = rd_kafka_consumer_poll(rk_, 200);
     if (record == nullptr) continue;
@@ -125,7 +124,7 @@ int StockConsumer::run() {
     spdlog::warn("final offset commit: {} (those records come again and are skipped as duplicates)",
                  rd_kafka_err2str(committed));
   }
-  if (!settings_.stats_file.empty()) stats_.write_file(settings_.stats_file);
+  write_stats();
   spdlog::info("stopped: handled={} applied={} duplicates={} rejected={} dead_lettered={} retries={}", stats_.handled,
                stats_.applied, stats_.duplicates, stats_.rejected, stats_.dead_lettered, stats_.retries);
   return exit_code;
@@ -220,6 +219,7 @@ StockConsumer::Attempt StockConsumer::with_retries(const StockEvent& event, cons
       const auto delay = settings_.retry.delay_before_retry(retry);
       if (!delay) return Attempt::exhausted;
       ++stats_.retries;
+      write_stats();  // a record in its retry schedule keeps us from the poll loop for minutes
       spdlog::warn("msg_id={} order_id={} result=retry in={}ms sqlstate={} error=\"{}\"", event.msg_id, event.order_id,
                    delay->count(), e.sqlstate(), e.what());
       if (!sleep_unless_stopped(*delay)) return Attempt::stopped;
@@ -238,6 +238,12 @@ void StockConsumer::mark_done(const rd_kafka_message_t& record) {
   rd_kafka_offsets_store(rk_, offsets);
   rd_kafka_topic_partition_list_destroy(offsets);
   rd_kafka_commit(rk_, nullptr, 1);
+}
+
+void StockConsumer::write_stats() {
+  if (settings_.stats_file.empty()) return;
+  refresh_lag();
+  stats_.write_file(settings_.stats_file);
 }
 
 void StockConsumer::refresh_lag() {

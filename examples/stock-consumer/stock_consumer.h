@@ -50,6 +50,7 @@ class StockConsumer {
   // Runs a database step, retrying transient failures on the schedule; rethrows fatal ones.
   Attempt with_retries(const StockEvent& event, const std::function<void()>& step, std::string& last_error);
   void mark_done(const rd_kafka_message_t& record);
+  void write_stats();
   void refresh_lag();
 
   ConsumerSettings settings_;
