@@ -208,6 +208,16 @@ TEST_F(StatusCommandTest, SecretsNeverAppearInWhatTheCommandsPrint) {
     EXPECT_FALSE(result.printed(pg_secret)) << args[0] << ":\n" << result.output;
     EXPECT_FALSE(result.printed(kafka_secret)) << args[0] << ":\n" << result.output;
   }
+  // A password written into the DSN itself is redacted too.
+  const std::string dsn_secret = "dsn-Secret-0c77e2";
+  for (const auto& args : commands) {
+    const auto result = run_pgoutbox(dir.path(), args, {"PGOUTBOX_POSTGRES_DSN=" + pg.dsn() + " password=" + dsn_secret});
+    EXPECT_NE(result.exit_code, -1) << args[0];
+    EXPECT_FALSE(result.printed(dsn_secret)) << args[0] << ":\n" << result.output;
+    if (args[0] == "check") {
+      EXPECT_TRUE(result.printed("password=********")) << result.output;
+    }
+  }
   // The same with Postgres unreachable: the error path prints no secret either.
   auto unreachable = env;
   unreachable.push_back("PGOUTBOX_POSTGRES_DSN=host=127.0.0.1 port=" + std::to_string(free_loopback_port()) +
