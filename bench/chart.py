@@ -28,7 +28,7 @@ def grouped(ax, groups, series, value, width=0.8):
         ax.bar(xs, ys, step, label=name, color=COLOURS[name])
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups)
-    ax.legend()
+    ax.legend(loc="upper left")
 
 
 def main(source, target):
@@ -50,6 +50,9 @@ def main(source, target):
     grouped(bottom, rates, data["latency"], lambda r: r["p99_ms"])
     bottom.set_title("Commit → ack latency at a fixed offered rate: bars p99, dots p50, crosses max")
     bottom.set_ylabel("ms")
+    bottom.axhline(25, color="black", linestyle=":", linewidth=1)
+    bottom.annotate("target: p99 ≤ 25 ms at 1,000 events/s", (0.5, 25), textcoords="offset points", xytext=(0, 4),
+                    fontsize=8)
     names = [s for s in COLOURS if any(r["contender"] == s for r in data["latency"])]
     step = 0.8 / max(1, len(names))
     for i, name in enumerate(names):
