@@ -131,7 +131,8 @@ echo "== starting pgoutbox, stock-consumer and order-service ($rate orders/s)"
 start pgoutbox.log "$build_dir/src/app/pgoutbox" run -c "$run_dir/pgoutbox.yaml"
 pgoutbox_pid=${pids[-1]}
 start consumer.log "$build_dir/examples/stock-consumer/stock-consumer" --brokers "$PGOUTBOX_KAFKA_BOOTSTRAP" \
-  --dsn "$stock_dsn" --backoff 1s,2s,5s,10s --stats-file "$run_dir/consumer.stats"
+  --dsn "$stock_dsn" --backoff 1s,2s,5s,10s --stats-file "$run_dir/consumer.stats" \
+  --kafka-property reconnect.backoff.max.ms=1000  # back within a second of Kafka (default: up to 10 s)
 consumer_pid=${pids[-1]}
 # The slot must exist before the first order: a logical slot decodes only what commits after
 # its creation (an order written earlier would never be relayed; reconciliation would say so).

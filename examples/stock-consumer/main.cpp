@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--backoff", backoff, "waits between retries of a transient database failure, then dead-letter")
       ->capture_default_str();
   app.add_option("--stats-file", settings.stats_file, "rewrite counters (NAME=value lines) here every second");
+  std::vector<std::string> properties;
+  app.add_option("--kafka-property", properties, "an extra librdkafka consumer property NAME=VALUE (repeatable)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -41,6 +43,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   settings.retry = shop::RetrySchedule(*delays);
+  for (const auto& property : properties) {
+    const auto eq = property.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "stock-consumer: --kafka-property wants NAME=VALUE, got %s\n", property.c_str());
+      return 2;
+    }
+    settings.kafka_properties.emplace_back(property.substr(0, eq), property.substr(eq + 1));
+  }
   if (settings.group.empty() || settings.group.size() > 64) {
     std::fprintf(stderr, "stock-consumer: --group must be 1 to 64 characters (it is consumer_log.consumer)\n");
     return 2;

@@ -56,6 +56,8 @@ void set(rd_kafka_conf_t* conf, const char* name, const std::string& value) {
 StockConsumer::StockConsumer(ConsumerSettings settings)
     : settings_(std::move(settings)), db_(settings_.dsn), store_(db_, settings_.group), side_(settings_.brokers) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  // The caller's extra properties first: the ones below carry the guarantees and win.
+  for (const auto& [name, value] : settings_.kafka_properties) set(conf, name.c_str(), value);
   set(conf, "bootstrap.servers", settings_.brokers);
   set(conf, "group.id", settings_.group);
   set(conf, "auto.offset.reset", "earliest");

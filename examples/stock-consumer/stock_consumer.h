@@ -6,6 +6,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "consumer_stats.h"
 #include "pg.h"
@@ -24,6 +26,7 @@ struct ConsumerSettings {
   std::string reject_topic = "stock.rejected";
   RetrySchedule retry = RetrySchedule::production();
   std::string stats_file;  // empty: none
+  std::vector<std::pair<std::string, std::string>> kafka_properties;  // extra librdkafka properties (TLS, SASL, ...)
 };
 
 // The stock service's consumer: a librdkafka consumer group member that handles each record in

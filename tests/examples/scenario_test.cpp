@@ -62,7 +62,8 @@ TEST_F(ScenarioTest, EveryOrderIsAppliedOnceAcrossAKafkaOutage) {
   PGOUTBOX_ASSERT_EVENTUALLY(pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = 'scenario'") == "t",
                              30s);
   auto consumer = start({STOCK_CONSUMER_BINARY, "--brokers", kafka.bootstrap(), "--dsn", pg.dsn(stock), "--backoff",
-                         "200ms,500ms,1s,2s,5s", "--stats-file", dir.path() + "/consumer.stats"},
+                         "200ms,500ms,1s,2s,5s", "--stats-file", dir.path() + "/consumer.stats",
+                         "--kafka-property", "reconnect.backoff.max.ms=1000"},
                         "consumer.log");
   auto order_service = start({ORDER_SERVICE_BINARY, "--dsn", pg.dsn(shop), "--rate", "50", "--seconds", "20"}, "orders.log");
 
