@@ -1,0 +1,114 @@
+#include "fault_fixture.h"
+
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "eventually.h"
+
+namespace pgoutbox::test {
+
+std::vector<std::string> Pipeline::topics() const {
+  std::vector<std::string> out;
+  for (const auto& t : aggregate_types) out.push_back(topic_prefix + t);
+  return out;
+}
+
+Figures::~Figures() {
+  std::string line = "FAULT " + scenario_ + ":";
+  for (std::size_t i = 0; i < items_.size(); ++i) line += (i == 0 ? " " : ", ") + items_[i].first + "=" + items_[i].second;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+Figures& Figures::add(const std::string& name, const std::string& value) {
+  items_.emplace_back(name, value);
+  return *this;
+}
+
+Figures& Figures::add(const std::string& name, double value) { return add(name, fmt::format("{:g}", value)); }
+
+Figures& Figures::add_ms(const std::string& name, std::chrono::steady_clock::duration value) {
+  return add(name, fmt::format("{}ms", std::chrono::duration_cast<std::chrono::milliseconds>(value).count()));
+}
+
+Figures& Figures::add_mib(const std::string& name, std::uint64_t bytes) {
+  return add(name, fmt::format("{:.1f}MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)));
+}
+
+Figures& Figures::add_audit(const AuditReport& report) {
+  add("written", static_cast<double>(report.written));
+  add("delivered", static_cast<double>(report.delivered));
+  add("records", static_cast<double>(report.records));
+  add("duplicates", static_cast<double>(report.duplicates));
+  add("lost", static_cast<double>(report.lost));
+  return *this;
+}
+
+Pipeline FaultTest::make_pipeline(const std::string& name, std::vector<std::string> aggregate_types) {
+  Pipeline p{name, name + "_outbox", name + "_slot", name + "_pub", name + ".", std::move(aggregate_types)};
+  create_outbox_table(pg.dsn(), p.table);
+  return p;
+}
+
+PgoutboxConfig FaultTest::config_for(const Pipeline& p, const std::string& brokers) const {
+  PgoutboxConfig c;
+  c.dsn = pg.dsn();
+  c.slot = p.slot;
+  c.publication = p.publication;
+  c.brokers = brokers;
+  c.tables.push_back({.table = "public." + p.table, .topic = p.topic_prefix + "${aggregatetype}", .validate_json = false});
+  c.kafka_properties = {{"linger.ms", "5"}};
+  return c;
+}
+
+std::string FaultTest::write_config(const std::string& file, const PgoutboxConfig& config) const {
+  return write_pgoutbox_config(dir.path() + "/" + file, config);
+}
+
+std::unique_ptr<PgoutboxProcess> FaultTest::start_pgoutbox(const std::string& config_path, const std::string& log_name) const {
+  return std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, config_path, dir.path() + "/" + log_name);
+}
+
+std::string FaultTest::log_tail(const std::string& log_name) const { return tail_of(dir.path() + "/" + log_name); }
+
+LoadWriter::Options FaultTest::writer_options(const Pipeline& p) const {
+  LoadWriter::Options o;
+  o.dsn = pg.dsn();
+  o.table = p.table;
+  o.topic_prefix = p.topic_prefix;
+  o.aggregate_types = p.aggregate_types;
+  o.id_prefix = p.name;
+  return o;
+}
+
+Lsn FaultTest::current_wal_lsn() const { return *Lsn::parse(*pg.query_value("SELECT pg_current_wal_lsn()")); }
+
+Lsn FaultTest::confirmed_lsn(const Pipeline& p) const {
+  const auto text = slot_confirmed_lsn(pg.dsn(), p.slot);
+  return text ? Lsn::parse(*text).value_or(Lsn{}) : Lsn{};
+}
+
+std::optional<std::chrono::steady_clock::duration> FaultTest::wait_confirmed(const Pipeline& p, Lsn target,
+                                                                            std::chrono::milliseconds timeout) const {
+  const auto started = std::chrono::steady_clock::now();
+  const bool reached = eventually(
+      [&] {
+        try {
+          return confirmed_lsn(p) >= target;
+        } catch (const std::exception&) {
+          return false;  // Postgres restarting
+        }
+      },
+      timeout, std::chrono::milliseconds(100));
+  if (!reached) return std::nullopt;
+  return std::chrono::steady_clock::now() - started;
+}
+
+bool FaultTest::wait_streaming(const Pipeline& p, PgoutboxProcess& relay, std::chrono::milliseconds timeout) const {
+  return eventually([&] { return !relay.running() || slot_active_pid(pg.dsn(), p.slot).has_value(); }, timeout) &&
+         relay.running();
+}
+
+bool FaultTest::slot_free(const Pipeline& p) const { return !slot_active_pid(pg.dsn(), p.slot).has_value(); }
+
+}  // namespace pgoutbox::test

@@ -1,0 +1,75 @@
+#include "pgoutbox_process.h"
+
+#include <libpq-fe.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+namespace pgoutbox::test {
+namespace {
+
+std::optional<std::string> single_value(const std::string& dsn, const std::string& sql) {
+  std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(dsn.c_str()), &PQfinish);
+  if (PQstatus(conn.get()) != CONNECTION_OK) throw std::runtime_error("cannot connect: " + std::string(PQerrorMessage(conn.get())));
+  std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(conn.get(), sql.c_str()), &PQclear);
+  if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) throw std::runtime_error("query failed: " + sql);
+  if (PQntuples(res.get()) == 0 || PQgetisnull(res.get(), 0, 0)) return std::nullopt;
+  return std::string(PQgetvalue(res.get(), 0, 0));
+}
+
+}  // namespace
+
+std::string write_pgoutbox_config(const std::string& path, const PgoutboxConfig& config) {
+  std::ofstream out(path, std::ios::trunc);
+  out << "postgres:\n"
+      << "  dsn: \"" << config.dsn << "\"\n"
+      << "  slot: " << config.slot << "\n"
+      << "  publication: " << config.publication << "\n"
+      << "  create_publication: true\n"
+      << "  status_interval: " << config.status_interval << "\n"
+      << "kafka:\n"
+      << "  brokers: \"" << config.brokers << "\"\n";
+  if (!config.kafka_properties.empty()) {
+    out << "  properties:\n";
+    for (const auto& [name, value] : config.kafka_properties) out << "    " << name << ": \"" << value << "\"\n";
+  }
+  out << "tables:\n";
+  for (const auto& t : config.tables) {
+    out << "  - table: " << t.table << "\n"
+        << "    topic: \"" << t.topic << "\"\n";
+    if (t.validate_json) out << "    validate_json: true\n";
+  }
+  out << "log_format: text\n" << config.extra_yaml;
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path);
+  return path;
+}
+
+PgoutboxProcess::PgoutboxProcess(const std::string& binary, const std::string& config_path, const std::string& log_path,
+                                 std::vector<std::string> extra_env)
+    : child_({.argv = {binary, "run", "-c", config_path},
+              .log_path = log_path,
+              .run_as = std::nullopt,
+              .extra_env = std::move(extra_env)}) {}
+
+std::optional<int> PgoutboxProcess::wait_exit(std::chrono::milliseconds timeout) {
+  const auto status = child_.wait(timeout);
+  if (!status) return std::nullopt;
+  if (WIFEXITED(*status)) return WEXITSTATUS(*status);
+  if (WIFSIGNALED(*status)) return -WTERMSIG(*status);
+  return std::nullopt;
+}
+
+std::optional<std::string> slot_confirmed_lsn(const std::string& dsn, const std::string& slot) {
+  return single_value(dsn, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
+}
+
+std::optional<int> slot_active_pid(const std::string& dsn, const std::string& slot) {
+  const auto pid = single_value(dsn, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
+  if (!pid) return std::nullopt;
+  return std::stoi(*pid);
+}
+
+}  // namespace pgoutbox::test

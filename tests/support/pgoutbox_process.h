@@ -1,0 +1,57 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "child_process.h"
+
+namespace pgoutbox::test {
+
+// What a fault test puts in pgoutbox's YAML file. `extra_yaml` is appended as is (top-level
+// sections such as limits:, poison:, reconnect:).
+struct PgoutboxConfig {
+  struct Table {
+    std::string table;
+    std::string topic;  // template, e.g. "name.${aggregatetype}"
+    bool validate_json = false;
+  };
+  std::string dsn;
+  std::string slot;
+  std::string publication;
+  std::string brokers;
+  std::vector<Table> tables;
+  std::map<std::string, std::string> kafka_properties;
+  std::string status_interval = "200ms";
+  std::string extra_yaml;
+};
+
+// Writes the configuration file and returns its path.
+std::string write_pgoutbox_config(const std::string& path, const PgoutboxConfig& config);
+
+// `pgoutbox run -c FILE` as a child process (its own process group, killed with the test).
+class PgoutboxProcess {
+ public:
+  PgoutboxProcess(const std::string& binary, const std::string& config_path, const std::string& log_path,
+                  std::vector<std::string> extra_env = {});
+
+  pid_t pid() const { return child_.pid(); }
+  bool running() { return child_.running(); }
+  void kill9() { child_.kill_and_reap(); }
+  void signal(int sig) const { child_.signal_leader(sig); }
+  // The exit code when it exited normally within `timeout`; -signal when a signal ended it;
+  // nullopt while it still runs.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout);
+
+ private:
+  ChildProcess child_;
+};
+
+// The slot's confirmed_flush_lsn as Postgres prints it, or nullopt while the slot does not exist.
+std::optional<std::string> slot_confirmed_lsn(const std::string& dsn, const std::string& slot);
+// The walsender pid holding the slot, or nullopt when it is free.
+std::optional<int> slot_active_pid(const std::string& dsn, const std::string& slot);
+
+}  // namespace pgoutbox::test
