@@ -96,8 +96,11 @@ DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, L
   if (kind == Contender::recvlogical) {
     DbProbe probe(bench.pg, kRecvlogicalRole, "outbox");
     probe.begin();
-    // The walsender exits with pg_recvlogical; its CPU is sampled while it lives.
+    // The walsender exits with pg_recvlogical; its CPU is sampled while it lives. The client's
+    // own CPU is what the reaped child adds to this process's children's usage.
+    const double children0 = children_cpu_seconds();
     result.seconds = drain_with_pg_recvlogical(bench.dsn_as(kRecvlogicalRole), slot, kPublication, end, 3);
+    result.process.cpu_s = children_cpu_seconds() - children0;
     result.db = probe.end();
     return result;
   }

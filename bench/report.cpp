@@ -31,7 +31,7 @@ std::string throughput_table(const Report& r) {
   std::string out =
       "| events/txn × payload | events | contender | events/s | of ceiling | DB backend CPU µs/event | "
       "statements/event (on outbox) | workload WAL B/event | extra WAL B/event | dead tuples/event | "
-      "relay CPU µs/event | broker CPU µs/event | relay peak RSS MiB |\n"
+      "client CPU µs/event | broker CPU µs/event | relay peak RSS MiB |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.throughput) {
     const auto* ceiling = find_row(r, row.scenario, Contender::recvlogical);
@@ -46,7 +46,7 @@ std::string throughput_table(const Report& r) {
                     per_event(static_cast<double>(db.outbox_statements), row.events)),
         row.workload_wal_per_event, per_event(static_cast<double>(db.wal_bytes), row.events),
         per_event(static_cast<double>(db.dead_tuples), row.events),
-        relay ? fmt::format("{:.1f}", 1e6 * per_event(row.result.process.cpu_s, row.events)) : "—",
+        fmt::format("{:.1f}", 1e6 * per_event(row.result.process.cpu_s, row.events)),
         relay ? fmt::format("{:.1f}", 1e6 * per_event(row.result.broker_cpu_s, row.events)) : "—",
         relay ? mib(row.result.process.peak_rss_kib) : "—");
   }
