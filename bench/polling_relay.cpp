@@ -6,7 +6,7 @@
 // The table is the outbox with an ordering column `seq`, a `status` column (0 = new) and a
 // partial index on (shard, seq) WHERE status = 0, so a claim reads only pending rows, in order.
 // Each worker owns one shard (a hash of the aggregate id, so a key's events stay in one worker
-// and keep their order) and loops:
+// and keep their order; the table's shard count must equal --workers) and loops:
 //
 //   BEGIN;
 //   DELETE FROM t WHERE seq IN (SELECT seq FROM t WHERE status = 0 AND shard = $1
