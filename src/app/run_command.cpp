@@ -159,6 +159,11 @@ int run(const std::string& config_path) {
                                            .timeout = kSlotInterval},
                                           slot_probe);
   metrics::Summary summary(relay_probe, slot_probe);
+  // One last summary on the way out, after the timer's thread has stopped.
+  const struct LastSummary {
+    metrics::Summary& summary;
+    ~LastSummary() { spdlog::info("{}", summary.next_line()); }
+  } last_summary{summary};
   const metrics::Periodic summary_timer(
       kSummaryInterval, [&summary] { spdlog::info("{}", summary.next_line()); }, false);
 

@@ -289,6 +289,7 @@ TEST_F(MetricsEndpointTest, EveryLogLineIsAJsonObject) {
     EXPECT_EQ(timestamp.size(), 24U) << line;
   }
   EXPECT_GT(count, 5) << "too few lines to prove anything";
+  EXPECT_NE(read_file(log_path).find(R"("message":"summary: )"), std::string::npos) << "no summary on the way out";
 }
 
 }  // namespace
