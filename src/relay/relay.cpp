@@ -559,8 +559,7 @@ void Relay::log_event(spdlog::level::level_enum level, const outbox::Record& rec
                       const std::string& message) const {
   std::string_view trace_id;
   for (const auto& h : record.headers) {
-    // W3C traceparent: version-traceid-parentid-flags
-    if (h.name == "traceparent" && h.value.size() >= 35 && h.value[2] == '-') trace_id = std::string_view(h.value).substr(3, 32);
+    if (h.name == "traceparent") trace_id = logging::trace_id_from_traceparent(h.value);
   }
   logging::event(level,
                  logging::EventFields{record.event_id, record.key ? std::string_view(*record.key) : std::string_view(),
