@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
   CLI::App app{"pgoutbox against pg_recvlogical (the ceiling) and a polling relay, in one run"};
   bool smoke = false;
   std::int64_t events_1 = 100'000, events_10 = 1'000'000, events_1000 = 300'000;
-  double large_share = 0.25;  // 2 KB scenarios write this share of the 200 B scenario's events
+  double large_share = 0.5;  // 2 KB scenarios write this share of the 200 B scenario's events
   double latency_seconds = 10;
   std::vector<double> rates = {1000, 5000};
   std::string out_dir = PGOUTBOX_SOURCE_DIR "/bench";
