@@ -80,11 +80,14 @@ TEST_F(BrokerFaultTest, KafkaDownUnderLoadLosesNothingAndKeepsMemoryAtTheCap) {
   RssSampler memory;
   memory.follow(relay->pid());
 
-  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(), .group = "outage-consumer", .topics = p.topics(), .dsn = pg.dsn()});
+  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(), .group = "outage-consumer", .topics = p.topics(), .dsn = pg.dsn(),
+                               .durable_commits = false});
   consumer.start();
   auto writer_opts = writer_options(p);
-  writer_opts.payload_bytes = 4096;  // enough to fill the 8 MiB cap within the outage
-  writer_opts.pause = 50ms;
+  // ~8 KiB events, tens per second: several times the 8 MiB cap within a 60 s outage, in few
+  // enough events that the consumer's one-transaction-per-record proof stays quick.
+  writer_opts.payload_bytes = 8192;
+  writer_opts.pause = 120ms;
   LoadWriter writers(writer_opts);
   writers.start();
 
@@ -94,6 +97,7 @@ TEST_F(BrokerFaultTest, KafkaDownUnderLoadLosesNothingAndKeepsMemoryAtTheCap) {
   const auto baseline = memory.window_peak();
   const auto before = writers.stats();
 
+  const auto stopping_at = Clock::now();
   kafka.stop();
   const auto down_at = Clock::now();
   memory.mark();
@@ -108,7 +112,9 @@ TEST_F(BrokerFaultTest, KafkaDownUnderLoadLosesNothingAndKeepsMemoryAtTheCap) {
   const auto written_during = during.events - before.events;
   const auto payload_during = during.payload_bytes - before.payload_bytes;
 
+  const auto starting_at = Clock::now();
   kafka.start();
+  const auto broker_start = Clock::now() - starting_at;
   const auto backlog_end = current_wal_lsn();
   const auto recovery = wait_confirmed(p, backlog_end, 300s);
   ASSERT_TRUE(recovery) << "the backlog was not acknowledged within 5 minutes of Kafka's return:\n" << log_tail();
@@ -118,9 +124,12 @@ TEST_F(BrokerFaultTest, KafkaDownUnderLoadLosesNothingAndKeepsMemoryAtTheCap) {
   const auto stats = writers.stats();
   const auto committed = writers.committed();
 
+  const auto verifying_at = Clock::now();
   const auto records = read_until_complete(kafka.bootstrap(), p.topics(), committed, 180s);
   const auto report = audit_events(committed, records);
+  const auto read_back = Clock::now() - verifying_at;
   PGOUTBOX_ASSERT_EVENTUALLY(consumer_log_count(pg.dsn(), "outage-consumer") >= committed.size(), 180s);
+  const auto verification = Clock::now() - verifying_at;
   consumer.stop();
   const auto once = check_exactly_once(pg.dsn(), "outage-consumer", committed);
 
@@ -135,7 +144,11 @@ TEST_F(BrokerFaultTest, KafkaDownUnderLoadLosesNothingAndKeepsMemoryAtTheCap) {
       .add_mib("rss_growth_while_down", peak_down > baseline ? peak_down - baseline : 0)
       .add_mib("vm_hwm", memory.last_hwm())
       .add_mib("cap", kInFlightCap)
+      .add_ms("broker_stop", down_at - stopping_at)
+      .add_ms("broker_start", broker_start)
       .add_ms("recovery", *recovery)
+      .add_ms("read_back", read_back)
+      .add_ms("verification", verification)
       .add_ms("max_commit_latency", stats.max_commit_latency)
       .add("writer_failures", static_cast<double>(stats.failed_attempts))
       .add("consumer_repeats_dropped", static_cast<double>(consumer.stats().repeats));
@@ -171,7 +184,8 @@ TEST_F(BrokerFaultTest, HungBrokerPastTheRequestTimeoutLosesNothingAndRepeatsNot
   auto relay = start_pgoutbox(write_config("hung.yaml", config));
   ASSERT_TRUE(wait_streaming(p, *relay)) << log_tail();
 
-  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(), .group = "hung-consumer", .topics = p.topics(), .dsn = pg.dsn()});
+  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(), .group = "hung-consumer", .topics = p.topics(), .dsn = pg.dsn(),
+                               .durable_commits = false});
   consumer.start();
   auto writer_opts = writer_options(p);
   writer_opts.pause = 50ms;

@@ -161,9 +161,10 @@ TEST_F(ProcessFaultTest, AStandbyTakesOverWithinSecondsWhenTheActiveInstanceIsKi
   writers.start();
   PGOUTBOX_ASSERT_EVENTUALLY(delivered(p) >= 100, 60s);
 
-  // Same config, same slot: Postgres refuses it while the slot is active, and it keeps trying.
+  // Same config, same slot: Postgres refuses it while the slot is active ("replication slot …
+  // is active for PID …", which pgoutbox logs), and it keeps trying.
   auto standby = start_pgoutbox(config_path, "standby.log");
-  ASSERT_TRUE(eventually([&] { return log_text("standby.log").find("retrying in") != std::string::npos; }, 60s))
+  ASSERT_TRUE(eventually([&] { return log_text("standby.log").find("is active for PID") != std::string::npos; }, 60s))
       << "the standby never reported waiting for the slot:\n" << tail_of(dir.path() + "/standby.log");
   ASSERT_TRUE(standby->running()) << tail_of(dir.path() + "/standby.log");
   EXPECT_EQ(slot_active_pid(pg.dsn(), p.slot), walsender) << "the standby took the slot from a live instance";

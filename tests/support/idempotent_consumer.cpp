@@ -49,26 +49,37 @@ std::string read_file(const std::string& path) {
 
 enum class Applied { applied, repeat, failed };
 
-// One record, one local transaction: the consumer_log insert decides whether the business
-// update runs; both commit together or not at all.
-Applied apply_record(PGconn* conn, const std::string& consumer, const std::string& id, const std::string& key,
-                     const std::string& value) {
-  if (!ok(Result(PQexec(conn, "BEGIN")))) return Applied::failed;
-  const Result logged = exec_params(conn, "INSERT INTO consumer_log (consumer, msg_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                                    {consumer, id});
-  if (!ok(logged)) return Applied::failed;
-  const bool first_time = std::string(PQcmdTuples(logged.get())) == "1";
-  if (first_time) {
-    const Result updated = exec_params(conn,
-                                       "INSERT INTO fault_stock (consumer, sku, quantity, events) "
-                                       "VALUES ($1, $2, ($3::jsonb->>'qty')::bigint, 1) "
-                                       "ON CONFLICT (consumer, sku) DO UPDATE SET quantity = fault_stock.quantity + "
-                                       "excluded.quantity, events = fault_stock.events + 1",
-                                       {consumer, key, value});
-    if (!ok(updated)) return Applied::failed;
+// One record: the consumer_log insert and the business update in ONE statement, so one cannot
+// happen without the other; the update runs only when the log row is new. Called inside the
+// batch's transaction.
+Applied apply_record(PGconn* conn, const std::string& consumer, const ConsumedRecord& record) {
+  const Result res = exec_params(conn,
+                                 "WITH logged AS (INSERT INTO consumer_log (consumer, msg_id) VALUES ($1, $2) "
+                                 "                ON CONFLICT DO NOTHING RETURNING 1) "
+                                 "INSERT INTO fault_stock (consumer, sku, quantity, events) "
+                                 "SELECT $1, $3, ($4::jsonb->>'qty')::bigint, 1 FROM logged "
+                                 "ON CONFLICT (consumer, sku) DO UPDATE SET quantity = fault_stock.quantity + "
+                                 "excluded.quantity, events = fault_stock.events + 1",
+                                 {consumer, *record.header("id"), *record.key, *record.value});
+  if (!ok(res)) return Applied::failed;
+  return std::string(PQcmdTuples(res.get())) == "1" ? Applied::applied : Applied::repeat;
+}
+
+// A batch of records in one local transaction (each with its own log row and update), as a
+// consumer applies what one poll returned; all or nothing.
+bool apply_batch(PGconn* conn, const std::string& consumer, const std::vector<ConsumedRecord>& batch,
+                 std::uint64_t& applied, std::uint64_t& repeats) {
+  if (!ok(Result(PQexec(conn, "BEGIN")))) return false;
+  std::uint64_t a = 0, r = 0;
+  for (const auto& record : batch) {
+    const Applied result = apply_record(conn, consumer, record);
+    if (result == Applied::failed) return false;
+    (result == Applied::applied ? a : r) += 1;
   }
-  if (!ok(Result(PQexec(conn, "COMMIT")))) return Applied::failed;
-  return first_time ? Applied::applied : Applied::repeat;
+  if (!ok(Result(PQexec(conn, "COMMIT")))) return false;
+  applied = a;
+  repeats = r;
+  return true;
 }
 
 }  // namespace
@@ -108,6 +119,10 @@ void IdempotentConsumer::loop() {
                                                   {"enable.auto.commit", "false"},
                                                   {"auto.offset.reset", "earliest"},
                                                   {"topic.metadata.refresh.interval.ms", "2000"},
+                                                  // Rejoins quickly after a broker outage: the
+                                                  // group waits for a lost member this long.
+                                                  {"session.timeout.ms", "6000"},
+                                                  {"heartbeat.interval.ms", "1000"},
                                                   {"log_level", "3"}});
   rd_kafka_poll_set_consumer(consumer.get());
   rd_kafka_topic_partition_list_t* subscription = rd_kafka_topic_partition_list_new(static_cast<int>(options_.topics.size()));
@@ -118,29 +133,34 @@ void IdempotentConsumer::loop() {
 
   Conn conn;
   int since_commit = 0;
+  constexpr std::size_t kBatch = 100;
   while (!stop_) {
-    rd_kafka_message_t* msg = rd_kafka_consumer_poll(consumer.get(), 200);
-    if (msg == nullptr) continue;
-    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {  // end of partition, topic not there yet, broker down
+    // What is there now, up to a batch: the first poll waits a little, the rest do not.
+    std::vector<ConsumedRecord> batch;
+    for (int timeout = 200; batch.size() < kBatch; timeout = 0) {
+      rd_kafka_message_t* msg = rd_kafka_consumer_poll(consumer.get(), timeout);
+      if (msg == nullptr) break;
+      if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) batch.push_back(to_record(msg));  // else: end of partition, broker down
       rd_kafka_message_destroy(msg);
-      continue;
     }
-    const ConsumedRecord record = to_record(msg);
-    rd_kafka_message_destroy(msg);
+    if (batch.empty()) continue;
     {
       std::lock_guard lock(mutex_);
-      stats_.records += 1;
+      stats_.records += batch.size();
     }
-    const auto id = record.header("id");
-    if (!id || !record.key || !record.value) continue;
-    Applied result = Applied::failed;
-    while (!stop_) {
+    std::erase_if(batch, [](const ConsumedRecord& r) { return !r.header("id") || !r.key || !r.value; });
+    bool done = false;
+    std::uint64_t applied = 0, repeats = 0;
+    while (!stop_ && !done) {
       if (!conn) {
         conn.reset(PQconnectdb(options_.dsn.c_str()));
-        if (PQstatus(conn.get()) != CONNECTION_OK) conn.reset();
+        if (PQstatus(conn.get()) != CONNECTION_OK ||
+            (!options_.durable_commits && !ok(Result(PQexec(conn.get(), "SET synchronous_commit = off"))))) {
+          conn.reset();
+        }
       }
-      if (conn) result = apply_record(conn.get(), options_.group, *id, *record.key, *record.value);
-      if (result != Applied::failed) break;
+      if (conn) done = apply_batch(conn.get(), options_.group, batch, applied, repeats);
+      if (done) break;
       conn.reset();
       {
         std::lock_guard lock(mutex_);
@@ -148,12 +168,14 @@ void IdempotentConsumer::loop() {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    if (result == Applied::failed) break;  // stopping mid-record: its offset is not committed
+    if (!done) break;  // stopping mid-batch: its offsets are not committed
     {
       std::lock_guard lock(mutex_);
-      (result == Applied::applied ? stats_.applied : stats_.repeats) += 1;
+      stats_.applied += applied;
+      stats_.repeats += repeats;
     }
-    if (++since_commit >= options_.commit_every) {
+    since_commit += static_cast<int>(batch.size());
+    if (since_commit >= options_.commit_every) {
       rd_kafka_commit(consumer.get(), nullptr, 1);  // async: positions of what was applied
       since_commit = 0;
     }
