@@ -147,7 +147,8 @@ double percentile(const std::vector<double>& sorted, double p) {
   return sorted[std::min(index, sorted.size() - 1)];
 }
 
-LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, double seconds) {
+LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, double seconds,
+                           const std::string& dump_dir) {
   log(fmt::format("latency {} at {:.0f} events/s for {:.0f} s", name_of(kind), rate, seconds));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
   const std::string tag = fmt::format("l{:.0f}", rate);
@@ -207,12 +208,20 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
                                         std::chrono::minutes(2));
   std::vector<double> latencies;
   std::unordered_set<std::int64_t> seen;
+  std::ofstream dump;
+  if (!dump_dir.empty()) {
+    dump.open(fmt::format("{}/latency-{}-{}.csv", dump_dir, tag, kind == Contender::pgoutbox ? "pgoutbox" : "polling"));
+    dump << "seq,commit_us,append_ms,partition,offset\n";
+  }
   for (const auto& rec : records) {
     const auto id = rec.header("id");
     const auto seq = id ? seq_of_event_id(*id) : std::nullopt;
     if (!seq || *seq < spec.first_seq || !seen.insert(*seq).second) continue;
     const auto commit_us = written.commit_us[static_cast<std::size_t>(*seq - spec.first_seq)];
     latencies.push_back(static_cast<double>(rec.timestamp_ms) - static_cast<double>(commit_us) / 1000.0);
+    if (dump.is_open()) {
+      dump << fmt::format("{},{},{},{},{}\n", *seq, commit_us, rec.timestamp_ms, rec.partition, rec.offset);
+    }
   }
   if (static_cast<std::int64_t>(latencies.size()) != spec.events) {
     throw std::runtime_error(fmt::format("read back {} of {} events from {}", latencies.size(), spec.events, topic));
@@ -260,6 +269,8 @@ int main(int argc, char** argv) {
   app.add_option("--large-share", large_share, "share of those events the 2 KB scenarios write");
   app.add_option("--latency-seconds", latency_seconds, "seconds of load per latency run (0: no latency runs)");
   app.add_option("--rates", rates, "offered rates for the latency runs (events/s)")->delimiter(',');
+  std::string dump_dir;
+  app.add_option("--latency-csv", dump_dir, "also write every event's commit and append time to DIR/latency-*.csv");
   app.add_option("--out-dir", out_dir, "RESULTS.md and results/ are written here");
   app.add_option("--command", command, "the command to name in the results");
   app.add_option("--pgoutbox", pgoutbox_bin, "the pgoutbox binary");
@@ -316,8 +327,8 @@ int main(int argc, char** argv) {
       for (auto& row : measure_throughput(bench, s, only)) report.throughput.push_back(std::move(row));
     }
     for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
-      if (only.pgoutbox) report.latency.push_back(measure_latency(bench, Contender::pgoutbox, rate, latency_seconds));
-      if (only.polling) report.latency.push_back(measure_latency(bench, Contender::polling, rate, latency_seconds));
+      if (only.pgoutbox) report.latency.push_back(measure_latency(bench, Contender::pgoutbox, rate, latency_seconds, dump_dir));
+      if (only.polling) report.latency.push_back(measure_latency(bench, Contender::polling, rate, latency_seconds, dump_dir));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench failed: %s\n", e.what());
