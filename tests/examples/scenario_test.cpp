@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <fstream>
 
 #include "eventually.h"
@@ -77,6 +79,7 @@ TEST_F(ScenarioTest, EveryOrderIsAppliedOnceAcrossAKafkaOutage) {
 
   const auto written = order_service.wait(60s);
   ASSERT_TRUE(written) << "order-service did not finish";
+  EXPECT_TRUE(WIFEXITED(*written) && WEXITSTATUS(*written) == 0) << read_text(dir.path() + "/orders.log");
   const auto total = orders();
   EXPECT_GT(total, before_outage + 150);
   PGOUTBOX_ASSERT_EVENTUALLY(consumed() == total, 120s);
