@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark in one command: sets up the machine, builds the release preset, and runs
 # pgoutbox against pg_recvlogical (the ceiling) and a polling relay on a throwaway Postgres 15
-# and Kafka, every scenario for every contender, in one run (about 10 minutes on 2 cores).
+# and Kafka, every scenario for every contender, in one run (6–8 minutes after the build on 2 cores).
 # Prints the Markdown tables, writes them into bench/RESULTS.md (between its markers) and
 # draws bench/results/bench.png.
 #
