@@ -46,8 +46,8 @@ TEST(ConfigLoader, DefaultsApplied) {
   EXPECT_EQ(t.columns.headers, std::nullopt);
   EXPECT_EQ(t.columns.timestamp, std::nullopt);
   EXPECT_FALSE(c.provenance_headers);
-  EXPECT_EQ(c.limits.max_in_flight_records, 100'000U);
-  EXPECT_EQ(c.limits.max_in_flight_bytes, 64ULL << 20);
+  EXPECT_EQ(c.limits.max_in_flight_records, 20'000U);
+  EXPECT_EQ(c.limits.max_in_flight_bytes, 16ULL << 20);
   EXPECT_EQ(c.limits.resume_ratio, 0.5);
   EXPECT_EQ(c.reconnect.min, 500ms);
   EXPECT_EQ(c.reconnect.max, 30s);
@@ -88,7 +88,7 @@ tables:
 provenance_headers: true
 limits:
   max_in_flight_records: 5000
-  max_in_flight_bytes: 16MiB
+  max_in_flight_bytes: 48MiB
   resume_ratio: 0.25
 reconnect:
   min: 100ms
@@ -141,7 +141,7 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_FALSE(c.tables[1].type_column_explicit);
   EXPECT_TRUE(c.provenance_headers);
   EXPECT_EQ(c.limits.max_in_flight_records, 5000U);
-  EXPECT_EQ(c.limits.max_in_flight_bytes, 16ULL << 20);
+  EXPECT_EQ(c.limits.max_in_flight_bytes, 48ULL << 20);
   EXPECT_EQ(c.limits.resume_ratio, 0.25);
   EXPECT_EQ(c.reconnect.min, 100ms);
   EXPECT_EQ(c.reconnect.max, 90s);
@@ -184,7 +184,7 @@ TEST(ConfigLoader, TypeColumnWrittenAsNullMeansNoTypeColumn) {
 
 TEST(ConfigLoader, EmptySectionsKeepDefaults) {
   const Config c = load_yaml(kMinimal + "limits:\nreconnect:\n");
-  EXPECT_EQ(c.limits.max_in_flight_records, 100'000U);
+  EXPECT_EQ(c.limits.max_in_flight_records, 20'000U);
   EXPECT_EQ(c.reconnect.max, 30s);
 }
 

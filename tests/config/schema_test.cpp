@@ -62,7 +62,7 @@ TEST(ConfigSchema, DefaultsAreTheStructsDefaults) {
   };
   EXPECT_EQ(default_of("postgres.slot"), "pgoutbox");
   EXPECT_EQ(default_of("postgres.status_interval"), "10s");
-  EXPECT_EQ(default_of("limits.max_in_flight_bytes"), "64MiB");
+  EXPECT_EQ(default_of("limits.max_in_flight_bytes"), "16MiB");
   EXPECT_EQ(default_of("limits.resume_ratio"), "0.5");
   EXPECT_EQ(default_of("reconnect.min"), "500ms");
   EXPECT_EQ(default_of("reconnect.factor"), "2.0");
@@ -129,7 +129,7 @@ TEST(ConfigSchema, ReferenceMentionsEveryKeyAndVariable) {
     EXPECT_NE(reference.find("`" + key.env + "`"), std::string::npos) << key.env;
   }
   EXPECT_NE(reference.find("| `postgres.dsn` | string | — | yes | `PGOUTBOX_POSTGRES_DSN` |"), std::string::npos);
-  EXPECT_NE(reference.find("| `limits.max_in_flight_bytes` | size | `64MiB` | no | `PGOUTBOX_LIMITS_MAX_IN_FLIGHT_BYTES` |"), std::string::npos);
+  EXPECT_NE(reference.find("| `limits.max_in_flight_bytes` | size | `16MiB` | no | `PGOUTBOX_LIMITS_MAX_IN_FLIGHT_BYTES` |"), std::string::npos);
   EXPECT_NE(reference.find("(environment only)"), std::string::npos);
 }
 

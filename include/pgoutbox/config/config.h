@@ -55,8 +55,8 @@ struct TableConfig {
 };
 
 struct LimitsConfig {
-  std::uint64_t max_in_flight_records = 100'000;
-  std::uint64_t max_in_flight_bytes = 64ULL << 20;
+  std::uint64_t max_in_flight_records = 20'000;
+  std::uint64_t max_in_flight_bytes = 16ULL << 20;
   double resume_ratio = 0.5;  // resume reading below this share of both caps
 };
 

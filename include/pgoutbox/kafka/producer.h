@@ -51,8 +51,8 @@ struct ProducerSettings {
   std::string brokers;
   std::map<std::string, std::string> properties;  // user's librdkafka properties
   // librdkafka's own queue must hold at least what the relay lets be in flight.
-  std::uint64_t max_in_flight_records = 100'000;
-  std::uint64_t max_in_flight_bytes = 64ULL << 20;
+  std::uint64_t max_in_flight_records = 20'000;
+  std::uint64_t max_in_flight_bytes = 16ULL << 20;
   // Served by poll(), on the caller's thread: librdkafka's statistics JSON (every
   // statistics.interval.ms, which pgoutbox sets to 5 s unless the user does), and whether any
   // broker is reachable (false on "all brokers down", true again on the next statistics that
