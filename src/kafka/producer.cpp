@@ -141,6 +141,7 @@ Producer::~Producer() {
     rd_kafka_queue_io_event_enable(main_queue, -1, nullptr, 0);
     rd_kafka_queue_destroy(main_queue);
     on_report_ = nullptr;
+    for (const auto& [name, rkt] : topics_) rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk_);
   }
   if (pipe_read_ >= 0) ::close(pipe_read_);
@@ -157,7 +158,13 @@ Producer::Produced Producer::produce(const outbox::Record& record, std::uint64_t
   const std::size_t value_len = record.tombstone ? 0 : record.value.size();
   const void* key = record.key ? record.key->data() : nullptr;
   const std::size_t key_len = record.key ? record.key->size() : 0;
-  const auto rc = rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_KEY(key, key_len),
+  rd_kafka_topic_t* rkt = topic(record.topic);
+  if (rkt == nullptr) {
+    rd_kafka_headers_destroy(headers);
+    error = rd_kafka_last_error();
+    return Produced::failed;
+  }
+  const auto rc = rd_kafka_producev(rk_, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_KEY(key, key_len),
                                     RD_KAFKA_V_VALUE(value, value_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                                     RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
                                     RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(cookie))),
@@ -167,6 +174,14 @@ Producer::Produced Producer::produce(const outbox::Record& record, std::uint64_t
   if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL) return Produced::queue_full;
   error = rc;
   return Produced::failed;
+}
+
+rd_kafka_topic_t* Producer::topic(const std::string& name) {
+  const auto found = topics_.find(name);
+  if (found != topics_.end()) return found->second;
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk_, name.c_str(), nullptr);
+  if (rkt != nullptr) topics_.emplace(name, rkt);
+  return rkt;
 }
 
 int Producer::poll(std::chrono::milliseconds timeout) { return rd_kafka_poll(rk_, static_cast<int>(timeout.count())); }

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "pgoutbox/outbox/record.h"
 
@@ -99,7 +100,11 @@ class Producer {
   static int on_stats(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   static void on_log(const rd_kafka_t* rk, int level, const char* facility, const char* message);
 
+  rd_kafka_topic_t* topic(const std::string& name);
+
   ReportFn on_report_;
+  // Topic handles by name, so producing does not look the topic up by name every time.
+  std::unordered_map<std::string, rd_kafka_topic_t*> topics_;
   std::function<void(std::string_view)> on_statistics_;
   std::function<void(bool)> on_brokers_up_;
   rd_kafka_t* rk_ = nullptr;
