@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "json_text.h"
+#include "pgoutbox/logging/logging.h"
 
 namespace pgoutbox::diagnostics {
 namespace {
@@ -60,7 +60,14 @@ std::optional<SlotStatus> read_slot_status(const replication::Connection& conn, 
 }
 
 std::string to_json(const SlotStatus& s) {
-  const auto optional_string = [](const std::string& v) { return v.empty() ? std::string("null") : json_string(v); };
+  const auto json_string = [](const std::string& v) {
+    std::string out = "\"";
+    logging::append_json_escaped(out, v);
+    return out + "\"";
+  };
+  const auto optional_string = [&json_string](const std::string& v) {
+    return v.empty() ? std::string("null") : json_string(v);
+  };
   const auto optional_number = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string("null"); };
   return fmt::format(
       "{{\"slot\":{},\"plugin\":{},\"database\":{},\"active\":{},\"active_pid\":{},\"confirmed_flush_lsn\":{},"
