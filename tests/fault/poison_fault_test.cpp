@@ -23,6 +23,7 @@ struct Row {
   std::string id;
   std::string key;
   std::string payload;
+  std::string type = "E";  // aggregatetype: the topic is <name>.<type>
 };
 
 class PoisonFaultTest : public FaultTest {
@@ -35,7 +36,12 @@ class PoisonFaultTest : public FaultTest {
     Pipeline p{name, name + "_outbox", name + "_slot", name + "_pub", name + ".", {"E"}};
     pg.exec("CREATE TABLE " + p.table +
             " (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload text)");
-    create_topic(kafka.bootstrap(), p.topics().front(), 1, {{"max.message.bytes", std::to_string(kTopicMaxMessageBytes)}});
+    // The oversized row goes to a topic of its own with a small limit. Kafka refuses a whole
+    // batch for one record too large; records that shared that batch are sent again alone and
+    // may then land after later records of their key. Keeping the good rows on another topic
+    // keeps this test about the poison record (the README states that limit).
+    create_topic(kafka.bootstrap(), p.topics().front(), 1);
+    create_topic(kafka.bootstrap(), p.name + ".Big", 1, {{"max.message.bytes", std::to_string(kTopicMaxMessageBytes)}});
     create_topic(kafka.bootstrap(), dlq(p), 1);
     return p;
   }
@@ -58,7 +64,7 @@ class PoisonFaultTest : public FaultTest {
     std::mt19937_64 rng(42);
     std::string pad(8 * kTopicMaxMessageBytes, '0');
     for (auto& c : pad) c = "0123456789abcdef"[rng() & 15U];  // does not compress below the limit
-    return {p.name + "-oversized", "k-big", "{\"pad\": \"" + pad + "\"}"};
+    return {p.name + "-oversized", "k-big", "{\"pad\": \"" + pad + "\"}", "Big"};
   }
   Row malformed(const Pipeline& p) { return {p.name + "-malformed", "k-bad", "{\"broken\": [1, 2"}; }
 
@@ -66,7 +72,7 @@ class PoisonFaultTest : public FaultTest {
   Lsn insert(const Pipeline& p, const std::vector<Row>& rows) {
     std::string sql = "BEGIN; INSERT INTO " + p.table + " (id, aggregatetype, aggregateid, type, payload) VALUES ";
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      sql += (i ? ", " : "") + std::string("('") + rows[i].id + "', 'E', '" + rows[i].key + "', 'Created', '" + rows[i].payload + "')";
+      sql += (i ? ", " : "") + std::string("('") + rows[i].id + "', '" + rows[i].type + "', '" + rows[i].key + "', 'Created', '" + rows[i].payload + "')";
     }
     sql += "; COMMIT;";
     pg.exec(sql);
@@ -93,7 +99,7 @@ class PoisonFaultTest : public FaultTest {
     EXPECT_EQ(found->header("type"), "Created") << "the original headers must be kept";
     EXPECT_EQ(found->header("pgoutbox.dlq.error.code"), code);
     EXPECT_FALSE(found->header("pgoutbox.dlq.error").value_or("").empty());
-    EXPECT_EQ(found->header("pgoutbox.dlq.topic"), p.topics().front());
+    EXPECT_EQ(found->header("pgoutbox.dlq.topic"), p.name + "." + row.type);
     EXPECT_TRUE(Lsn::parse(found->header("pgoutbox.dlq.lsn").value_or(""))) << found->header("pgoutbox.dlq.lsn").value_or("<none>");
     const auto attempts = found->header("pgoutbox.dlq.attempts");
     ASSERT_TRUE(attempts);
