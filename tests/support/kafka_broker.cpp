@@ -29,8 +29,8 @@ std::string java_binary() {
   return PGOUTBOX_JAVA;  // found on PATH at configure time
 }
 
-// A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (as StorageTool makes).
-std::string random_cluster_id() {
+// 16 random bytes in URL-safe base64 without padding.
+std::string random_base64_id() {
   static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   std::random_device rd;
   std::array<unsigned char, 16> bytes{};
@@ -48,6 +48,16 @@ std::string random_cluster_id() {
   }
   if (nbits > 0) out.push_back(kAlphabet[(bits << (6 - nbits)) & 63U]);
   return out;
+}
+
+// A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (as StorageTool makes),
+// never starting with '-', which the tool's option parser would take for an option (Kafka's own
+// Uuid.randomUuid() draws again in that case too; one start in 64 failed here before).
+std::string random_cluster_id() {
+  for (;;) {
+    auto id = random_base64_id();
+    if (id.front() != '-') return id;
+  }
 }
 
 std::vector<std::string> java_argv(const std::string& scratch, const std::string& main_class) {
