@@ -1,5 +1,12 @@
-# Warnings are errors, for every target of the project (not for imported ones).
-add_compile_options(-Wall -Wextra -Wpedantic -Werror -Wshadow -Wnon-virtual-dtor)
+# Warnings, for every target of the project (not for imported ones). Warnings are errors in the
+# project's own presets and in CI (PGOUTBOX_WERROR=ON there); a packager's or a newcomer's plain
+# `cmake -B build -DCMAKE_BUILD_TYPE=Release` build keeps them as warnings, so a newer compiler's
+# new diagnostic never breaks a release build.
+option(PGOUTBOX_WERROR "Treat compiler warnings as errors" OFF)
+add_compile_options(-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor)
+if(PGOUTBOX_WERROR)
+  add_compile_options(-Werror)
+endif()
 
 if(PGOUTBOX_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
