@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates procps psmisc
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format clang-tidy
   libpq-dev postgresql-15 postgresql-client-15
   librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
