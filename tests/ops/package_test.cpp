@@ -96,8 +96,8 @@ TEST_F(DebianPackageTest, LintianFindsNoError) {
 TEST_F(DebianPackageTest, ManPageIsGeneratedFromTheHelp) {
   const auto man = run_command("MANWIDTH=200 man -l " + root_ + "/usr/share/man/man1/pgoutbox.1.gz | cat");
   ASSERT_EQ(man.status, 0) << man.output;
-  for (const char* text : {"pgoutbox - relay transactional-outbox rows", "run", "check", "status", "slot",
-                           "EXIT STATUS", "/etc/pgoutbox/pgoutbox.yaml"}) {
+  for (const char* text : {"rows from PostgreSQL to Kafka", "run", "check", "status", "slot",
+                           "Exit codes:", "/etc/pgoutbox/pgoutbox.yaml"}) {
     EXPECT_NE(man.output.find(text), std::string::npos) << text << "\n" << man.output;
   }
 }
