@@ -5,7 +5,8 @@
 #   scripts/setup.sh            # as root (CI) or with sudo available
 #
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
-# the PostgreSQL 15 server, a JDK and Maven, and the Apache Kafka broker jars (pinned in
+# the PostgreSQL 15 server, a JDK and Maven, Prometheus (promtool), lintian, help2man and
+# systemd-analyze for the deploy/ tests, and the Apache Kafka broker jars (pinned in
 # third_party/kafka/pom.xml) into .deps/kafka/libs.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ packages=(
   librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven
+  prometheus lintian help2man man-db systemd dpkg-dev fakeroot
 )
 
 sudo_cmd=()
