@@ -15,7 +15,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates procps psmisc
   clang libclang-rt-14-dev
   libpq-dev postgresql-15 postgresql-client-15
-  librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev
+  librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven
 )
