@@ -30,6 +30,14 @@ class ProducerSink final : public Sink {
       case Producer::Produced::ok:
         return Produced::ok;
       case Producer::Produced::queue_full:
+        // Full while nothing else is queued: the record alone is larger than the whole queue
+        // (queue.buffering.max.kbytes), and waiting would never make room for it.
+        if (producer_.queued() == 0) {
+          error = DeliveryError{DeliveryFailure::permanent, "_QUEUE_FULL",
+                                "the record is larger than the producer's whole queue (queue.buffering.max.kbytes)",
+                                true};
+          return Produced::failed;
+        }
         return Produced::queue_full;
       case Producer::Produced::failed:
         break;
