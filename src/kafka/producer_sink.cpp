@@ -14,7 +14,8 @@ DeliveryError delivery_error(rd_kafka_resp_err_t error) {
 class ProducerSink final : public Sink {
  public:
   ProducerSink(const ProducerSettings& settings, std::function<void(const Delivery&)> on_delivery)
-      : producer_(settings, [on_delivery = std::move(on_delivery)](const DeliveryReport& report) {
+      : queue_bytes_(std::stoull(effective_properties(settings).at("queue.buffering.max.kbytes")) * 1024),
+        producer_(settings, [on_delivery = std::move(on_delivery)](const DeliveryReport& report) {
           Delivery d;
           d.cookie = report.cookie;
           if (!report.ok()) d.error = delivery_error(report.error);
@@ -30,9 +31,9 @@ class ProducerSink final : public Sink {
       case Producer::Produced::ok:
         return Produced::ok;
       case Producer::Produced::queue_full:
-        // Full while nothing else is queued: the record alone is larger than the whole queue
-        // (queue.buffering.max.kbytes), and waiting would never make room for it.
-        if (producer_.queued() == 0) {
+        // The record alone is larger than the whole queue (queue.buffering.max.kbytes): waiting
+        // would never make room for it.
+        if (record_bytes(record) > queue_bytes_) {
           error = DeliveryError{DeliveryFailure::permanent, "_QUEUE_FULL",
                                 "the record is larger than the producer's whole queue (queue.buffering.max.kbytes)",
                                 true};
@@ -51,6 +52,14 @@ class ProducerSink final : public Sink {
   std::optional<std::string> fatal_error() const override { return producer_.fatal_error(); }
 
  private:
+  // What librdkafka counts against queue.buffering.max.kbytes.
+  static std::uint64_t record_bytes(const outbox::Record& record) {
+    std::uint64_t n = record.weight();
+    for (const auto& h : record.headers) n += h.name.size() + h.value.size();
+    return n;
+  }
+
+  std::uint64_t queue_bytes_;
   Producer producer_;
 };
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "pgoutbox/config/kafka_properties.h"
+#include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/kafka/producer_sink.h"
 
 namespace pgoutbox::kafka {
@@ -14,16 +16,13 @@ TEST(ProducerSink, AFullQueueWithRecordsQueuedIsAWait) {
   settings.brokers = "127.0.0.1:1";  // nothing listens: nothing here needs a broker
   settings.properties = {{"queue.buffering.max.kbytes", "1024"}, {"message.max.bytes", "10000000"}};
   auto sink = producer_sink_factory(settings)(SinkOptions{false, [](const Delivery&) {}, {}, {}});
-  outbox::Record small;
-  small.topic = "t";
-  small.value = "{}";
+  outbox::Record half;
+  half.topic = "t";
+  half.value.assign(600 << 10, 'x');
   DeliveryError error;
-  EXPECT_EQ(sink->produce(small, 1, error), Sink::Produced::ok);
-
-  outbox::Record big = small;
-  big.value.assign(2 << 20, 'x');
-  // With a record queued, a full queue can drain: that is a wait, not a refusal.
-  EXPECT_EQ(sink->produce(big, 2, error), Sink::Produced::queue_full);
+  EXPECT_EQ(sink->produce(half, 1, error), Sink::Produced::ok);
+  // It fits an empty queue, and the queue drains once Kafka answers: a wait, not a refusal.
+  EXPECT_EQ(sink->produce(half, 2, error), Sink::Produced::queue_full);
 }
 
 TEST(ProducerSink, ARecordLargerThanTheEmptyQueueIsRefusedForItsSize) {
@@ -39,6 +38,23 @@ TEST(ProducerSink, ARecordLargerThanTheEmptyQueueIsRefusedForItsSize) {
   EXPECT_EQ(error.kind, DeliveryFailure::permanent);
   EXPECT_TRUE(error.size_refusal);
   EXPECT_EQ(error.code, "_QUEUE_FULL");
+}
+
+// The producer refuses exactly what the configuration loader refuses: one list.
+TEST(ProducerSink, TheProducerEnforcesTheLoadersListOfFixedProperties) {
+  for (const auto& fixed : config::fixed_kafka_properties()) {
+    SCOPED_TRACE(std::string(fixed.name));
+    ProducerSettings settings;
+    settings.brokers = "127.0.0.1:1";
+    EXPECT_EQ(effective_properties(settings).at(std::string(fixed.name)), fixed.value);
+    settings.properties = {{std::string(fixed.name), "1"}};
+    EXPECT_TRUE(config::refuse_kafka_property(fixed.name, "1"));
+    EXPECT_THROW(effective_properties(settings), std::invalid_argument);
+    settings.properties = {{std::string(fixed.name), std::string(fixed.value)}};
+    EXPECT_NO_THROW(effective_properties(settings));
+  }
+  EXPECT_FALSE(config::refuse_kafka_property("acks", "-1"));
+  EXPECT_FALSE(config::refuse_kafka_property("linger.ms", "100"));
 }
 
 }  // namespace
