@@ -109,9 +109,9 @@ class Session::Setup {
     try {
       replication::check_publication_covers(*connection, pg.publication, tables);
     } catch (const replication::PgError& e) {
-      // Its own messages name the publication's problem and the fix; a lost connection or a
-      // missing table is classified like any other failure.
-      if (e.fields().connection_bad || e.sqlstate() == "42P01") throw;
+      // Its own verdicts (no SQLSTATE) name the publication's problem and the fix; a failed
+      // query (a missing table, a lost connection) is classified like any other failure.
+      if (!e.sqlstate().empty() || e.fields().connection_bad) throw;
       return Outcome::fatal(Fatal::publication, e.what());
     }
     if (!slot) {

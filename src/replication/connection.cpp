@@ -134,13 +134,10 @@ std::optional<PublicationState> Connection::publication(const std::string& name)
 }
 
 bool Connection::is_partitioned(const TableName& table) const {
-  auto res = exec(
-      "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-      "WHERE n.nspname = " + literal(table.schema) + " AND c.relname = " + literal(table.name));
-  if (PQntuples(res.get()) == 0) {
-    throw PgError(fmt::format("table {}.{} does not exist", table.schema, table.name), "42P01");
-  }
-  return std::string(PQgetvalue(res.get(), 0, 0)) == "p";
+  // regclass: a missing table is the server's own 42P01, naming it.
+  auto res = exec("SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = " + literal(table.quoted()) +
+                  "::pg_catalog.regclass");
+  return PQntuples(res.get()) == 1 && std::string(PQgetvalue(res.get(), 0, 0)) == "p";
 }
 
 void Connection::create_publication(const std::string& name, const std::vector<TableName>& tables) const {
@@ -166,7 +163,7 @@ void check_publication_covers(const Connection& conn, const std::string& publica
     throw PgError(fmt::format("publication \"{}\" does not exist: create it (CREATE PUBLICATION {} FOR TABLE … "
                               "WITH (publish = 'insert')) or enable publication creation",
                               publication, publication),
-                  "42704");
+                  "");
   }
   if (!pub->publishes_insert) {
     throw PgError(fmt::format("publication \"{}\" does not publish inserts: ALTER PUBLICATION {} SET (publish = 'insert')",
@@ -182,11 +179,11 @@ void check_publication_covers(const Connection& conn, const std::string& publica
       throw PgError(fmt::format("publication \"{}\" covers partitioned table {}.{} without publish_via_partition_root: "
                                 "ALTER PUBLICATION {} SET (publish_via_partition_root = true)",
                                 publication, table.schema, table.name, publication),
-                    "42704");
+                    "");
     }
     throw PgError(fmt::format("publication \"{}\" does not include table {}.{}: ALTER PUBLICATION {} ADD TABLE {}",
                               publication, table.schema, table.name, publication, table.quoted()),
-                  "42704");
+                  "");
   }
 }
 

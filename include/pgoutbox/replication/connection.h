@@ -117,7 +117,8 @@ class Connection {
   std::unique_ptr<PGconn, PgConnDeleter> conn_;
 };
 
-// Throws PgError naming what is wrong when a publication does not exist or does not publish
+// Throws PgError (no SQLSTATE: the verdict is pgoutbox's own; a failed query keeps the server's)
+// naming what is wrong when a publication does not exist or does not publish
 // inserts of every table in `tables`.
 void check_publication_covers(const Connection& conn, const std::string& publication,
                               const std::vector<TableName>& tables);
