@@ -211,6 +211,9 @@ void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn
       const auto dlq = dead_letter_record(record, config_.poison.dead_letter_topic,
                                           DeadLetterCause{reason, code, attempts, tracker_.commit_lsn(txn),
                                                           error.size_refusal});
+      // Its ack releases the dead-letter record's weight: count the original's as that, so the
+      // in-flight bytes come back to what they were (a size refusal's copy has no value).
+      in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, record.weight() - std::min(record.weight(), dlq.weight()));
       send(dlq, DeliveryCookie::dead_letter_write(txn));
       return;
     }

@@ -460,7 +460,12 @@ TEST(RelayUnit, SizeRefusalIsDeadLetteredWithoutTheValue) {
   };
   h.source.push(relation());
   h.txn(0x1000, 1, 1, big);
-  const auto outcome = h.run();
+  std::uint64_t in_flight_bytes_after = 1;
+  h.stop_when_done = false;
+  const auto outcome = h.run({[] {}, [] {}, [&] {
+                                in_flight_bytes_after = h.relay().in_flight_bytes();
+                                h.relay().stop();
+                              }});
   EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
   EXPECT_EQ(h.counters.dead_lettered, 1U);
   EXPECT_EQ(h.source.flush, Lsn{0x1000});
@@ -475,6 +480,7 @@ TEST(RelayUnit, SizeRefusalIsDeadLetteredWithoutTheValue) {
   EXPECT_EQ(headers["pgoutbox.dlq.value.sha256"].size(), 64U);
   EXPECT_EQ(headers["pgoutbox.dlq.error.code"], "MSG_SIZE_TOO_LARGE");
   EXPECT_EQ(headers["pgoutbox.dlq.topic"], "outbox.event.E");
+  EXPECT_EQ(in_flight_bytes_after, 0U) << "the original's weight must be released with the copy's ack";
 }
 
 TEST(RelayUnit, TransientFailuresAreSentAgainUntilAccepted) {
