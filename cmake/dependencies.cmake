@@ -10,6 +10,7 @@ find_package(simdjson REQUIRED)
 find_package(prometheus-cpp REQUIRED COMPONENTS core pull)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of dead-lettered values
 if(PGOUTBOX_BUILD_TESTS)
   find_package(GTest REQUIRED)
   # Tests and benchmarks start their own PostgreSQL 15 server and Kafka broker (JVM).

@@ -16,7 +16,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates procps psmisc
   clang libclang-rt-14-dev clang-format clang-tidy
   libpq-dev postgresql-15 postgresql-client-15
-  librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev
+  librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot

@@ -27,7 +27,7 @@
 #include "pgoutbox/metrics/slot_monitor.h"
 #include "pgoutbox/metrics/slot_probe.h"
 #include "pgoutbox/metrics/summary.h"
-#include "pgoutbox/relay/relay.h"
+#include "pgoutbox/relay/session.h"
 #include "pgoutbox/version.h"
 
 namespace pgoutbox::app {
@@ -74,7 +74,7 @@ class SignalWatcher {
   }
 
   // The session a first signal should stop; nullptr between sessions.
-  void attach(relay::Relay* relay) {
+  void attach(relay::Session* relay) {
     std::lock_guard lock(mutex_);
     relay_ = relay;
     if (relay_ != nullptr && stop_requested_) boost::asio::post(relay_->io(), [r = relay_] { r->stop(); });
@@ -112,7 +112,7 @@ class SignalWatcher {
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  relay::Relay* relay_ = nullptr;
+  relay::Session* relay_ = nullptr;
   bool stop_requested_ = false;
 };
 
@@ -170,14 +170,16 @@ int run(const std::string& config_path) {
   SignalWatcher signals;
   Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
   bool standby = false;
+  bool ever_streamed = false;
   while (!signals.stop_requested()) {
     const auto started = std::chrono::steady_clock::now();
     relay::Outcome outcome;
     {
-      relay::Relay relay(cfg, &relay_probe);
+      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);
+      ever_streamed = ever_streamed || relay.streamed();
     }
     switch (outcome.kind) {
       case relay::Outcome::Kind::stopped:

@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+
+#include "pgoutbox/config/kafka_properties.h"
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +14,7 @@
 #include "dsn.h"
 #include "file_read.h"
 #include "loader_state.h"
+#include "pgoutbox/config/kafka_properties.h"
 #include "pgoutbox/config/redact.h"
 #include "table_name.h"
 #include "values.h"
@@ -141,24 +144,31 @@ void Loader::resolve_properties() {
   for (const std::string name : {"bootstrap.servers", "metadata.broker.list"}) {
     if (properties.contains(name)) fail(origin_of(name), path + "." + name, "duplicates kafka.brokers; set the brokers there");
   }
-  if (const auto it = properties.find("enable.idempotence"); it != properties.end() && it->second != "true") {
-    fail(origin_of(it->first), path + "." + it->first,
-         fmt::format("must stay true: pgoutbox's ordering and no-duplicate guarantees need it (got {})", quote(it->second)));
-  }
-  // A finite delivery timeout would drop records during a long Kafka outage (I1).
-  for (const std::string name : {"message.timeout.ms", "delivery.timeout.ms"}) {
-    if (const auto it = properties.find(name); it != properties.end() && it->second != "0") {
-      fail(origin_of(name), path + "." + name,
-           fmt::format("must stay 0 (no timeout): a record must never be given up while Kafka is away (got {})", quote(it->second)));
+  for (const auto& [name, value] : properties) {
+    if (const auto refusal = refuse_kafka_property(name, value)) {
+      fail(origin_of(name), path + "." + name, fmt::format("{} (got {})", *refusal, quote(value)));
     }
   }
-  for (const std::string name : {"acks", "request.required.acks"}) {
-    if (const auto it = properties.find(name); it != properties.end() && it->second != "all" && it->second != "-1") {
-      fail(origin_of(name), path + "." + name,
-           fmt::format("must stay all (or -1): a record counts as delivered only when all in-sync replicas have it (got {})",
-                       quote(it->second)));
+  // librdkafka's own queue must hold what the relay lets be in flight (limits.*), or a full
+  // queue would stall sending well before backpressure engages.
+  const auto& limits = draft_.config.limits;
+  const auto below = [&](const std::string& name, std::uint64_t needed, std::uint64_t unit, const char* cap) {
+    const auto it = properties.find(name);
+    if (it == properties.end()) return;
+    std::uint64_t value = 0;
+    try {
+      value = std::stoull(it->second);
+    } catch (const std::exception&) {
+      return;  // librdkafka refuses what is not a number, naming the property
     }
-  }
+    if (value * unit < needed) {
+      fail(origin_of(name), path + "." + name,
+           fmt::format("must hold at least limits.{} ({}{}) (got {}); raise it or lower the limit", cap,
+                       (needed + unit - 1) / unit, unit == 1 ? "" : " KiB", quote(it->second)));
+    }
+  };
+  below("queue.buffering.max.messages", limits.max_in_flight_records, 1, "max_in_flight_records");
+  below("queue.buffering.max.kbytes", limits.max_in_flight_bytes, 1024, "max_in_flight_bytes");
 }
 
 void Loader::check_tables() {

@@ -30,27 +30,8 @@ void check_slot(CheckContext& ctx) {
     }
     return;
   }
-  if (slot->plugin != "pgoutput") {
-    ctx.findings.push_back(Finding::blocking(
-        subject, fmt::format("uses plugin {}; pgoutbox needs pgoutput.",
-                             slot->plugin.empty() ? std::string("(none: a physical slot)") : slot->plugin),
-        "choose another postgres.slot, or drop this one if nothing needs it (pgoutbox slot drop -c FILE --yes)."));
-    return;
-  }
-  if (slot->database != ctx.database) {
-    ctx.findings.push_back(Finding::blocking(
-        subject, fmt::format("belongs to database {}, not {}.", slot->database, ctx.database),
-        "point postgres.dsn at that database, or choose another postgres.slot."));
-    return;
-  }
-  if (slot->wal_status == "lost") {
-    ctx.findings.push_back(Finding::blocking(
-        subject,
-        fmt::format("is invalidated (wal_status lost): WAL after {} was removed (max_slot_wal_keep_size), so the "
-                    "outbox rows written since then can no longer be streamed.",
-                    slot->confirmed_flush_lsn),
-        "drop it (pgoutbox slot drop -c FILE --yes), let pgoutbox create a new one, and re-publish outbox rows "
-        "committed since the last event Kafka holds (README, operations guide)."));
+  if (const auto problem = replication::validate_slot(slot->state, ctx.database)) {
+    ctx.findings.push_back(Finding::blocking(subject, problem->message + ".", problem->fix + "."));
     return;
   }
   const std::string position = fmt::format("confirmed {}, lag {} bytes, retains {} bytes of WAL, wal_status {}",

@@ -11,14 +11,7 @@ namespace {
 constexpr const char* kObjectInUse = "55006";
 constexpr const char* kUndefinedObject = "42704";
 
-std::string text_at(const PGresult* res, int col) {
-  return PQgetisnull(res, 0, col) ? std::string() : std::string(PQgetvalue(res, 0, col));
-}
-
-std::optional<std::int64_t> int_at(const PGresult* res, int col) {
-  if (PQgetisnull(res, 0, col)) return std::nullopt;
-  return std::stoll(PQgetvalue(res, 0, col));
-}
+std::string lsn_text(Lsn lsn) { return lsn == Lsn{} ? std::string() : lsn.to_string(); }
 
 }  // namespace
 
@@ -28,34 +21,22 @@ replication::Connection connect_ordinary(const config::Config& config, const std
 }
 
 std::optional<SlotStatus> read_slot_status(const replication::Connection& conn, const std::string& slot) {
-  // On a standby the server's position is the replayed one (pg_current_wal_lsn() would fail).
-  // Differences are clamped at 0: an idle slot's confirmed position may be reported a few
-  // bytes past the last insert.
-  auto res = conn.exec(
-      "WITH here AS (SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() "
-      "ELSE pg_catalog.pg_current_wal_lsn() END AS lsn) "
-      "SELECT s.slot_name, s.plugin, s.database, s.active, s.active_pid, s.confirmed_flush_lsn, s.restart_lsn, "
-      "s.wal_status, here.lsn, "
-      "GREATEST(COALESCE(pg_catalog.pg_wal_lsn_diff(here.lsn, s.confirmed_flush_lsn), 0), 0)::bigint, "
-      "GREATEST(COALESCE(pg_catalog.pg_wal_lsn_diff(here.lsn, s.restart_lsn), 0), 0)::bigint, "
-      "s.safe_wal_size "
-      "FROM pg_catalog.pg_replication_slots s, here WHERE s.slot_name = " +
-      conn.literal(slot));
-  if (PQntuples(res.get()) == 0) return std::nullopt;
-  const PGresult* r = res.get();
+  const auto state = conn.slot(slot);
+  if (!state) return std::nullopt;
   SlotStatus s;
-  s.slot = text_at(r, 0);
-  s.plugin = text_at(r, 1);
-  s.database = text_at(r, 2);
-  s.active = text_at(r, 3) == "t";
-  if (const auto pid = int_at(r, 4)) s.active_pid = static_cast<int>(*pid);
-  s.confirmed_flush_lsn = text_at(r, 5);
-  s.restart_lsn = text_at(r, 6);
-  s.wal_status = text_at(r, 7);
-  s.current_wal_lsn = text_at(r, 8);
-  s.lag_bytes = int_at(r, 9).value_or(0);
-  s.retained_wal_bytes = int_at(r, 10).value_or(0);
-  s.safe_wal_size_bytes = int_at(r, 11);
+  s.slot = state->slot;
+  s.plugin = state->plugin;
+  s.database = state->database;
+  s.active = state->active;
+  s.active_pid = state->active_pid;
+  s.confirmed_flush_lsn = lsn_text(state->confirmed_flush);
+  s.restart_lsn = lsn_text(state->restart_lsn);
+  s.current_wal_lsn = lsn_text(state->current_wal);
+  s.lag_bytes = state->lag_bytes;
+  s.retained_wal_bytes = state->retained_wal_bytes;
+  s.wal_status = std::string(replication::to_string(state->wal_status));
+  s.safe_wal_size_bytes = state->safe_wal_size_bytes;
+  s.state = *state;
   return s;
 }
 

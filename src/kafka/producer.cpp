@@ -9,28 +9,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "pgoutbox/config/kafka_properties.h"
+
 namespace pgoutbox::kafka {
-namespace {
-
-// Properties the invariants rest on; a user value that differs is refused, not ignored.
-const std::map<std::string, std::string>& fixed_properties() {
-  static const std::map<std::string, std::string> fixed = {
-      {"enable.idempotence", "true"},
-      {"acks", "all"},
-      {"request.required.acks", "all"},  // librdkafka's alias of acks
-      {"message.timeout.ms", "0"},       // unbounded: retriable failures never drop a record (I1)
-      {"delivery.timeout.ms", "0"},      // alias of message.timeout.ms
-  };
-  return fixed;
-}
-
-bool same_value(const std::string& name, const std::string& a, const std::string& b) {
-  if (a == b) return true;
-  if (name == "acks" || name == "request.required.acks") return (a == "all" || a == "-1") && (b == "all" || b == "-1");
-  return false;
-}
-
-}  // namespace
 
 DeliveryFailure classify(rd_kafka_resp_err_t error) {
   switch (error) {
@@ -82,16 +63,14 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
       std::to_string(std::clamp<std::uint64_t>(settings.max_in_flight_records * 2, 1000, 10'000'000));
   props["queue.buffering.max.kbytes"] =
       std::to_string(std::clamp<std::uint64_t>(settings.max_in_flight_bytes * 2 / 1024, 1024, 2'097'151));
+  // Properties the invariants rest on; a user value that differs is refused, not ignored.
   for (const auto& [name, value] : settings.properties) {
-    const auto fixed = fixed_properties().find(name);
-    if (fixed != fixed_properties().end() && !same_value(name, fixed->second, value)) {
-      throw std::invalid_argument(fmt::format("kafka property {}={} is not allowed: pgoutbox's delivery guarantees need "
-                                              "{}={}",
-                                              name, value, name, fixed->second));
+    if (const auto refusal = config::refuse_kafka_property(name, value)) {
+      throw std::invalid_argument(fmt::format("kafka property {}={} is not allowed: it {}", name, value, *refusal));
     }
     props[name] = value;
   }
-  for (const auto& [name, value] : fixed_properties()) props[name] = value;
+  for (const auto& fixed : config::fixed_kafka_properties()) props[std::string(fixed.name)] = fixed.value;
   props["bootstrap.servers"] = settings.brokers;
   return props;
 }

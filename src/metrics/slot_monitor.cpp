@@ -5,6 +5,8 @@
 // connection), so a frozen server cannot hold the thread.
 #include "pgoutbox/metrics/slot_monitor.h"
 
+#include "pgoutbox/replication/slot.h"
+
 #include <libpq-fe.h>
 #include <poll.h>
 
@@ -16,12 +18,6 @@
 namespace pgoutbox::metrics {
 namespace {
 
-constexpr const char* kQuery =
-    "SELECT active, wal_status, "
-    "pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint, "
-    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
-    "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1";
-
 struct ConnDeleter {
   void operator()(PGconn* c) const { PQfinish(c); }
 };
@@ -30,11 +26,6 @@ struct ResultDeleter {
 };
 using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
 using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
-
-std::optional<std::int64_t> int_or_null(const PGresult* r, int column) {
-  if (PQgetisnull(r, 0, column)) return std::nullopt;
-  return std::strtoll(PQgetvalue(r, 0, column), nullptr, 10);
-}
 
 // The first line of libpq's message; it never holds the password (libpq does not echo it).
 std::string first_line(const char* message) {
@@ -68,8 +59,14 @@ class SlotMonitor::Reader {
   std::optional<SlotSample> read(std::string& error) {
     if (!connection_ && !connect(error)) return std::nullopt;
     PGconn* conn = connection_.get();
-    const char* values[] = {settings_.slot.c_str()};
-    if (PQsendQueryParams(conn, kQuery, 1, nullptr, values, nullptr, nullptr, 0) != 1) {
+    char* literal = PQescapeLiteral(conn, settings_.slot.data(), settings_.slot.size());
+    if (literal == nullptr) {
+      error = first_line(PQerrorMessage(conn));
+      return std::nullopt;
+    }
+    const std::string query = replication::slot_query(literal, PQserverVersion(conn));
+    PQfreemem(literal);
+    if (PQsendQuery(conn, query.c_str()) != 1) {
       error = first_line(PQerrorMessage(conn));
       return std::nullopt;
     }
@@ -95,12 +92,16 @@ class SlotMonitor::Reader {
     }
     SlotSample sample;
     if (PQntuples(result.get()) == 0) return sample;
-    const PGresult* r = result.get();
+    const auto slot = replication::slot_state(result.get(), 0);
     sample.exists = true;
-    sample.active = std::string_view(PQgetvalue(r, 0, 0)) == "t";
-    sample.wal_status = PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1);
-    sample.lag_bytes = int_or_null(r, 2);
-    sample.retained_bytes = int_or_null(r, 3);
+    sample.active = slot.active;
+    sample.wal_status = std::string(replication::to_string(slot.wal_status));
+    if (slot.confirmed_flush != Lsn{}) sample.lag_bytes = slot.lag_bytes;  // NULL: never confirmed
+    if (slot.restart_lsn != Lsn{}) sample.retained_bytes = slot.retained_wal_bytes;
+    // The same rules as at start: a slot going bad while pgoutbox runs is said once, when it happens.
+    const auto problem = replication::validate_slot(slot, {});
+    if (problem && !reported_problem_) spdlog::error("slot {}: {}. Fix: {}", settings_.slot, problem->message, problem->fix);
+    reported_problem_ = problem.has_value();
     return sample;
   }
 
@@ -129,6 +130,7 @@ class SlotMonitor::Reader {
   SlotProbe& probe_;
   ConnPtr connection_;
   bool reported_down_ = false;
+  bool reported_problem_ = false;
 };
 
 SlotMonitor::SlotMonitor(SlotMonitorSettings settings, SlotProbe& probe)

@@ -1,6 +1,23 @@
 #include "dead_letter.h"
 
+#include <openssl/sha.h>
+
+#include <array>
+
+#include <fmt/format.h>
+
 namespace pgoutbox::relay {
+namespace {
+
+std::string sha256_hex(const std::string& value) {
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(value.data()), value.size(), digest.data());
+  std::string out;
+  for (const unsigned char b : digest) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+}  // namespace
 
 outbox::Record dead_letter_record(const outbox::Record& original, const std::string& dead_letter_topic,
                                   const DeadLetterCause& cause) {
@@ -11,6 +28,11 @@ outbox::Record dead_letter_record(const outbox::Record& original, const std::str
   dlq.headers.push_back({"pgoutbox.dlq.topic", original.topic});
   dlq.headers.push_back({"pgoutbox.dlq.attempts", std::to_string(cause.attempts)});
   dlq.headers.push_back({"pgoutbox.dlq.lsn", cause.lsn.to_string()});
+  if (cause.without_value) {
+    dlq.value.clear();
+    dlq.headers.push_back({"pgoutbox.dlq.value.size", std::to_string(original.value.size())});
+    dlq.headers.push_back({"pgoutbox.dlq.value.sha256", sha256_hex(original.value)});
+  }
   return dlq;
 }
 

@@ -17,6 +17,10 @@ struct DeadLetterCause {
   std::string error_code;  // pgoutbox.dlq.error.code: librdkafka's error name, or a validation code
   std::uint32_t attempts = 0;  // pgoutbox.dlq.attempts: deliveries tried (0: refused before sending)
   Lsn lsn;                     // pgoutbox.dlq.lsn: commit LSN of the record's transaction
+  // Kafka refused the record for its size: a copy would be refused too, so the dead-letter
+  // record goes without the value, and says its size (pgoutbox.dlq.value.size) and SHA-256
+  // (pgoutbox.dlq.value.sha256, hex) instead.
+  bool without_value = false;
 };
 
 outbox::Record dead_letter_record(const outbox::Record& original, const std::string& dead_letter_topic,

@@ -7,14 +7,18 @@
 namespace pgoutbox::replication {
 namespace {
 
-std::string sqlstate_of(const PGresult* res) {
-  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
-  return state != nullptr ? state : "";
-}
-
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+PgError::Fields fields_of(const PGresult* res, const PGconn* conn) {
+  const auto field = [res](int code) {
+    const char* v = res != nullptr ? PQresultErrorField(res, code) : nullptr;
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  return PgError::Fields{field(PG_DIAG_SQLSTATE), field(PG_DIAG_MESSAGE_DETAIL), field(PG_DIAG_MESSAGE_HINT),
+                         PQstatus(conn) == CONNECTION_BAD};
 }
 
 Lsn parse_lsn_or_zero(const char* text) {
@@ -50,7 +54,8 @@ Connection Connection::open(const std::string& dsn, bool replication, const std:
   Connection conn(raw);
   if (raw == nullptr) throw PgError("out of memory creating a libpq connection", "");
   if (PQstatus(raw) != CONNECTION_OK) {
-    throw PgError(fmt::format("cannot connect to PostgreSQL: {}", trim(PQerrorMessage(raw))), "");
+    throw PgError(fmt::format("cannot connect to PostgreSQL: {}", trim(PQerrorMessage(raw))),
+                  PgError::Fields{{}, {}, {}, true});
   }
   return conn;
 }
@@ -67,7 +72,7 @@ PgResultPtr Connection::exec(const std::string& sql) const {
   PgResultPtr res(PQexec(conn_.get(), sql.c_str()));
   const auto status = PQresultStatus(res.get());
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_COPY_BOTH) {
-    throw PgError(trim(PQerrorMessage(conn_.get())), sqlstate_of(res.get()));
+    throw PgError(trim(PQerrorMessage(conn_.get())), fields_of(res.get(), conn_.get()));
   }
   return res;
 }
@@ -99,21 +104,9 @@ SystemIdentity Connection::identify_system() const {
 }
 
 std::optional<SlotState> Connection::slot(const std::string& name) const {
-  auto res = exec(
-      "SELECT plugin, database, active, active_pid, confirmed_flush_lsn, restart_lsn, wal_status "
-      "FROM pg_catalog.pg_replication_slots WHERE slot_name = " +
-      literal(name));
+  auto res = exec(slot_query(literal(name), server_version()));
   if (PQntuples(res.get()) == 0) return std::nullopt;
-  const auto text = [&](int col) { return PQgetisnull(res.get(), 0, col) ? std::string() : PQgetvalue(res.get(), 0, col); };
-  SlotState s;
-  s.plugin = text(0);
-  s.database = text(1);
-  s.active = text(2) == "t";
-  if (!PQgetisnull(res.get(), 0, 3)) s.active_pid = std::stoi(text(3));
-  s.confirmed_flush = parse_lsn_or_zero(PQgetvalue(res.get(), 0, 4));
-  s.restart_lsn = parse_lsn_or_zero(PQgetvalue(res.get(), 0, 5));
-  s.wal_status = text(6);
-  return s;
+  return slot_state(res.get(), 0);
 }
 
 Lsn Connection::create_slot(const std::string& name) const {
@@ -141,13 +134,10 @@ std::optional<PublicationState> Connection::publication(const std::string& name)
 }
 
 bool Connection::is_partitioned(const TableName& table) const {
-  auto res = exec(
-      "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-      "WHERE n.nspname = " + literal(table.schema) + " AND c.relname = " + literal(table.name));
-  if (PQntuples(res.get()) == 0) {
-    throw PgError(fmt::format("table {}.{} does not exist", table.schema, table.name), "42P01");
-  }
-  return std::string(PQgetvalue(res.get(), 0, 0)) == "p";
+  // regclass: a missing table is the server's own 42P01, naming it.
+  auto res = exec("SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = " + literal(table.quoted()) +
+                  "::pg_catalog.regclass");
+  return PQntuples(res.get()) == 1 && std::string(PQgetvalue(res.get(), 0, 0)) == "p";
 }
 
 void Connection::create_publication(const std::string& name, const std::vector<TableName>& tables) const {
@@ -173,7 +163,7 @@ void check_publication_covers(const Connection& conn, const std::string& publica
     throw PgError(fmt::format("publication \"{}\" does not exist: create it (CREATE PUBLICATION {} FOR TABLE … "
                               "WITH (publish = 'insert')) or enable publication creation",
                               publication, publication),
-                  "42704");
+                  "");
   }
   if (!pub->publishes_insert) {
     throw PgError(fmt::format("publication \"{}\" does not publish inserts: ALTER PUBLICATION {} SET (publish = 'insert')",
@@ -189,11 +179,11 @@ void check_publication_covers(const Connection& conn, const std::string& publica
       throw PgError(fmt::format("publication \"{}\" covers partitioned table {}.{} without publish_via_partition_root: "
                                 "ALTER PUBLICATION {} SET (publish_via_partition_root = true)",
                                 publication, table.schema, table.name, publication),
-                    "42704");
+                    "");
     }
     throw PgError(fmt::format("publication \"{}\" does not include table {}.{}: ALTER PUBLICATION {} ADD TABLE {}",
                               publication, table.schema, table.name, publication, table.quoted()),
-                  "42704");
+                  "");
   }
 }
 
@@ -209,7 +199,7 @@ void Connection::start_replication(const StartOptions& options) const {
       options.messages ? "true" : "false");
   PgResultPtr res(PQexec(conn_.get(), sql.c_str()));
   if (PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
-    throw PgError(trim(PQerrorMessage(conn_.get())), sqlstate_of(res.get()));
+    throw PgError(trim(PQerrorMessage(conn_.get())), fields_of(res.get(), conn_.get()));
   }
 }
 

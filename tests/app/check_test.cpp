@@ -193,6 +193,18 @@ TEST_F(CheckCommandTest, ASlotOfAnotherPluginBlocks) {
       << result.output;
 }
 
+// Issue 12 #4: `run` refuses a two_phase slot (exit 19), so `check` blocks on it, with the fix.
+TEST_F(CheckCommandTest, ATwoPhaseSlotBlocks) {
+  create_outbox("chk_twophase");
+  pg.exec("SELECT pg_create_logical_replication_slot('chk_twophase_slot', 'pgoutput', false, true)");
+  const auto result = check(write_config("chk_twophase"));
+  pg.drop_slot_when_free("chk_twophase_slot");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output, "FAIL  slot chk_twophase_slot: was created with two_phase = true");
+  EXPECT_NE(line, "") << result.output;
+  EXPECT_NE(line.find("recreate it without two_phase"), std::string::npos) << line;
+}
+
 TEST_F(CheckCommandTest, AnActiveSlotIsAWarningNamingItsPid) {
   create_outbox("chk_active");
   const auto config = write_config("chk_active");

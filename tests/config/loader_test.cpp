@@ -331,6 +331,11 @@ INSTANTIATE_TEST_SUITE_P(
                   26, "kafka.properties.delivery.timeout.ms", "must stay 0 (no timeout)"},
         ErrorCase{"required_acks_alias", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    request.required.acks: 1\ntables: [{table: t}]\n", 5,
                   28, "kafka.properties.request.required.acks", "must stay all (or -1)"},
+        // Issue 12 #6: librdkafka's queue below the in-flight caps would stall sending.
+        ErrorCase{"queue_messages_below_cap", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    queue.buffering.max.messages: 100\nlimits: {max_in_flight_records: 500}\ntables: [{table: t}]\n", 5,
+                  35, "kafka.properties.queue.buffering.max.messages", "must hold at least limits.max_in_flight_records (500)"},
+        ErrorCase{"queue_kbytes_below_cap", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    queue.buffering.max.kbytes: 1024\ntables: [{table: t}]\n", 5,
+                  33, "kafka.properties.queue.buffering.max.kbytes", "must hold at least limits.max_in_flight_bytes (16384 KiB)"},
         ErrorCase{"bootstrap", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    bootstrap.servers: b:9092\ntables: [{table: t}]\n", 5, 24,
                   "kafka.properties.bootstrap.servers", "duplicates kafka.brokers"},
         ErrorCase{"non_secret_file_variant", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    linger.ms_file: /x\ntables: [{table: t}]\n", 5, 21,

@@ -87,7 +87,10 @@ TEST_F(PoisonTest, DeadLetterTakesBothPoisonRecordsWithTheirCauseAndEveryGoodRec
 
   const auto& big = by_id["big"];
   EXPECT_EQ(big.key, "k1");
-  EXPECT_EQ(big.value->size(), 20000U + 11U);  // the original value, whole
+  // Refused for its size, so dead-lettered without its value (a copy would be refused too).
+  EXPECT_EQ(big.value.value_or("?"), "");
+  EXPECT_EQ(big.header("pgoutbox.dlq.value.size"), std::to_string(20000U + 11U));
+  EXPECT_EQ(big.header("pgoutbox.dlq.value.sha256").value_or("").size(), 64U);
   EXPECT_EQ(big.header("pgoutbox.dlq.error.code"), "MSG_SIZE_TOO_LARGE");
   EXPECT_EQ(big.header("pgoutbox.dlq.topic"), "dlq_mixed.E");
   EXPECT_EQ(big.header("pgoutbox.dlq.attempts"), "3");  // the first send and two retries

@@ -9,7 +9,7 @@
 #include <future>
 #include <thread>
 
-#include "pgoutbox/relay/relay.h"
+#include "pgoutbox/relay/session.h"
 
 namespace pgoutbox::test {
 
@@ -19,7 +19,7 @@ class RelayRunner {
     auto started = std::make_shared<std::promise<void>>();
     auto ready = started->get_future();
     thread_ = std::thread([this, started] {
-      relay_ = std::make_unique<relay::Relay>(config_);
+      relay_ = std::make_unique<relay::Session>(config_);
       started->set_value();
       outcome_ = relay_->run();
       done_ = true;
@@ -59,7 +59,7 @@ class RelayRunner {
 
  private:
   config::Config config_;
-  std::unique_ptr<relay::Relay> relay_;
+  std::unique_ptr<relay::Session> relay_;
   std::atomic<bool> done_{false};
   relay::Outcome outcome_;
   std::thread thread_;

@@ -3,6 +3,7 @@
 // a silent stall, never an endless reconnect loop (SPEC.md "Operating it").
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "eventually.h"
@@ -120,11 +121,73 @@ TEST(Unrecoverable, SlotInvalidatedByMaxSlotWalKeepSize) {
   EXPECT_NE(outcome.reason.find("reconcile"), std::string::npos) << outcome.reason;
 }
 
+// Issue 12 #4: a slot that decodes prepared transactions is refused at start, with the fix,
+// before anything is streamed from it.
+TEST(Unrecoverable, TwoPhaseSlotIsRefused) {
+  PgCluster& pg = shared_postgres();
+  create_outbox(pg, "twophase");
+  pg.exec("SELECT pg_create_logical_replication_slot('twophase_slot', 'pgoutput', false, true)");
+  const auto outcome = run_until_done(base_config(pg, "twophase"));
+  pg.drop_slot_when_free("twophase_slot");
+  expect_fatal(outcome, relay::Fatal::slot_two_phase, "two_phase");
+  EXPECT_NE(outcome.reason.find("recreate it without two_phase"), std::string::npos) << outcome.reason;
+}
+
+// Issue 12 #7: pgoutput reads publications as of the position it decodes, so a publication
+// created for a slot that already exists stays missing for that slot: refuse, and create nothing.
+TEST(Unrecoverable, PublicationIsNotCreatedForAnExistingSlot) {
+  PgCluster& pg = shared_postgres();
+  create_outbox(pg, "latepub");
+  pg.exec("SELECT pg_create_logical_replication_slot('latepub_slot', 'pgoutput')");
+  pg.exec("INSERT INTO latepub (aggregatetype, aggregateid, payload) VALUES ('E', 'k', '{}')");
+  const auto outcome = run_until_done(base_config(pg, "latepub"));
+  const auto created = pg.query_value("SELECT count(*) FROM pg_publication WHERE pubname = 'latepub_pub'");
+  pg.drop_slot_when_free("latepub_slot");
+  expect_fatal(outcome, relay::Fatal::publication, "drop the slot");
+  EXPECT_EQ(created, "0");
+}
+
+// A role that needs a password and none is configured: libpq fails before the server answers
+// (no SQLSTATE); on the first attempt that is permanent, with the fix.
+TEST(Unrecoverable, MissingPassword) {
+  PgCluster& pg = shared_postgres();
+  create_outbox(pg, "nopw");
+  pg.exec("CREATE ROLE nopw_user LOGIN REPLICATION PASSWORD 'secret'; GRANT SELECT ON nopw TO nopw_user; "
+          "CREATE PUBLICATION nopw_pub FOR TABLE nopw");
+  {
+    const std::string hba = pg.data_dir() + "/pg_hba.conf";
+    std::ifstream in(hba);
+    const std::string rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(hba, std::ios::trunc) << "host all nopw_user 127.0.0.1/32 scram-sha-256\n"
+                                        << "host replication nopw_user 127.0.0.1/32 scram-sha-256\n"
+                                        << rest;
+    pg.exec("SELECT pg_reload_conf()");
+  }
+  auto cfg = base_config(pg, "nopw");
+  cfg.postgres.dsn = "host=127.0.0.1 port=" + std::to_string(pg.port()) + " dbname=postgres user=nopw_user";
+  cfg.postgres.create_publication = false;
+  ::setenv("PGPASSFILE", "/nonexistent", 1);  // no ~/.pgpass answers for it
+  const auto outcome = run_until_done(cfg);
+  expect_fatal(outcome, relay::Fatal::authentication, "no password supplied");
+  EXPECT_NE(outcome.reason.find("Fix:"), std::string::npos) << outcome.reason;
+}
+
+// max_replication_slots exhausted when pgoutbox creates its slot (53400): permanent, with the fix.
+TEST(Unrecoverable, NoFreeReplicationSlot) {
+  PgCluster pg(std::map<std::string, std::string>{{"max_replication_slots", "1"}});
+  pg.start();
+  create_outbox(pg, "fullslots");
+  pg.exec("SELECT pg_create_logical_replication_slot('someone_else', 'pgoutput')");
+  const auto outcome = run_until_done(base_config(pg, "fullslots"));
+  expect_fatal(outcome, relay::Fatal::slot_unusable, "max_replication_slots");
+}
+
 TEST(Unrecoverable, EachCauseHasItsOwnExitCode) {
   const std::vector<relay::Fatal> causes = {
       relay::Fatal::internal,   relay::Fatal::poison,         relay::Fatal::slot_invalidated, relay::Fatal::slot_unusable,
       relay::Fatal::publication, relay::Fatal::table_missing, relay::Fatal::permission,       relay::Fatal::wal_level,
-      relay::Fatal::authentication, relay::Fatal::mapping,    relay::Fatal::kafka_config};
+      relay::Fatal::authentication, relay::Fatal::mapping,    relay::Fatal::kafka_config, relay::Fatal::slot_two_phase,
+      relay::Fatal::tls,            relay::Fatal::server_version};
   std::set<int> codes;
   for (const auto cause : causes) {
     const int code = relay::exit_code(cause);

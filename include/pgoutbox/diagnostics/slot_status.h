@@ -28,6 +28,7 @@ struct SlotStatus {
   std::int64_t retained_wal_bytes = 0;
   std::string wal_status;           // reserved, extended, unreserved, lost; empty when NULL
   std::optional<std::int64_t> safe_wal_size_bytes;  // before max_slot_wal_keep_size invalidates it
+  replication::SlotState state;  // the same, typed, for validate_slot
 };
 
 // An ordinary connection with the configuration's DSN and password (never printed).

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "pgoutbox/kafka/sink.h"
 #include "pgoutbox/outbox/record.h"
 
 namespace pgoutbox::kafka {
@@ -40,12 +41,6 @@ struct DeliveryReport {
   bool ok() const { return error == RD_KAFKA_RESP_ERR_NO_ERROR; }
 };
 
-// What a failed delivery means (SPEC.md I8), decided in this one place.
-enum class DeliveryFailure {
-  retriable,  // transient (broker down, leader change, timeout): send again, never give up
-  permanent,  // this record will not be accepted as it is (too large, invalid, not authorised, no topic)
-  fatal,      // the producer itself is unusable (idempotence state lost): rebuild it
-};
 DeliveryFailure classify(rd_kafka_resp_err_t error);
 
 struct ProducerSettings {

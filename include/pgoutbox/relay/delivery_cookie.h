@@ -15,6 +15,13 @@ struct DeliveryCookie {
   bool dead_letter = false;
   bool isolated = false;      // sent alone (a batch of one), so its verdict is its own
 
+  // A record's first send, in a batch with others.
+  static DeliveryCookie batched(std::uint64_t txn) { return {txn, 0, false, false}; }
+  // A send alone (a batch of one) after `attempt` earlier sends alone.
+  static DeliveryCookie alone(std::uint64_t txn, std::uint32_t attempt) { return {txn, attempt, false, true}; }
+  // A write of the record to the dead-letter topic, alone.
+  static DeliveryCookie dead_letter_write(std::uint64_t txn) { return {txn, 0, true, true}; }
+
   static constexpr std::uint64_t kTxnMask = (std::uint64_t{1} << 48) - 1;
   static constexpr std::uint32_t kMaxAttempt = (1U << 14) - 1;
 

@@ -17,9 +17,12 @@ enum class Fatal : int {
   table_missing = 13,        // a configured outbox table does not exist (or was dropped)
   permission = 14,           // the role lacks REPLICATION, LOGIN or SELECT on a table
   wal_level = 15,            // wal_level is not logical
-  authentication = 16,       // wrong password, or no pg_hba.conf entry
+  authentication = 16,       // no or wrong password, or no pg_hba.conf entry
   mapping = 17,              // a configured column is missing or has an unusable type
   kafka_config = 18,         // librdkafka refused a property
+  slot_two_phase = 19,       // the slot decodes prepared transactions (two_phase), which pgoutbox refuses
+  tls = 20,                  // the server's TLS certificate failed verification
+  server_version = 21,       // the server does not understand pgoutbox's replication commands
 };
 
 struct Outcome {

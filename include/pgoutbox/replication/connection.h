@@ -13,18 +13,30 @@
 #include <vector>
 
 #include "pgoutbox/lsn.h"
+#include "pgoutbox/replication/slot.h"
 
 namespace pgoutbox::replication {
 
-// A failure reported by the server or libpq, with the SQLSTATE when the server gave one, so
-// callers can tell a busy slot (55006) from a missing publication or a lost slot (55000).
+// A failure reported by the server or libpq, with the server's diagnostic fields when it sent
+// them (PG_DIAG_SQLSTATE, PG_DIAG_MESSAGE_DETAIL, PG_DIAG_MESSAGE_HINT), so callers classify
+// on structure: a busy slot (55006) is not a lost connection.
 class PgError : public std::runtime_error {
  public:
-  PgError(const std::string& what, std::string sqlstate) : std::runtime_error(what), sqlstate_(std::move(sqlstate)) {}
-  const std::string& sqlstate() const { return sqlstate_; }
+  struct Fields {
+    std::string sqlstate;      // empty: libpq's own failure (connecting, connection lost)
+    std::string detail;
+    std::string hint;
+    bool connection_bad = false;  // libpq's connection status was CONNECTION_BAD afterwards
+  };
+  PgError(const std::string& what, std::string sqlstate) : std::runtime_error(what) {
+    fields_.sqlstate = std::move(sqlstate);
+  }
+  PgError(const std::string& what, Fields fields) : std::runtime_error(what), fields_(std::move(fields)) {}
+  const std::string& sqlstate() const { return fields_.sqlstate; }
+  const Fields& fields() const { return fields_; }
 
  private:
-  std::string sqlstate_;
+  Fields fields_;
 };
 
 struct PgConnDeleter {
@@ -49,16 +61,6 @@ struct SystemIdentity {
   int timeline = 0;
   Lsn xlogpos;
   std::string dbname;
-};
-
-struct SlotState {
-  std::string plugin;
-  std::string database;
-  bool active = false;
-  std::optional<int> active_pid;
-  Lsn confirmed_flush;
-  Lsn restart_lsn;
-  std::string wal_status;  // reserved, extended, unreserved, lost
 };
 
 struct PublicationState {
@@ -115,7 +117,8 @@ class Connection {
   std::unique_ptr<PGconn, PgConnDeleter> conn_;
 };
 
-// Throws PgError naming what is wrong when a publication does not exist or does not publish
+// Throws PgError (no SQLSTATE: the verdict is pgoutbox's own; a failed query keeps the server's)
+// naming what is wrong when a publication does not exist or does not publish
 // inserts of every table in `tables`.
 void check_publication_covers(const Connection& conn, const std::string& publication,
                               const std::vector<TableName>& tables);

@@ -1,0 +1,69 @@
+#pragma once
+
+// The relay's Kafka edge: what it needs from a producer, without librdkafka's types, so the
+// relay can be driven by a fake sink in unit tests. The real sink wraps kafka::Producer
+// (producer_sink.h).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pgoutbox/outbox/record.h"
+
+namespace pgoutbox::kafka {
+
+// What a failed delivery means (docs/spec.md I8), decided once, where librdkafka's codes are known.
+enum class DeliveryFailure {
+  retriable,  // transient (broker down, leader change, timeout): send again, never give up
+  permanent,  // this record will not be accepted as it is (too large, invalid, not authorised, no topic)
+  fatal,      // the producer itself is unusable (idempotence state lost): rebuild it
+};
+
+struct DeliveryError {
+  DeliveryFailure kind = DeliveryFailure::retriable;
+  std::string code;  // librdkafka's error name, e.g. MSG_SIZE_TOO_LARGE
+  std::string text;
+  bool size_refusal = false;  // the record (or its batch) is too large: a copy of it would be too
+};
+
+struct Delivery {
+  std::uint64_t cookie = 0;  // what produce() was given
+  std::optional<DeliveryError> error;
+  std::string topic;
+  std::size_t weight = 0;  // key + value bytes
+  // On failure only: the record as it was produced, so it can be sent again or dead-lettered.
+  std::optional<outbox::Record> record;
+  bool ok() const { return !error; }
+};
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  enum class Produced { ok, queue_full, failed };
+  // Hands the record over (copied). On `failed`, `error` says why.
+  virtual Produced produce(const outbox::Record& record, std::uint64_t cookie, DeliveryError& error) = 0;
+  // Serves delivery reports (through the callback given at creation) and other events.
+  virtual void poll() = 0;
+  // Readable when poll() has work; drain_wakeup() empties it.
+  virtual int wakeup_fd() const = 0;
+  virtual void drain_wakeup() = 0;
+  // The sink can produce nothing more (idempotence state lost): it must be rebuilt.
+  virtual std::optional<std::string> fatal_error() const = 0;
+};
+
+struct SinkOptions {
+  // Batches of one: a refusal is about this record alone (retries, dead-letter writes).
+  bool isolated = false;
+  std::function<void(const Delivery&)> on_delivery;
+  std::function<void(std::string_view json)> on_statistics;  // main sink only
+  std::function<void(bool up)> on_brokers_up;                // main sink only
+};
+
+// Builds a sink; throws std::invalid_argument on a configuration the client refuses.
+using SinkFactory = std::function<std::unique_ptr<Sink>(SinkOptions options)>;
+
+}  // namespace pgoutbox::kafka

@@ -1,0 +1,61 @@
+#pragma once
+
+// One replication session: connect, identify the system, check (or create) the publication and
+// the slot, validate the slot (replication::validate_slot), start streaming from it, and hand
+// the ready stream to the Relay. Each session has an io_context of its own: the replication
+// socket, the sink's wake-up descriptors and the timers are all waited on there, so nothing of
+// a finished session can run after it.
+
+#include <boost/asio/io_context.hpp>
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "pgoutbox/config/config.h"
+#include "pgoutbox/kafka/sink.h"
+#include "pgoutbox/relay/observer.h"
+#include "pgoutbox/relay/outcome.h"
+#include "pgoutbox/relay/relay.h"
+
+namespace pgoutbox::relay {
+
+struct SessionOptions {
+  kafka::SinkFactory sinks;    // empty: the real Kafka producer of config.kafka
+  bool ever_streamed = false;  // an earlier session of this process streamed (see pg_failure.h)
+};
+
+class Session {
+ public:
+  // `observer` (may be null) hears about every event and state change; it must outlive the Session.
+  explicit Session(const config::Config& config, Observer* observer = nullptr, SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Sets up and streams until the session ends; returns when it is over.
+  Outcome run();
+  // Graceful stop (Relay::stop). Call on the session's thread, e.g. through post(io(), …).
+  void stop() { relay_.stop(); }
+
+  boost::asio::io_context& io() { return io_; }
+  // True once streaming started, until the session ends; readable from any thread.
+  bool streaming() const { return streaming_.load(); }
+  // This session reached START_REPLICATION.
+  bool streamed() const { return streamed_; }
+
+  const Counters& counters() const { return relay_.counters(); }
+  Lsn confirmed() const { return relay_.confirmed(); }
+
+ private:
+  class Setup;
+
+  boost::asio::io_context io_;
+  const config::Config& config_;
+  SessionOptions options_;
+  Observer no_observer_;
+  Relay relay_;
+  std::atomic<bool> streaming_{false};
+  bool streamed_ = false;
+};
+
+}  // namespace pgoutbox::relay

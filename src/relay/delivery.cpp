@@ -1,0 +1,266 @@
+// The relay's Kafka side: the sinks, sending (with the queue-full pause), delivery reports and
+// what follows a failed delivery (decide(), poison.h). The stream side is relay.cpp.
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dead_letter.h"
+#include "pgoutbox/logging/logging.h"
+#include "pgoutbox/relay/relay.h"
+
+namespace pgoutbox::relay {
+
+using namespace std::chrono_literals;
+
+namespace {
+// How soon a send the sink had no room for is tried again; the sink is served meanwhile.
+constexpr auto kQueueFullRetry = 20ms;
+}  // namespace
+
+// A safety net beside the wake-up descriptors: serve the sinks and notice fatal errors.
+void Relay::arm_poll() {
+  poll_timer_.expires_after(200ms);
+  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || outcome_) return;
+    for (auto* slot : {&main_, &isolated_}) {
+      if (slot->sink) slot->sink->poll();
+    }
+    check_sink_fatal();
+    arm_poll();
+  });
+}
+
+// The producer's idempotence state was lost: nothing beyond the last fully acknowledged
+// transaction is confirmed, and the session is rebuilt from the slot's confirmed position.
+bool Relay::check_sink_fatal() {
+  auto fatal = main_.sink->fatal_error();
+  if (!fatal && isolated_.sink) fatal = isolated_.sink->fatal_error();
+  if (!fatal) return false;
+  finish(Outcome::reconnect("the Kafka producer hit a fatal error (" + *fatal +
+                            "); rebuilding it and resuming from the slot's confirmed position"));
+  return true;
+}
+
+void Relay::open_sink(SinkSlot& slot, bool isolated) {
+  kafka::SinkOptions options;
+  options.isolated = isolated;
+  options.on_delivery = [this](const kafka::Delivery& d) { on_delivery(d); };
+  if (!isolated) {
+    options.on_statistics = [this](std::string_view json) { observer_.kafka_statistics(json); };
+    options.on_brokers_up = [this](bool up) {
+      // The client reconnects by itself and keeps every record queued meanwhile (I1); this only
+      // tells the operator when the state changes.
+      if (kafka_up_ != up && up && kafka_up_) spdlog::info("kafka: a broker is reachable again; queued records are being delivered");
+      kafka_up_ = up;
+      observer_.kafka_up(up);
+    };
+  }
+  slot.sink = sinks_(std::move(options));
+  slot.wakeup.emplace(io_, ::dup(slot.sink->wakeup_fd()));
+  wait_wakeup(slot);
+}
+
+void Relay::wait_wakeup(SinkSlot& slot) {
+  slot.wakeup->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                          [this, &slot](const boost::system::error_code& ec) {
+                            if (ec) return;
+                            slot.sink->drain_wakeup();
+                            slot.sink->poll();
+                            wait_wakeup(slot);
+                          });
+}
+
+// Kafka refuses a whole batch when one record in it is refused (e.g. too large), so a verdict
+// about one record needs a batch of one: retries and dead-letter writes go through a second
+// sink that sends every record alone. Opened at the first refusal; most sessions never need it.
+kafka::Sink& Relay::sink_for(DeliveryCookie cookie) {
+  if (!cookie.isolated && !cookie.dead_letter) return *main_.sink;
+  if (!isolated_.sink) open_sink(isolated_, true);
+  return *isolated_.sink;
+}
+
+void Relay::send(const outbox::Record& record, DeliveryCookie cookie) {
+  // Sends the queue could not take go first, in their order (per-key order, I3).
+  if (blocked_.empty() && try_send(record, cookie)) return;
+  blocked_.push_back({record, cookie});
+  if (blocked_.size() == 1) arm_queue_full();
+  apply_backpressure();  // nothing new is read while the queue is full
+}
+
+// False when the sink's queue is full: the caller keeps the record and a timer tries again, so
+// the io thread never blocks (keepalives, signals and acks go on meanwhile).
+bool Relay::try_send(const outbox::Record& record, DeliveryCookie cookie) {
+  kafka::DeliveryError error;
+  switch (sink_for(cookie).produce(record, cookie.pack(), error)) {
+    case kafka::Sink::Produced::ok:
+      return true;
+    case kafka::Sink::Produced::queue_full:
+      ++counters_.queue_full;
+      return false;
+    case kafka::Sink::Produced::failed:
+      break;
+  }
+  // Refused before sending (e.g. larger than message.max.bytes): the same path as a failed
+  // delivery, so the same policy applies.
+  on_failure(record, cookie, error);
+  return true;
+}
+
+void Relay::arm_queue_full() {
+  queue_full_timer_.expires_after(kQueueFullRetry);
+  queue_full_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || closing_) return;
+    for (auto* slot : {&main_, &isolated_}) {
+      if (slot->sink) slot->sink->poll();
+    }
+    while (!blocked_.empty() && !closing_) {
+      const auto next = blocked_.front();
+      if (!try_send(next.record, next.cookie)) {
+        arm_queue_full();
+        return;
+      }
+      blocked_.pop_front();
+    }
+    if (!closing_) apply_backpressure();
+  });
+}
+
+void Relay::on_delivery(const kafka::Delivery& delivery) {
+  const auto cookie = DeliveryCookie::unpack(delivery.cookie);
+  if (delivery.error) {
+    if (delivery.record) on_failure(*delivery.record, cookie, *delivery.error);
+    return;
+  }
+  if (cookie.dead_letter) {
+    ++counters_.dead_lettered;
+    observer_.event_poison(delivery.record ? delivery.record->topic : delivery.topic, PoisonAction::dead_lettered);
+  } else {
+    ++counters_.records_acked;
+    const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    const auto latency = std::max<std::int64_t>(0, now_us - tracker_.commit_time_us(cookie.txn));
+    observer_.event_published(delivery.topic, std::chrono::microseconds(latency));
+  }
+  complete(cookie.txn, delivery.weight);
+}
+
+// Carries out what decide() says about a failed delivery (docs/spec.md I8).
+void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error) {
+  if (closing_) return;  // nothing more is sent; it stays unconfirmed and comes again after a restart
+  if (check_sink_fatal()) return;
+  const auto action = decide(error.kind, cookie, rules_);
+  switch (action.kind) {
+    case Action::Kind::rebuild:
+      finish(Outcome::reconnect(fmt::format("the Kafka producer hit error {}; rebuilding it and resuming from the "
+                                            "slot's confirmed position",
+                                            error.code)));
+      return;
+    case Action::Kind::send_alone:
+      schedule_retry(record, action.next, action.delay);
+      return;
+    case Action::Kind::retry_after:
+      if (error.kind == kafka::DeliveryFailure::retriable) {
+        log_event(spdlog::level::warn, record, cookie.txn,
+                  fmt::format("delivery failed ({}: {}); sending it again", error.code, error.text));
+      } else {
+        ++counters_.poison_retried;
+        observer_.event_poison(record.topic, PoisonAction::retried);
+        log_event(spdlog::level::warn, record, cookie.txn,
+                  fmt::format("Kafka refused the record ({}: {}); retry {} of {} in {} ms", error.code, error.text,
+                              action.next.attempt, config_.poison.max_retries, action.delay.count()));
+      }
+      schedule_retry(record, action.next, action.delay);
+      return;
+    case Action::Kind::stop:
+      if (cookie.dead_letter) {
+        // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed.
+        log_event(spdlog::level::err, record, cookie.txn,
+                  fmt::format("the dead-letter topic {} refused a poison record: {} ({})", record.topic, error.text,
+                              error.code));
+        observer_.event_poison(record.topic, PoisonAction::stopped);
+        finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})",
+                                                         record.event_id, record.topic, error.text, error.code)));
+        return;
+      }
+      break;
+    case Action::Kind::dead_letter:
+    case Action::Kind::skip:
+      break;
+  }
+  apply_policy(record, cookie.txn, error, cookie.attempt + 1);
+}
+
+void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn, const kafka::DeliveryError& error,
+                         std::uint32_t attempts) {
+  const auto& code = error.code;
+  const auto& reason = error.text;
+  switch (policy_action(config_.poison.policy)) {
+    case Action::Kind::skip:
+      log_event(spdlog::level::warn, record, txn,
+                fmt::format("poison record ({}: {}) after {} attempt(s); policy skip: dropped", code, reason, attempts));
+      ++counters_.skipped;
+      observer_.event_poison(record.topic, PoisonAction::skipped);
+      complete(txn, record.weight());
+      return;
+    case Action::Kind::dead_letter: {
+      log_event(spdlog::level::warn, record, txn,
+                fmt::format("poison record ({}: {}) after {} attempt(s); sending it to {}", code, reason, attempts,
+                            config_.poison.dead_letter_topic));
+      const auto dlq = dead_letter_record(record, config_.poison.dead_letter_topic,
+                                          DeadLetterCause{reason, code, attempts, tracker_.commit_lsn(txn),
+                                                          error.size_refusal});
+      // Its ack releases the dead-letter record's weight: count the original's as that, so the
+      // in-flight bytes come back to what they were (a size refusal's copy has no value).
+      in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, record.weight() - std::min(record.weight(), dlq.weight()));
+      send(dlq, DeliveryCookie::dead_letter_write(txn));
+      return;
+    }
+    default:
+      break;
+  }
+  log_event(spdlog::level::err, record, txn,
+            fmt::format("poison record ({}: {}) after {} attempt(s); policy stop: exiting without confirming it", code,
+                        reason, attempts));
+  observer_.event_poison(record.topic, PoisonAction::stopped);
+  finish(Outcome::fatal(Fatal::poison,
+                        fmt::format("poison record, event id {}, topic {}: {} ({}). Fix the cause, or set "
+                                    "poison.policy: dead-letter, and restart: it is read again",
+                                    record.event_id.empty() ? "(none)" : record.event_id,
+                                    record.topic.empty() ? "(none)" : record.topic, reason, code)));
+}
+
+void Relay::schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay) {
+  retries_.emplace(std::chrono::steady_clock::now() + delay, Pending{record, cookie});
+  arm_retry();
+}
+
+void Relay::arm_retry() {
+  if (retries_.empty()) return;
+  retry_timer_.expires_at(retries_.begin()->first);
+  retry_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || closing_) return;
+    const auto now = std::chrono::steady_clock::now();
+    while (!retries_.empty() && retries_.begin()->first <= now) {
+      auto node = retries_.extract(retries_.begin());
+      send(node.mapped().record, node.mapped().cookie);
+      if (closing_) return;
+    }
+    arm_retry();
+  });
+}
+
+void Relay::log_event(spdlog::level::level_enum level, const outbox::Record& record, ConfirmTracker::TxnId txn,
+                      const std::string& message) const {
+  std::string_view trace_id;
+  for (const auto& h : record.headers) {
+    if (h.name == "traceparent") trace_id = logging::trace_id_from_traceparent(h.value);
+  }
+  logging::event(level,
+                 logging::EventFields{record.event_id, record.key ? std::string_view(*record.key) : std::string_view(),
+                                      record.topic, trace_id, tracker_.commit_lsn(txn)},
+                 message);
+}
+
+}  // namespace pgoutbox::relay

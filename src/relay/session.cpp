@@ -1,0 +1,173 @@
+#include "pgoutbox/relay/session.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "pg_failure.h"
+#include "pgoutbox/kafka/producer_sink.h"
+#include "pgoutbox/replication/stream.h"
+
+namespace pgoutbox::relay {
+namespace {
+
+kafka::SinkFactory real_sinks(const config::Config& config) {
+  return kafka::producer_sink_factory(kafka::SinkSettings{config.kafka.brokers, config.kafka.properties,
+                                                          config.limits.max_in_flight_records,
+                                                          config.limits.max_in_flight_bytes});
+}
+
+// The replication stream as the relay's change source.
+class StreamSource final : public ChangeSource, private replication::StreamHandler {
+ public:
+  StreamSource(boost::asio::io_context& io, replication::Connection& connection, const config::Config& config,
+               SessionContext context)
+      : stream_(io, connection, *this, replication::StreamOptions{config.postgres.status_interval}),
+        context_(context) {}
+
+  void start(ChangeHandler& handler, std::function<void(Outcome)> on_end) override {
+    handler_ = &handler;
+    stream_.start([this, on_end = std::move(on_end)](const replication::StreamEnd& end) {
+      if (end.reason == replication::StreamEnd::Reason::stopped) return on_end(Outcome::stopped());
+      const replication::PgError as_error(
+          end.message.empty() ? "the server ended the replication stream" : end.message, end.sqlstate);
+      on_end(classify(as_error, context_));
+    });
+  }
+  void set_flush(Lsn lsn) override { stream_.set_flush(lsn); }
+  void pause() override { stream_.pause(); }
+  void resume() override { stream_.resume(); }
+  bool paused() const override { return stream_.paused(); }
+  void stop() override { stream_.stop(); }
+
+ private:
+  void on_data(const replication::XLogData& data) override { handler_->on_data(data); }
+  void on_keepalive(const replication::Keepalive& keepalive) override { handler_->on_keepalive(keepalive); }
+
+  replication::Stream stream_;
+  SessionContext context_;
+  ChangeHandler* handler_ = nullptr;
+};
+
+std::vector<replication::TableName> table_names(const config::Config& config) {
+  std::vector<replication::TableName> out;
+  for (const auto& t : config.tables) out.push_back({t.schema, t.name});
+  return out;
+}
+
+Fatal fatal_of(replication::SlotProblem::Cause cause) {
+  switch (cause) {
+    case replication::SlotProblem::Cause::invalidated:
+      return Fatal::slot_invalidated;
+    case replication::SlotProblem::Cause::two_phase:
+      return Fatal::slot_two_phase;
+    case replication::SlotProblem::Cause::not_logical:
+    case replication::SlotProblem::Cause::other_database:
+      break;
+  }
+  return Fatal::slot_unusable;
+}
+
+}  // namespace
+
+// Connects and checks everything START_REPLICATION relies on; on success the connection
+// streams from the slot and `slot_confirmed` is where the slot stood.
+class Session::Setup {
+ public:
+  explicit Setup(const config::Config& config) : config_(config) {}
+
+  std::optional<Outcome> open() {
+    const auto& pg = config_.postgres;
+    connection.emplace(replication::Connection::open(pg.dsn, true, pg.application_name, pg.password));
+    context.server_version = connection->server_version();
+    const auto identity = connection->identify_system();
+    const auto tables = table_names(config_);
+    const auto slot = connection->slot(pg.slot);
+    if (slot) {
+      if (const auto problem = replication::validate_slot(*slot, identity.dbname)) {
+        return Outcome::fatal(fatal_of(problem->cause), fmt::format("replication slot \"{}\" {}. Fix: {}", pg.slot,
+                                                                    problem->message, problem->fix));
+      }
+    }
+    if (!connection->publication(pg.publication) && pg.create_publication) {
+      // pgoutput reads publications as of the position it decodes: one created after the slot's
+      // position does not exist for it, and the stream would fail forever (docs/pgoutput.md).
+      if (slot) {
+        return Outcome::fatal(
+            Fatal::publication,
+            fmt::format("publication \"{}\" does not exist, and replication slot \"{}\" does: a publication created "
+                        "now would be missing for every change the slot still has to decode, so pgoutbox does not "
+                        "create it. Fix: create the publication (CREATE PUBLICATION {} FOR TABLE … WITH (publish = "
+                        "'insert')), then drop the slot (pgoutbox slot drop -c FILE --yes) and let pgoutbox create "
+                        "it; or advance the slot past the publication's creation "
+                        "(SELECT pg_replication_slot_advance('{}', pg_current_wal_lsn())). Rows committed before that "
+                        "are not relayed",
+                        pg.publication, pg.slot, pg.publication, pg.slot));
+      }
+      spdlog::info("creating publication {} for {} table(s)", pg.publication, tables.size());
+      connection->create_publication(pg.publication, tables);
+    }
+    try {
+      replication::check_publication_covers(*connection, pg.publication, tables);
+    } catch (const replication::PgError& e) {
+      // Its own verdicts (no SQLSTATE) name the publication's problem and the fix; a failed
+      // query (a missing table, a lost connection) is classified like any other failure.
+      if (!e.sqlstate().empty() || e.fields().connection_bad) throw;
+      return Outcome::fatal(Fatal::publication, e.what());
+    }
+    if (!slot) {
+      if (!pg.create_slot) {
+        return Outcome::fatal(Fatal::slot_unusable,
+                              fmt::format("replication slot \"{}\" does not exist: create it (SELECT "
+                                          "pg_create_logical_replication_slot('{}', 'pgoutput')) or set "
+                                          "postgres.create_slot: true",
+                                          pg.slot, pg.slot));
+      }
+      slot_confirmed = connection->create_slot(pg.slot);
+      spdlog::info("created replication slot {} at {}", pg.slot, slot_confirmed.to_string());
+    } else {
+      slot_confirmed = slot->confirmed_flush;
+    }
+    replication::StartOptions start;
+    start.slot = pg.slot;
+    start.publications = {pg.publication};
+    start.proto_version = connection->max_proto_version();
+    start.messages = true;
+    connection->start_replication(start);
+    spdlog::info("streaming from slot {} at {} (server {}, proto_version {}, system {})", pg.slot,
+                 slot_confirmed.to_string(), connection->server_version(), start.proto_version, identity.system_id);
+    return std::nullopt;
+  }
+
+  std::optional<replication::Connection> connection;
+  SessionContext context;
+  Lsn slot_confirmed;
+
+ private:
+  const config::Config& config_;
+};
+
+Session::Session(const config::Config& config, Observer* observer, SessionOptions options)
+    : config_(config),
+      options_(std::move(options)),
+      relay_(config, io_, options_.sinks ? options_.sinks : real_sinks(config),
+             observer != nullptr ? *observer : no_observer_) {}
+
+Session::~Session() = default;
+
+Outcome Session::run() {
+  Setup setup(config_);
+  setup.context.ever_streamed = options_.ever_streamed;
+  try {
+    if (auto failed = setup.open()) return *failed;
+  } catch (const replication::PgError& e) {
+    return classify(e, setup.context);
+  }
+  StreamSource source(io_, *setup.connection, config_, setup.context);
+  streamed_ = true;
+  streaming_ = true;
+  const auto outcome = relay_.run(source, setup.slot_confirmed);
+  streaming_ = false;
+  return outcome;
+}
+
+}  // namespace pgoutbox::relay

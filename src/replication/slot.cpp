@@ -1,0 +1,118 @@
+#include "pgoutbox/replication/slot.h"
+
+#include <libpq-fe.h>
+
+#include <fmt/format.h>
+
+namespace pgoutbox::replication {
+namespace {
+
+std::string text_at(const PGresult* res, int row, int col) {
+  return PQgetisnull(res, row, col) != 0 ? std::string() : std::string(PQgetvalue(res, row, col));
+}
+
+std::optional<std::int64_t> int_at(const PGresult* res, int row, int col) {
+  if (PQgetisnull(res, row, col) != 0) return std::nullopt;
+  return std::stoll(PQgetvalue(res, row, col));
+}
+
+Lsn lsn_at(const PGresult* res, int row, int col) { return Lsn::parse(text_at(res, row, col)).value_or(Lsn{}); }
+
+}  // namespace
+
+WalStatus parse_wal_status(std::string_view text) {
+  if (text == "reserved") return WalStatus::reserved;
+  if (text == "extended") return WalStatus::extended;
+  if (text == "unreserved") return WalStatus::unreserved;
+  if (text == "lost") return WalStatus::lost;
+  return WalStatus::unknown;
+}
+
+std::string_view to_string(WalStatus status) {
+  switch (status) {
+    case WalStatus::reserved:
+      return "reserved";
+    case WalStatus::extended:
+      return "extended";
+    case WalStatus::unreserved:
+      return "unreserved";
+    case WalStatus::lost:
+      return "lost";
+    case WalStatus::unknown:
+      break;
+  }
+  return "";
+}
+
+std::string slot_query(std::string_view slot_literal, int server_version) {
+  // On a standby the server's position is the replayed one (pg_current_wal_lsn() would fail).
+  // Differences are clamped at 0: an idle slot's confirmed position may be reported a few
+  // bytes past the last insert. two_phase exists from PostgreSQL 14 on.
+  return fmt::format(
+      "WITH here AS (SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() "
+      "ELSE pg_catalog.pg_current_wal_lsn() END AS lsn) "
+      "SELECT s.slot_name, s.plugin, s.database, s.active, s.active_pid, s.confirmed_flush_lsn, s.restart_lsn, "
+      "s.wal_status, here.lsn, "
+      "GREATEST(COALESCE(pg_catalog.pg_wal_lsn_diff(here.lsn, s.confirmed_flush_lsn), 0), 0)::bigint, "
+      "GREATEST(COALESCE(pg_catalog.pg_wal_lsn_diff(here.lsn, s.restart_lsn), 0), 0)::bigint, "
+      "s.safe_wal_size, {} "
+      "FROM pg_catalog.pg_replication_slots s, here WHERE s.slot_name = {}",
+      server_version >= 140000 ? "s.two_phase" : "false", slot_literal);
+}
+
+SlotState slot_state(const pg_result* result, int row) {
+  const PGresult* r = result;
+  SlotState s;
+  s.slot = text_at(r, row, 0);
+  s.plugin = text_at(r, row, 1);
+  s.database = text_at(r, row, 2);
+  s.active = text_at(r, row, 3) == "t";
+  if (const auto pid = int_at(r, row, 4)) s.active_pid = static_cast<int>(*pid);
+  s.confirmed_flush = lsn_at(r, row, 5);
+  s.restart_lsn = lsn_at(r, row, 6);
+  s.wal_status = parse_wal_status(text_at(r, row, 7));
+  s.current_wal = lsn_at(r, row, 8);
+  s.lag_bytes = int_at(r, row, 9).value_or(0);
+  s.retained_wal_bytes = int_at(r, row, 10).value_or(0);
+  s.safe_wal_size_bytes = int_at(r, row, 11);
+  s.two_phase = text_at(r, row, 12) == "t";
+  return s;
+}
+
+std::optional<SlotProblem> validate_slot(const SlotState& slot, std::string_view database) {
+  using Cause = SlotProblem::Cause;
+  if (slot.plugin != "pgoutput") {
+    return SlotProblem{
+        Cause::not_logical,
+        fmt::format("uses plugin {}; pgoutbox needs pgoutput",
+                    slot.plugin.empty() ? std::string("(none: a physical slot)") : slot.plugin),
+        "choose another postgres.slot, or drop this one if nothing needs it (pgoutbox slot drop -c FILE --yes)"};
+  }
+  if (!database.empty() && !slot.database.empty() && slot.database != database) {
+    return SlotProblem{Cause::other_database,
+                       fmt::format("belongs to database {}, not {}", slot.database, database),
+                       "point postgres.dsn at that database, or choose another postgres.slot"};
+  }
+  if (slot.wal_status == WalStatus::lost) {
+    return SlotProblem{
+        Cause::invalidated,
+        fmt::format("is invalidated (wal_status lost): WAL after {} was removed (max_slot_wal_keep_size), so the "
+                    "outbox rows written since then can no longer be streamed",
+                    slot.confirmed_flush.to_string()),
+        "drop it (pgoutbox slot drop -c FILE --yes), let pgoutbox create a new one, and re-publish the outbox rows "
+        "committed since the last event Kafka holds: reconcile (README, operations guide)"};
+  }
+  if (slot.two_phase) {
+    // pgoutbox relays committed transactions only; a two_phase slot sends prepared ones at
+    // PREPARE TRANSACTION, before their fate is known (docs/pgoutput.md).
+    return SlotProblem{Cause::two_phase,
+                       "was created with two_phase = true; pgoutbox does not relay prepared transactions",
+                       fmt::format("drop the slot and recreate it without two_phase (pgoutbox slot drop -c FILE --yes, "
+                                   "then let pgoutbox create it, or SELECT pg_create_logical_replication_slot('{}', "
+                                   "'pgoutput')); events committed in between must be re-published",
+                                   slot.slot)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace pgoutbox::replication

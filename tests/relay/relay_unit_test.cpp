@@ -1,0 +1,537 @@
+// The relay without services: pgoutput messages built from the wire layouts (the decoder tests'
+// MessageBuilder) go in through a fake change source, records come out in a fake Kafka sink
+// whose verdicts each case scripts. Every case runs in milliseconds.
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/post.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+
+#include "../pgoutput/message_builder.h"
+#include "pgoutbox/relay/relay.h"
+
+namespace pgoutbox::relay {
+namespace {
+
+using namespace std::chrono_literals;
+using pgoutput::testing::Bytes;
+using pgoutput::testing::MessageBuilder;
+
+constexpr std::uint32_t kRelid = 16384;
+constexpr std::uint32_t kUuid = 2950, kText = 25, kJsonb = 3802;
+
+Bytes relation() {
+  MessageBuilder m('R');
+  m.int32(kRelid).string("public").string("outbox").int8('d').int16(5);
+  m.relation_column(1, "id", kUuid, -1).relation_column(0, "aggregatetype", kText, -1);
+  m.relation_column(0, "aggregateid", kText, -1).relation_column(0, "type", kText, -1);
+  m.relation_column(0, "payload", kJsonb, -1);
+  return m;
+}
+Bytes begin(std::uint64_t final_lsn, std::uint32_t xid) {
+  return MessageBuilder('B').int64(final_lsn).int64(0).int32(xid);
+}
+Bytes commit(std::uint64_t commit_lsn, std::uint64_t end_lsn) {
+  return MessageBuilder('C').int8(0).int64(commit_lsn).int64(end_lsn).int64(0);
+}
+Bytes insert(int n, std::string_view key = "k", std::string_view payload = "{}") {
+  const std::string id = fmt::format("00000000-0000-0000-0000-{:012d}", n);
+  MessageBuilder m('I');
+  m.int32(kRelid).int8('N').int16(5);
+  m.text_column(id).text_column("E").text_column(key).text_column("Created").text_column(payload);
+  return m;
+}
+
+// A replication stream that hands over queued messages while not paused.
+class FakeSource final : public ChangeSource {
+ public:
+  explicit FakeSource(boost::asio::io_context& io) : io_(io) {}
+  void push(Bytes message, Lsn wal_end = {}) { queue_.push_back({std::move(message), wal_end, false}); }
+  void keepalive(Lsn wal_end) { queue_.push_back({{}, wal_end, true}); }
+  void pump() {
+    while (handler_ != nullptr && !paused_ && !stopped_ && !queue_.empty()) {
+      auto next = std::move(queue_.front());
+      queue_.pop_front();
+      if (next.keepalive) {
+        handler_->on_keepalive(replication::Keepalive{next.wal_end, 0, false});
+      } else {
+        handler_->on_data(replication::XLogData{next.wal_end, next.wal_end, 0, next.bytes});
+      }
+    }
+  }
+  void start(ChangeHandler& handler, std::function<void(Outcome)> on_end) override {
+    handler_ = &handler;
+    on_end_ = std::move(on_end);
+    boost::asio::post(io_, [this] { pump(); });
+  }
+  void set_flush(Lsn lsn) override {
+    flushes.push_back(lsn);
+    if (lsn > flush) flush = lsn;
+  }
+  void pause() override {
+    paused_ = true;
+    ++pauses;
+  }
+  void resume() override {
+    paused_ = false;
+    boost::asio::post(io_, [this] { pump(); });
+  }
+  bool paused() const override { return paused_; }
+  void stop() override {
+    stopped_ = true;
+    boost::asio::post(io_, [this] { on_end_(Outcome::stopped()); });
+  }
+  bool drained() const { return queue_.empty(); }
+
+  std::vector<Lsn> flushes;  // every set_flush, in order
+  Lsn flush;                 // what the server would hold: the highest
+  int pauses = 0;
+
+ private:
+  struct Item {
+    Bytes bytes;
+    Lsn wal_end;
+    bool keepalive;
+  };
+  boost::asio::io_context& io_;
+  std::deque<Item> queue_;
+  ChangeHandler* handler_ = nullptr;
+  std::function<void(Outcome)> on_end_;
+  bool paused_ = false;
+  bool stopped_ = false;
+};
+
+struct Produced {
+  outbox::Record record;
+  DeliveryCookie cookie;
+  bool isolated;
+};
+
+// What both fake sinks (batched and isolated) share: what was produced, and the script.
+struct SinkScript {
+  // The verdict on a produced record: nullopt delivers it.
+  std::function<std::optional<kafka::DeliveryError>(const Produced&)> verdict = [](const Produced&) {
+    return std::optional<kafka::DeliveryError>();
+  };
+  int queue_full = 0;     // so many produce() calls find the queue full
+  bool hold = false;      // keep deliveries until release()
+  std::optional<std::string> fatal;
+  std::vector<Produced> produced;
+  std::vector<std::function<void()>> held;
+  int sinks_opened = 0;
+  std::vector<bool> released;
+  // Delivers the i-th held record's report (once).
+  void release(std::size_t i) {
+    released.resize(held.size());
+    if (i < held.size() && !released[i]) {
+      released[i] = true;
+      held[i]();
+    }
+  }
+  void release_all() {
+    for (std::size_t i = 0; i < held.size(); ++i) release(i);
+  }
+};
+
+class FakeSink final : public kafka::Sink {
+ public:
+  FakeSink(SinkScript& script, kafka::SinkOptions options)
+      : script_(script), options_(std::move(options)), fd_(::eventfd(0, EFD_NONBLOCK)) {}
+  ~FakeSink() override { ::close(fd_); }
+  Produced produce(const outbox::Record& record, std::uint64_t cookie, kafka::DeliveryError&) override {
+    if (script_.queue_full > 0) {
+      --script_.queue_full;
+      return Produced::queue_full;
+    }
+    const relay::Produced p{record, DeliveryCookie::unpack(cookie), options_.isolated};
+    script_.produced.push_back(p);
+    kafka::Delivery d;
+    d.cookie = cookie;
+    d.topic = record.topic;
+    d.weight = record.weight();
+    d.error = script_.verdict(p);
+    if (d.error) d.record = record;
+    auto deliver = [this, d] {
+      ready_.push_back(d);
+      const std::uint64_t one = 1;
+      EXPECT_EQ(::write(fd_, &one, sizeof one), 8);
+    };
+    if (script_.hold) {
+      script_.held.push_back(deliver);
+    } else {
+      deliver();
+    }
+    return Produced::ok;
+  }
+  void poll() override {
+    while (!ready_.empty()) {
+      const auto d = ready_.front();
+      ready_.pop_front();
+      options_.on_delivery(d);
+    }
+  }
+  int wakeup_fd() const override { return fd_; }
+  void drain_wakeup() override {
+    std::uint64_t n = 0;
+    while (::read(fd_, &n, sizeof n) > 0) {
+    }
+  }
+  std::optional<std::string> fatal_error() const override { return script_.fatal; }
+
+ private:
+  SinkScript& script_;
+  kafka::SinkOptions options_;
+  int fd_;
+  std::deque<kafka::Delivery> ready_;
+};
+
+config::Config test_config() {
+  config::Config c;
+  config::TableConfig t;
+  t.name = "outbox";
+  c.tables = {t};
+  c.shutdown_timeout = 300ms;
+  c.poison.retry_backoff = 1ms;
+  c.reconnect.max = 4ms;
+  c.poison.dead_letter_topic = "dlq";
+  return c;
+}
+
+// One relay session on the test's thread; `steps` run one per millisecond while it streams,
+// then the relay is stopped; a 3 s deadline stops it whatever happens.
+struct Harness {
+  explicit Harness(config::Config c = test_config()) : config(std::move(c)) {}
+
+  Outcome run(std::vector<std::function<void()>> steps = {}, Lsn slot_confirmed = Lsn{0x100}) {
+    Observer observer;
+    Relay relay(config, io, [this](kafka::SinkOptions o) {
+      ++script.sinks_opened;
+      return std::make_unique<FakeSink>(script, std::move(o));
+    }, observer);
+    relay_ = &relay;
+    boost::asio::steady_timer tick(io);
+    std::size_t next = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    std::function<void()> arm = [&] {
+      tick.expires_after(1ms);
+      tick.async_wait([&](const boost::system::error_code& ec) {
+        if (ec) return;
+        if (std::chrono::steady_clock::now() > deadline) {
+          timed_out = true;
+          relay.stop();
+          return;
+        }
+        if (next < steps.size()) {
+          steps[next++]();
+        } else if (source.drained() && stop_when_done) {
+          relay.stop();
+          return;
+        }
+        arm();
+      });
+    };
+    arm();
+    const auto outcome = relay.run(source, slot_confirmed);
+    counters = relay.counters();
+    relay_ = nullptr;
+    return outcome;
+  }
+  // One transaction of `n` inserts, committing at `end`.
+  void txn(std::uint64_t end, int n, int first = 1, std::string_view payload = "{}") {
+    source.push(begin(end - 8, static_cast<std::uint32_t>(end)));
+    for (int i = 0; i < n; ++i) source.push(insert(first + i, "k", payload));
+    source.push(commit(end - 8, end), Lsn{end});
+  }
+  Relay& relay() { return *relay_; }
+
+  config::Config config;
+  boost::asio::io_context io;
+  FakeSource source{io};
+  SinkScript script;
+  Counters counters;
+  bool timed_out = false;
+  bool stop_when_done = true;
+
+ private:
+  Relay* relay_ = nullptr;
+};
+
+kafka::DeliveryError refused_for_size() {
+  return {kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", "Broker: Message size too large", true};
+}
+
+TEST(RelayUnit, PublishesEveryRowAndConfirmsTheCommitEnd) {
+  Harness h;
+  h.source.push(relation());
+  h.txn(0x1000, 3);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  ASSERT_EQ(h.script.produced.size(), 3U);
+  EXPECT_EQ(h.script.produced[0].record.topic, "outbox.event.E");
+  EXPECT_EQ(h.counters.records_acked, 3U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+  EXPECT_FALSE(h.timed_out);
+}
+
+// Confirm order: a transaction is confirmed only when it and every one before it is acked,
+// whatever order the acks come in (I2).
+TEST(RelayUnit, ConfirmsInTransactionOrderWhateverTheAckOrder) {
+  struct Case {
+    std::vector<std::size_t> ack_order;   // indexes of produced records (txn1: 0,1; txn2: 2,3)
+    std::vector<std::uint64_t> expected;  // the flush after each ack
+  };
+  const std::vector<Case> cases = {
+      {{0, 1, 2, 3}, {0x100, 0x1000, 0x1000, 0x2000}},
+      {{3, 2, 1, 0}, {0x100, 0x100, 0x100, 0x2000}},
+      {{2, 0, 3, 1}, {0x100, 0x100, 0x100, 0x2000}},
+      {{1, 3, 0, 2}, {0x100, 0x100, 0x1000, 0x2000}},
+  };
+  for (const auto& c : cases) {
+    Harness h;
+    h.script.hold = true;
+    h.source.push(relation());
+    h.txn(0x1000, 2, 1);
+    h.txn(0x2000, 2, 3);
+    std::vector<Lsn> seen;
+    std::vector<std::function<void()>> steps = {[] {}, [] {}};
+    for (const auto i : c.ack_order) {
+      steps.push_back([&h, i] { h.script.release(i); });
+      steps.push_back([&h, &seen] { seen.push_back(h.source.flush); });
+    }
+    h.run(steps);
+    std::vector<Lsn> expected;
+    for (const auto e : c.expected) expected.push_back(Lsn{e});
+    EXPECT_EQ(seen, expected) << "ack order " << ::testing::PrintToString(c.ack_order);
+  }
+}
+
+TEST(RelayUnit, BackpressurePausesAtTheCapAndResumesBelowTheResumeRatio) {
+  Harness h;
+  h.config.limits.max_in_flight_records = 4;
+  h.config.limits.resume_ratio = 0.5;
+  h.script.hold = true;
+  h.source.push(relation());
+  h.txn(0x1000, 10);
+  std::vector<std::size_t> produced;
+  std::vector<bool> paused;
+  const auto look = [&] {
+    produced.push_back(h.script.produced.size());
+    paused.push_back(h.source.paused());
+  };
+  const auto release_all = [&] { h.script.release_all(); };
+  h.run({[] {}, look, [&] { h.script.release(0); }, look, [&] { h.script.release(1); }, look, release_all, look,
+         release_all, look, release_all});
+  // At the cap (4) reading stops; one ack (3 left) is above 0.5·4; two acks (2 left) resume.
+  EXPECT_EQ(produced[0], 4U);
+  EXPECT_TRUE(paused[0]);
+  EXPECT_EQ(produced[1], 4U);
+  EXPECT_TRUE(paused[1]);
+  EXPECT_EQ(produced[2], 6U);
+  EXPECT_TRUE(paused[2]);
+  EXPECT_EQ(h.counters.records_acked, 10U);
+  EXPECT_GE(h.counters.pauses, 2U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
+TEST(RelayUnit, StopWaitsForOutstandingAcksAndConfirmsThem) {
+  Harness h;
+  h.script.hold = true;
+  h.stop_when_done = false;
+  h.source.push(relation());
+  h.txn(0x1000, 2);
+  Lsn before_ack;
+  const auto outcome =
+      h.run({[] {}, [&] { h.relay().stop(); }, [&] { before_ack = h.source.flush; }, [&] { h.script.release(0); },
+             [&] { h.script.release(1); }});
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped);
+  EXPECT_TRUE(outcome.reason.empty()) << outcome.reason;
+  EXPECT_EQ(before_ack, Lsn{0x100});
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+  EXPECT_FALSE(h.timed_out);
+}
+
+TEST(RelayUnit, StopAfterTheShutdownTimeoutConfirmsNothingUnacknowledged) {
+  Harness h;
+  h.script.hold = true;
+  h.stop_when_done = false;
+  h.source.push(relation());
+  h.txn(0x1000, 2);
+  const auto outcome = h.run({[] {}, [&] { h.relay().stop(); }});
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped);
+  EXPECT_EQ(outcome.reason, "shutdown timeout");
+  EXPECT_EQ(h.source.flush, Lsn{0x100});
+}
+
+// Issue 12 #9: the slot stands at 0/5000; a keepalive during catch-up says 0/4000. No status
+// update may carry a position below the slot's.
+TEST(RelayUnit, NeverConfirmsBelowTheSlotsPositionAtStart) {
+  Harness h;
+  h.source.keepalive(Lsn{0x4000});
+  h.source.push(relation());
+  h.txn(0x4800, 1);
+  h.source.keepalive(Lsn{0x4900});
+  h.run({}, Lsn{0x5000});
+  ASSERT_FALSE(h.source.flushes.empty());
+  for (const auto lsn : h.source.flushes) EXPECT_GE(lsn, Lsn{0x5000}) << lsn.to_string();
+}
+
+// Issue 12 #6: a full producer queue never blocks the io thread: the relay pauses, tries again
+// on a timer, and sends in the original order, retried sends before new ones.
+TEST(RelayUnit, QueueFullPausesAndRetriesInOrderWithoutBlocking) {
+  Harness h;
+  h.script.queue_full = 30;  // ~30 timer rounds
+  h.source.push(relation());
+  h.txn(0x1000, 3);
+  h.source.keepalive(Lsn{0x1000});
+  bool paused_meanwhile = false;
+  int steps_run = 0;
+  const auto outcome = h.run({[] {}, [&] { paused_meanwhile = h.source.paused(); ++steps_run; }, [&] { ++steps_run; }});
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped);
+  EXPECT_TRUE(paused_meanwhile);
+  EXPECT_EQ(steps_run, 2);  // timers ran while the queue was full
+  ASSERT_EQ(h.script.produced.size(), 3U);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(h.script.produced[i].record.event_id, fmt::format("00000000-0000-0000-0000-{:012d}", i + 1));
+  EXPECT_GE(h.counters.queue_full, 1U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
+struct PoisonCase {
+  const char* name;
+  config::PoisonPolicy policy;
+  std::uint32_t max_retries;
+  bool alone_ok;  // the record is accepted when sent alone (it was another record's batch)
+  Outcome::Kind outcome;
+  std::uint64_t flush;
+  std::size_t isolated_sends;
+  std::uint64_t skipped, dead_lettered;
+};
+
+TEST(RelayUnit, PoisonPoliciesTable) {
+  const std::vector<PoisonCase> cases = {
+      {"batch refusal, accepted alone", config::PoisonPolicy::stop, 2, true, Outcome::Kind::stopped, 0x1000, 1, 0, 0},
+      {"stop after retries", config::PoisonPolicy::stop, 2, false, Outcome::Kind::fatal, 0x100, 3, 0, 0},
+      {"skip after retries", config::PoisonPolicy::skip, 2, false, Outcome::Kind::stopped, 0x1000, 3, 1, 0},
+      {"dead-letter after a retry", config::PoisonPolicy::dead_letter, 1, false, Outcome::Kind::stopped, 0x1000, 2, 0,
+       1},
+      {"skip without retries", config::PoisonPolicy::skip, 0, false, Outcome::Kind::stopped, 0x1000, 1, 1, 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Harness h;
+    h.config.poison.policy = c.policy;
+    h.config.poison.max_retries = c.max_retries;
+    h.script.verdict = [&c](const Produced& p) -> std::optional<kafka::DeliveryError> {
+      if (p.record.value != "{\"poison\": true}") return std::nullopt;
+      if (p.isolated && (c.alone_ok || p.cookie.dead_letter)) return std::nullopt;
+      return refused_for_size();
+    };
+    h.source.push(relation());
+    h.txn(0x1000, 1, 1, "{\"poison\": true}");
+    const auto outcome = h.run();
+    EXPECT_EQ(outcome.kind, c.outcome) << outcome.reason;
+    if (c.outcome == Outcome::Kind::fatal) {
+      EXPECT_EQ(outcome.cause, Fatal::poison);
+      EXPECT_NE(outcome.reason.find("MSG_SIZE_TOO_LARGE"), std::string::npos) << outcome.reason;
+    }
+    EXPECT_EQ(h.source.flush, Lsn{c.flush});
+    std::size_t isolated = 0;
+    for (const auto& p : h.script.produced) isolated += p.isolated && !p.cookie.dead_letter ? 1 : 0;
+    EXPECT_EQ(isolated, c.isolated_sends);
+    EXPECT_EQ(h.counters.skipped, c.skipped);
+    EXPECT_EQ(h.counters.dead_lettered, c.dead_lettered);
+  }
+}
+
+// Issue 12 #5: a record refused for its size is dead-lettered without its value (a copy would
+// be refused too), with its size and SHA-256 in headers.
+TEST(RelayUnit, SizeRefusalIsDeadLetteredWithoutTheValue) {
+  Harness h;
+  h.config.poison.policy = config::PoisonPolicy::dead_letter;
+  h.config.poison.max_retries = 0;
+  const std::string big = "{\"big\": \"" + std::string(2000, 'x') + "\"}";
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.value.size() > 1000) return refused_for_size();
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 1, 1, big);
+  std::uint64_t in_flight_bytes_after = 1;
+  h.stop_when_done = false;
+  const auto outcome = h.run({[] {}, [] {}, [&] {
+                                in_flight_bytes_after = h.relay().in_flight_bytes();
+                                h.relay().stop();
+                              }});
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(h.counters.dead_lettered, 1U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+  ASSERT_FALSE(h.script.produced.empty());
+  const auto& dlq = h.script.produced.back();
+  ASSERT_TRUE(dlq.cookie.dead_letter);
+  EXPECT_EQ(dlq.record.topic, "dlq");
+  EXPECT_TRUE(dlq.record.value.empty());
+  std::map<std::string, std::string> headers;
+  for (const auto& hd : dlq.record.headers) headers[hd.name] = hd.value;
+  EXPECT_EQ(headers["pgoutbox.dlq.value.size"], std::to_string(big.size()));
+  EXPECT_EQ(headers["pgoutbox.dlq.value.sha256"].size(), 64U);
+  EXPECT_EQ(headers["pgoutbox.dlq.error.code"], "MSG_SIZE_TOO_LARGE");
+  EXPECT_EQ(headers["pgoutbox.dlq.topic"], "outbox.event.E");
+  EXPECT_EQ(in_flight_bytes_after, 0U) << "the original's weight must be released with the copy's ack";
+}
+
+TEST(RelayUnit, TransientFailuresAreSentAgainUntilAccepted) {
+  Harness h;
+  int failures = 3;
+  h.script.verdict = [&failures](const Produced&) -> std::optional<kafka::DeliveryError> {
+    if (failures-- > 0) return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "REQUEST_TIMED_OUT", "timeout", false};
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 1);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped);
+  EXPECT_EQ(h.script.produced.size(), 4U);
+  EXPECT_EQ(h.counters.records_acked, 1U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
+TEST(RelayUnit, AFatalProducerErrorRebuildsWithoutConfirmingPastIt) {
+  {  // reported with a delivery
+    Harness h;
+    h.source.push(relation());
+    h.txn(0x1000, 1);
+    h.script.verdict = [](const Produced&) -> std::optional<kafka::DeliveryError> {
+      return kafka::DeliveryError{kafka::DeliveryFailure::fatal, "_FATAL", "fenced", false};
+    };
+    const auto outcome = h.run();
+    EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+    EXPECT_EQ(h.source.flush, Lsn{0x100});
+  }
+  {  // found by the poll timer while records are in flight
+    Harness h;
+    h.script.hold = true;
+    h.stop_when_done = false;
+    h.source.push(relation());
+    h.txn(0x1000, 1);
+    const auto outcome = h.run({[] {}, [&] { h.script.fatal = "PRODUCER_FENCED: fenced"; }});
+    EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+    EXPECT_NE(outcome.reason.find("PRODUCER_FENCED"), std::string::npos);
+    EXPECT_EQ(h.source.flush, Lsn{0x100});
+    EXPECT_FALSE(h.timed_out);
+  }
+}
+
+TEST(RelayUnit, AnUndecodableMessageEndsTheSessionAsAnInternalError) {
+  Harness h;
+  h.source.push(MessageBuilder('B').int32(1));  // truncated Begin
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::fatal);
+  EXPECT_EQ(outcome.cause, Fatal::internal);
+}
+
+}  // namespace
+}  // namespace pgoutbox::relay

@@ -1,0 +1,201 @@
+// The relay's pure decisions, table-tested: what a failed delivery leads to (poison.h), what
+// a Postgres failure means (pg_failure.h) and whether a slot can be streamed from (slot.h).
+
+#include <gtest/gtest.h>
+
+#include "../../src/relay/pg_failure.h"
+#include "pgoutbox/relay/poison.h"
+#include "pgoutbox/replication/slot.h"
+
+namespace pgoutbox::relay {
+namespace {
+
+using namespace std::chrono_literals;
+using Kind = Action::Kind;
+using kafka::DeliveryFailure;
+
+PoisonRules rules(config::PoisonPolicy policy, std::uint32_t max_retries) {
+  PoisonRules r;
+  r.poison.policy = policy;
+  r.poison.max_retries = max_retries;
+  r.poison.retry_backoff = 100ms;
+  r.max_delay = 1000ms;
+  r.seed = 42;
+  return r;
+}
+
+TEST(Decide, Table) {
+  struct Case {
+    const char* name;
+    DeliveryFailure failure;
+    DeliveryCookie cookie;
+    config::PoisonPolicy policy;
+    std::uint32_t max_retries;
+    Kind kind;
+    DeliveryCookie next;
+    std::chrono::milliseconds min_delay, max_delay;
+  };
+  const auto stop = config::PoisonPolicy::stop, skip = config::PoisonPolicy::skip,
+             dlq = config::PoisonPolicy::dead_letter;
+  const std::vector<Case> cases = {
+      {"fatal rebuilds", DeliveryFailure::fatal, DeliveryCookie::batched(7), dlq, 3, Kind::rebuild,
+       DeliveryCookie::batched(7), 0ms, 0ms},
+      {"transient: same send again after the first delay", DeliveryFailure::retriable, DeliveryCookie::batched(7), stop,
+       3, Kind::retry_after, DeliveryCookie::batched(7), 100ms, 100ms},
+      {"transient dead-letter write: again", DeliveryFailure::retriable, DeliveryCookie::dead_letter_write(7), stop, 3,
+       Kind::retry_after, DeliveryCookie::dead_letter_write(7), 100ms, 100ms},
+      {"refused in a batch: alone, at once", DeliveryFailure::permanent, DeliveryCookie::batched(7), stop, 3,
+       Kind::send_alone, DeliveryCookie::alone(7, 0), 0ms, 0ms},
+      {"first retry alone", DeliveryFailure::permanent, DeliveryCookie::alone(7, 0), stop, 3, Kind::retry_after,
+       DeliveryCookie::alone(7, 1), 50ms, 100ms},
+      {"second retry doubles", DeliveryFailure::permanent, DeliveryCookie::alone(7, 1), stop, 3, Kind::retry_after,
+       DeliveryCookie::alone(7, 2), 100ms, 200ms},
+      {"capped at max", DeliveryFailure::permanent, DeliveryCookie::alone(7, 9), stop, 20, Kind::retry_after,
+       DeliveryCookie::alone(7, 10), 500ms, 1000ms},
+      {"retries spent: stop", DeliveryFailure::permanent, DeliveryCookie::alone(7, 3), stop, 3, Kind::stop,
+       DeliveryCookie::alone(7, 3), 0ms, 0ms},
+      {"retries spent: skip", DeliveryFailure::permanent, DeliveryCookie::alone(7, 3), skip, 3, Kind::skip,
+       DeliveryCookie::alone(7, 3), 0ms, 0ms},
+      {"retries spent: dead-letter", DeliveryFailure::permanent, DeliveryCookie::alone(7, 3), dlq, 3, Kind::dead_letter,
+       DeliveryCookie::alone(7, 3), 0ms, 0ms},
+      {"no retries: policy at once", DeliveryFailure::permanent, DeliveryCookie::alone(7, 0), skip, 0, Kind::skip,
+       DeliveryCookie::alone(7, 0), 0ms, 0ms},
+      {"dead-letter topic refuses too: stop", DeliveryFailure::permanent, DeliveryCookie::dead_letter_write(7), dlq, 3,
+       Kind::stop, DeliveryCookie::dead_letter_write(7), 0ms, 0ms},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto a = decide(c.failure, c.cookie, rules(c.policy, c.max_retries));
+    EXPECT_EQ(a.kind, c.kind);
+    EXPECT_EQ(a.next.pack(), c.next.pack());
+    EXPECT_GE(a.delay, c.min_delay);
+    EXPECT_LE(a.delay, c.max_delay);
+  }
+}
+
+TEST(DeliveryCookie, FactoriesRoundTrip) {
+  for (const auto c : {DeliveryCookie::batched(5), DeliveryCookie::alone(5, 3), DeliveryCookie::dead_letter_write(5)}) {
+    const auto back = DeliveryCookie::unpack(c.pack());
+    EXPECT_EQ(back.txn, 5U);
+    EXPECT_EQ(back.attempt, c.attempt);
+    EXPECT_EQ(back.isolated, c.isolated);
+    EXPECT_EQ(back.dead_letter, c.dead_letter);
+  }
+  EXPECT_FALSE(DeliveryCookie::batched(1).isolated);
+  EXPECT_TRUE(DeliveryCookie::alone(1, 0).isolated);
+  EXPECT_TRUE(DeliveryCookie::dead_letter_write(1).dead_letter);
+}
+
+// The message-text fallbacks, one row per rule: libpq's own failures carry no SQLSTATE.
+TEST(PgFailure, TextTable) {
+  struct Case {
+    const char* sqlstate;
+    const char* message;
+    PgCause cause;
+  };
+  const std::vector<Case> cases = {
+      {"", "connection to server at \"127.0.0.1\", port 5 failed: fe_sendauth: no password supplied",
+       PgCause::authentication},
+      {"", "FATAL:  password authentication failed for user \"app\"", PgCause::authentication},
+      {"", "FATAL:  no pg_hba.conf entry for replication connection from host \"10.0.0.1\"", PgCause::authentication},
+      {"", "SSL error: certificate verify failed", PgCause::tls},
+      {"", "root certificate file \"/root/.postgresql/root.crt\" does not exist", PgCause::tls},
+      {"", "server certificate for \"db\" does not match host name \"10.0.0.2\"", PgCause::tls},
+      {"", "FATAL:  must be superuser or replication role to start walsender", PgCause::permission},
+      {"", "FATAL:  permission denied for database \"app\"", PgCause::permission},
+      {"", "FATAL:  the database system is starting up", PgCause::transient},
+      {"", "FATAL:  sorry, too many clients already", PgCause::transient},
+      {"", "connection to server on socket \"/tmp/.s.PGSQL.5432\" failed: Connection refused", PgCause::transient},
+      {"55000", "logical decoding requires wal_level >= logical", PgCause::wal_level},
+      {"55000", "can no longer get changes from replication slot \"s\"", PgCause::slot_invalidated},
+      {"55000", "This slot has been invalidated because it exceeded the maximum reserved size.",
+       PgCause::slot_invalidated},
+      {"55000", "replication slot \"s\" was not created in this database", PgCause::slot_unusable},
+      {"42704", "publication \"p\" does not exist", PgCause::publication},
+      {"42704", "replication slot \"s\" does not exist", PgCause::slot_unusable},
+  };
+  for (const auto& c : cases) EXPECT_EQ(cause_of_text(c.sqlstate, c.message), c.cause) << c.message;
+}
+
+TEST(PgFailure, SqlstateDecidesBeforeText) {
+  struct Case {
+    const char* sqlstate;
+    Outcome::Kind kind;
+    Fatal cause;
+  };
+  const std::vector<Case> cases = {
+      {"55006", Outcome::Kind::reconnect, Fatal::internal}, {"28P01", Outcome::Kind::fatal, Fatal::authentication},
+      {"28000", Outcome::Kind::fatal, Fatal::authentication}, {"42501", Outcome::Kind::fatal, Fatal::permission},
+      {"42P01", Outcome::Kind::fatal, Fatal::table_missing},  {"53400", Outcome::Kind::fatal, Fatal::slot_unusable},
+      {"42601", Outcome::Kind::fatal, Fatal::server_version}, {"57P03", Outcome::Kind::reconnect, Fatal::internal},
+      {"53300", Outcome::Kind::reconnect, Fatal::internal},   {"57P01", Outcome::Kind::reconnect, Fatal::internal},
+  };
+  for (const auto& c : cases) {
+    // The text would say "publication": the SQLSTATE wins.
+    const auto o = classify(replication::PgError("publication text", c.sqlstate), SessionContext{150000, false});
+    EXPECT_EQ(o.kind, c.kind) << c.sqlstate;
+    if (c.kind == Outcome::Kind::fatal) {
+      EXPECT_EQ(o.cause, c.cause) << c.sqlstate;
+      EXPECT_NE(o.reason.find("Fix:"), std::string::npos) << o.reason;
+    }
+  }
+  EXPECT_TRUE(classify(replication::PgError("busy", "55006"), {}).standby);
+  EXPECT_NE(classify(replication::PgError("syntax error", "42601"), {140000, false}).reason.find("PostgreSQL 14"),
+            std::string::npos);
+}
+
+TEST(PgFailure, AuthenticationIsPermanentOnlyUntilTheFirstStream) {
+  const replication::PgError e("fe_sendauth: no password supplied", "");
+  EXPECT_EQ(classify(e, {0, false}).kind, Outcome::Kind::fatal);
+  EXPECT_EQ(classify(e, {0, false}).cause, Fatal::authentication);
+  EXPECT_EQ(classify(e, {0, true}).kind, Outcome::Kind::reconnect);
+}
+
+TEST(ValidateSlot, Table) {
+  using replication::SlotProblem;
+  using replication::WalStatus;
+  const auto slot = [](std::string plugin, std::string db, WalStatus w, bool two_phase) {
+    replication::SlotState s;
+    s.slot = "s";
+    s.plugin = std::move(plugin);
+    s.database = std::move(db);
+    s.wal_status = w;
+    s.two_phase = two_phase;
+    return s;
+  };
+  struct Case {
+    replication::SlotState state;
+    std::optional<SlotProblem::Cause> problem;
+  };
+  const std::vector<Case> cases = {
+      {slot("pgoutput", "app", WalStatus::reserved, false), std::nullopt},
+      {slot("pgoutput", "app", WalStatus::unreserved, false), std::nullopt},
+      {slot("pgoutput", "app", WalStatus::unknown, false), std::nullopt},
+      {slot("test_decoding", "app", WalStatus::reserved, false), SlotProblem::Cause::not_logical},
+      {slot("", "", WalStatus::reserved, false), SlotProblem::Cause::not_logical},
+      {slot("pgoutput", "other", WalStatus::reserved, false), SlotProblem::Cause::other_database},
+      {slot("pgoutput", "app", WalStatus::lost, false), SlotProblem::Cause::invalidated},
+      {slot("pgoutput", "app", WalStatus::reserved, true), SlotProblem::Cause::two_phase},
+  };
+  for (const auto& c : cases) {
+    const auto p = replication::validate_slot(c.state, "app");
+    ASSERT_EQ(p.has_value(), c.problem.has_value()) << c.state.plugin;
+    if (p) {
+      EXPECT_EQ(p->cause, *c.problem);
+      EXPECT_FALSE(p->fix.empty());
+    }
+  }
+  // Without a database to compare (the metrics monitor), that rule is skipped.
+  EXPECT_FALSE(replication::validate_slot(slot("pgoutput", "other", WalStatus::reserved, false), ""));
+}
+
+TEST(WalStatus, ParsesWhatPostgresPrints) {
+  for (const auto w : {replication::WalStatus::reserved, replication::WalStatus::extended,
+                       replication::WalStatus::unreserved, replication::WalStatus::lost}) {
+    EXPECT_EQ(replication::parse_wal_status(replication::to_string(w)), w);
+  }
+  EXPECT_EQ(replication::parse_wal_status(""), replication::WalStatus::unknown);
+}
+
+}  // namespace
+}  // namespace pgoutbox::relay
