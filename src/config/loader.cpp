@@ -108,6 +108,13 @@ Config Loader::run(const std::string& yaml) {
   check_tables();
   check_reconnect();
   draft_.config.source = source_;
+  if (const auto it = origins_.find("metrics_address"); it != origins_.end()) {
+    const Origin& o = it->second;
+    draft_.config.metrics_address_origin =
+        o.from_env ? o.where
+                   : fmt::format("{}{}: metrics_address", o.where,
+                                 o.line > 0 ? fmt::format(":{}:{}", o.line, o.column) : std::string());
+  }
   return std::move(draft_.config);
 }
 

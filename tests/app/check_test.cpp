@@ -162,7 +162,7 @@ TEST_F(CheckCommandTest, APayloadOfAnUnusableTypeBlocks) {
   EXPECT_NE(line.find("payload integer"), std::string::npos) << line;
 }
 
-TEST_F(CheckCommandTest, ARoleWithoutRightsBlocksOnReplicationAndSelect) {
+TEST_F(CheckCommandTest, ARoleWithoutReplicationBlocksButSelectIsNotNeeded) {
   create_outbox("chk_role");
   pg.exec("CREATE ROLE chk_weak LOGIN");
   const std::string dsn = "host=127.0.0.1 port=" + std::to_string(pg.port()) + " user=chk_weak dbname=postgres";
@@ -171,13 +171,12 @@ TEST_F(CheckCommandTest, ARoleWithoutRightsBlocksOnReplicationAndSelect) {
   EXPECT_NE(line_starting(result.output, "FAIL  role chk_weak: lacks REPLICATION").find("ALTER ROLE \"chk_weak\" REPLICATION"),
             std::string::npos)
       << result.output;
-  EXPECT_NE(line_starting(result.output, "FAIL  table public.chk_role: role chk_weak lacks SELECT on it.")
-                .find("GRANT SELECT ON \"public\".\"chk_role\" TO \"chk_weak\""),
-            std::string::npos)
+  // `run` streams without SELECT on the outbox (it reads the WAL), so check does not block on it.
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_role: role chk_weak has no SELECT on it"), "")
       << result.output;
 
-  // Given exactly those two rights, nothing blocks any more.
-  pg.exec("ALTER ROLE chk_weak REPLICATION; GRANT SELECT ON chk_role TO \"chk_weak\"");
+  // Given REPLICATION alone, nothing blocks any more: check and run agree.
+  pg.exec("ALTER ROLE chk_weak REPLICATION");
   const auto fixed = check(write_config("chk_role", dsn, kafka.bootstrap(), "chk_role.events"));
   EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
 }

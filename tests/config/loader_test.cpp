@@ -282,7 +282,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"bool", kHead + "provenance_headers: maybe\n", 7, 21, "provenance_headers", "must be true or false (got 'maybe')"},
         ErrorCase{"metrics_no_port", kHead + "metrics_address: localhost\n", 7, 18, "metrics_address", "has no port"},
         ErrorCase{"metrics_port_range", kHead + "metrics_address: localhost:70000\n", 7, 18, "metrics_address", "port between 1 and 65535"},
-        ErrorCase{"metrics_ipv6", kHead + "metrics_address: ::1:9187\n", 7, 18, "metrics_address", "IPv6 host without brackets"},
+        ErrorCase{"metrics_ipv6", kHead + "metrics_address: ::1:8432\n", 7, 18, "metrics_address", "IPv6 host without brackets"},
         ErrorCase{"slot_name", "postgres:\n  slot: Bad-Slot\n", 2, 9, "postgres.slot", "only lower case letters, digits and '_' (got 'Bad-Slot')"},
         ErrorCase{"slot_null", "postgres:\n  slot:\n", 2, 3, "postgres.slot", "has no value; leave the key out to use the default (pgoutbox)"},
         ErrorCase{"slot_list", "postgres:\n  slot: [a, b]\n", 2, 9, "postgres.slot", "must be a slot name, not a list"},
@@ -400,7 +400,7 @@ TEST(ConfigLoader, ExampleConfigLoads) {
   ASSERT_EQ(c.tables.size(), 1U);
   EXPECT_EQ(c.tables[0].name, "outbox");
   EXPECT_TRUE(c.tables[0].type_column_explicit);
-  EXPECT_EQ(c.metrics_address, "127.0.0.1:9187");
+  EXPECT_EQ(c.metrics_address, "127.0.0.1:8432");
 }
 
 // The example writes most keys with their default values and says so; it must not lie.

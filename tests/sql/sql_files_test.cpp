@@ -130,7 +130,7 @@ TEST_F(SqlFilesTest, TheRoleHasLoginAndReplicationAndNothingMore) {
   const std::vector<std::optional<std::string>> expected = {"t", "t", "f", "f", "f", "f", "f", "t"};
   EXPECT_EQ(row[0], expected) << "login, replication, super, createdb, createrole, bypassrls, inherit, password";
 
-  EXPECT_EQ(as_role("SELECT * FROM public.outbox"), "");
+  EXPECT_EQ(as_role("SELECT * FROM public.outbox"), "42501") << "pgoutbox reads the WAL, not the table";
   EXPECT_EQ(as_role("SELECT * FROM public.orders"), "42501");
   EXPECT_EQ(as_role("SELECT * FROM public.consumer_log"), "42501");
   EXPECT_EQ(as_role("INSERT INTO public.outbox (aggregatetype, aggregateid, type) VALUES ('a', 'b', 'c')"), "42501");
