@@ -11,6 +11,7 @@
 
 #include "file_read.h"
 #include "loader_state.h"
+#include "yaml_lint.h"
 #include "suggest.h"
 
 namespace pgoutbox::config {
@@ -93,6 +94,12 @@ Origin Loader::at(const YAML::Node& node, const YAML::Node& fallback) const {
 }
 
 Config Loader::run(const std::string& yaml) {
+  if (const auto lint = lint_yaml(yaml)) {
+    Origin origin = file_origin();
+    origin.line = lint->line;
+    origin.column = lint->column;
+    fail(origin, "", lint->problem);
+  }
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
