@@ -18,6 +18,7 @@ packages=(
   librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven
+  kcat curl
 )
 
 sudo_cmd=()

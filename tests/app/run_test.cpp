@@ -99,6 +99,47 @@ TEST_F(RunCommandTest, ASecondSignalExitsAtOnceWithoutConfirmingUnacknowledgedWo
   EXPECT_LT(slot_lsn(), unacked_commit) << "confirmed past an unacknowledged record";
 }
 
+TEST_F(RunCommandTest, AShutdownTimeoutWithRecordsUnacknowledgedHasItsOwnExitCode) {
+  const auto config = write_config("cli_timeout", "shutdown_timeout: 1s\n");
+  auto process = start(config);
+  PGOUTBOX_ASSERT_EVENTUALLY(slot_active("cli_timeout_slot"), 30s);
+  pg.exec("INSERT INTO cli_timeout (aggregatetype, aggregateid, payload) VALUES ('E', 'k', '{}')");
+  ASSERT_EQ(read_topic(kafka.bootstrap(), "cli_timeout.E", 1, 30s).size(), 1U);
+  kafka.pause();  // nothing more can be acknowledged
+  pg.exec("INSERT INTO cli_timeout (aggregatetype, aggregateid, payload) VALUES ('E', 'unacked', '{}')");
+  const auto unacked_commit = *Lsn::parse(*pg.query_value("SELECT pg_current_wal_lsn()"));
+  PGOUTBOX_ASSERT_EVENTUALLY(*Lsn::parse(pg.query_value("SELECT write_lsn FROM pg_stat_replication WHERE "
+                                                        "application_name = 'pgoutbox'").value_or("0/0")) >= unacked_commit,
+                             30s);
+  process.signal_leader(SIGTERM);
+  const auto status = process.wait(20s);
+  kafka.resume();
+  ASSERT_TRUE(status) << "shutdown_timeout did not end the process";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 8) << "status " << *status;
+  EXPECT_LT(*Lsn::parse(*pg.query_value(
+                "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'cli_timeout_slot'")),
+            unacked_commit)
+      << "confirmed past an unacknowledged record";
+}
+
+TEST_F(RunCommandTest, AMappingCheckWouldBlockExitsSeventeenAtStartNotAtTheFirstRow) {
+  const auto config = write_config("cli_map");
+  for (const std::string variable : {"PGOUTBOX_TABLES_0_TOPIC=cli_map.${no_such_column}",
+                                     "PGOUTBOX_TABLES_0_COLUMNS_PAYLOAD=no_such_payload"}) {
+    auto process = start(config, {variable});
+    const auto status = process.wait(30s);  // no row is ever inserted
+    ASSERT_TRUE(status) << variable << ": still running, so it would have failed only at the first row";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 17) << variable << ": status " << *status;
+    std::ifstream log(dir.path() + "/pgoutbox.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("streaming from slot"), std::string::npos) << "it started streaming (and turned ready):\n" << text;
+    EXPECT_NE(text.find(variable.find("TOPIC") != std::string::npos ? "no_such_column" : "no_such_payload"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("tables[0].columns"), std::string::npos) << "the fix names the key:\n" << text;
+  }
+}
+
 TEST_F(RunCommandTest, EnvironmentOverridesTheFile) {
   const auto config = write_config("cli_env");
   // The file names a topic template; the environment replaces it.

@@ -139,6 +139,15 @@ TEST_F(SqlFilesTest, TheRoleHasLoginAndReplicationAndNothingMore) {
   EXPECT_EQ(as_role("CREATE PUBLICATION sneaky FOR TABLE public.outbox"), "42501");
 }
 
+TEST_F(SqlFilesTest, EveryFileRunsAgainWithoutAnError) {
+  // A newcomer re-runs the whole install (the README's quickstart) after a mistake.
+  for (const char* file : {"outbox.sql", "publication.sql", "consumer_log.sql", "retention.sql"}) {
+    const auto again = psql(pg, file);
+    EXPECT_EQ(again.first, 0) << file << ":\n" << again.second;
+  }
+  EXPECT_EQ(pg.query_value("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pgoutbox'", kDatabase), "1");
+}
+
 TEST_F(SqlFilesTest, RunningTheRoleFileAgainIsHarmless) {
   const auto again = psql(pg, "role.sql");
   EXPECT_EQ(again.first, 0) << again.second;
