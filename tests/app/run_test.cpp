@@ -1,7 +1,10 @@
 // `pgoutbox run -c FILE` as a process: configuration from YAML and the environment, signals,
 // exit codes.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -138,6 +141,27 @@ TEST_F(RunCommandTest, AMappingCheckWouldBlockExitsSeventeenAtStartNotAtTheFirst
         << text;
     EXPECT_NE(text.find("tables[0].columns"), std::string::npos) << "the fix names the key:\n" << text;
   }
+}
+
+TEST_F(RunCommandTest, AMetricsAddressInUseExitsTwoNamingTheKeyAndItsLine) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const auto config =
+      write_config("cli_port", "metrics_address: \"127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "\"\n");
+  auto process = start(config);
+  const auto status = process.wait(30s);
+  ::close(listener);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << "status " << *status;
+  std::ifstream log(dir.path() + "/pgoutbox.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(config + ":11:18: metrics_address"), std::string::npos) << text;
 }
 
 TEST_F(RunCommandTest, EnvironmentOverridesTheFile) {
