@@ -161,7 +161,7 @@ TEST_F(RunCommandTest, AMetricsAddressInUseExitsTwoNamingTheKeyAndItsLine) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << "status " << *status;
   std::ifstream log(dir.path() + "/pgoutbox.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find(config + ":11:18: metrics_address"), std::string::npos) << text;
+  EXPECT_NE(text.find(config + ":12:18: metrics_address"), std::string::npos) << text;
 }
 
 TEST_F(RunCommandTest, EnvironmentOverridesTheFile) {
