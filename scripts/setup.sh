@@ -20,6 +20,7 @@ packages=(
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
+  kcat curl
 )
 
 sudo_cmd=()

@@ -36,7 +36,6 @@
 --      ) PARTITION BY RANGE (created_at);
 --      CREATE PUBLICATION pgoutbox FOR TABLE public.outbox_events
 --        WITH (publish = 'insert', publish_via_partition_root = true);
---      GRANT SELECT ON public.outbox_events TO pgoutbox;
 --
 --    Then, daily: SELECT pgoutbox_add_day_partitions('public.outbox_events', 7);
 --                 SELECT pgoutbox_drop_day_partitions('public.outbox_events', '7 days');

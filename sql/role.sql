@@ -1,7 +1,8 @@
--- The least-privilege role pgoutbox connects as: LOGIN and REPLICATION, SELECT on the outbox
--- tables, nothing else. REPLICATION lets it open the replication connection, create its slot
--- and read it (pg_replication_slots, pg_current_wal_lsn() and the catalogs are readable by every
--- role); it gives no access to table data. It owns nothing, so it cannot create the publication:
+-- The least-privilege role pgoutbox connects as: LOGIN and REPLICATION, nothing else. LOGIN lets
+-- it connect; REPLICATION lets it open the replication connection, create its slot and stream
+-- from it (pg_replication_slots, pg_current_wal_lsn() and the catalogs are readable by every
+-- role); it gives no access to table data. It needs no SELECT on the outbox: logical decoding
+-- reads the WAL, never the table. It owns nothing, so it cannot create the publication:
 -- run sql/publication.sql as the tables' owner and keep postgres.create_publication false.
 --
 -- Run it as a superuser in the outbox's database, after sql/outbox.sql (psql 15 or later):
@@ -15,8 +16,8 @@
 -- and type it with psql's \password pgoutbox, which sends only a SCRAM verifier. pgoutbox reads
 -- it from PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file.
 --
--- More outbox tables, or one in another schema: GRANT USAGE ON SCHEMA s and SELECT ON s.t to the
--- role, the same way as below. Running the file again is harmless.
+-- More outbox tables, or one in another schema: nothing to grant. Running the file again is
+-- harmless.
 \set ON_ERROR_STOP on
 \if :{?pgoutbox_role}
 \else
@@ -38,5 +39,3 @@ ALTER ROLE :"pgoutbox_role" LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROL
   ALTER ROLE :"pgoutbox_role" PASSWORD :'pgoutbox_password';
 \endif
 
-GRANT USAGE ON SCHEMA public TO :"pgoutbox_role";
-GRANT SELECT ON public.outbox TO :"pgoutbox_role";

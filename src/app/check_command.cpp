@@ -1,13 +1,34 @@
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "operator_commands.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/diagnostics/preflight.h"
+#include "pgoutbox/metrics/http_server.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
+namespace {
+
+// `run` listens on metrics_address before anything else and exits 2 when it cannot: try the
+// same bind, and let it go at once.
+std::optional<diagnostics::Finding> check_metrics_address(const config::Config& cfg) {
+  if (cfg.metrics_address.empty()) return std::nullopt;
+  try {
+    const metrics::HttpServer probe(cfg.metrics_address, {});
+    return diagnostics::Finding::ok("metrics_address", "pgoutbox can listen on " + cfg.metrics_address);
+  } catch (const std::runtime_error& e) {
+    return diagnostics::Finding::blocking(
+        "metrics_address", fmt::format("{} ({}).", e.what(), cfg.metrics_address_origin),
+        "stop what listens there (ss -ltnp), or choose another port in metrics_address (or leave it empty: no "
+        "metrics).");
+  }
+}
+
+}  // namespace
 
 int check(const std::string& config_path, std::chrono::milliseconds kafka_timeout) {
   config::Config cfg;
@@ -19,6 +40,7 @@ int check(const std::string& config_path, std::chrono::milliseconds kafka_timeou
   }
   fmt::print("configuration {}: valid\n", config_path);
   auto findings = diagnostics::check_postgres(cfg);
+  if (auto metrics = check_metrics_address(cfg)) findings.push_back(std::move(*metrics));
   auto kafka = diagnostics::check_kafka(cfg, kafka_timeout);
   findings.insert(findings.end(), kafka.begin(), kafka.end());
   for (const auto& finding : findings) fmt::print("{}\n", diagnostics::format_line(finding));

@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 done; 1 check found something that blocks, or slot drop refused without --yes; 2 invalid "
       "configuration; 3, 4 and 10-18 run stopped for a cause the operator must fix (README); 5 PostgreSQL cannot be "
-      "reached; 6 the slot does not exist; 7 slot drop refused while the slot is active; 64 wrong command line; 130 "
-      "run left at once on a second signal.");
+      "reached; 6 the slot does not exist; 7 slot drop refused while the slot is active; 8 run stopped with records "
+      "unacknowledged at shutdown_timeout; 64 wrong command line; 130 run left at once on a second signal.");
 
   std::string config_path;
   const auto config_option = [&](CLI::App* command) {
@@ -26,30 +26,47 @@ int main(int argc, char** argv) {
   };
   auto* run = app.add_subcommand("run", "stream until SIGTERM/SIGINT, then stop reading, flush Kafka, confirm, exit 0");
   config_option(run);
+  run->footer(
+      "Exit codes: 0 stopped by a signal after Kafka's acks were confirmed; 2 invalid configuration, or "
+      "metrics_address cannot listen; 3 internal error; 4 poison record (poison.policy: stop); 8 stopped by a signal "
+      "with records unacknowledged when shutdown_timeout expired (not confirmed, sent again at the next start); 10 "
+      "slot invalidated; 11 slot unusable; 12 publication; 13 outbox table missing; 14 role lacks a right; 15 "
+      "wal_level; 16 authentication; 17 a mapped column is missing or unusable; 18 librdkafka refused a property; 64 "
+      "wrong command line; 130 a second signal.");
 
   int kafka_timeout_s = 5;
   auto* check = app.add_subcommand("check",
                                    "preflight: server settings, role rights, publication, columns, slot, Kafka and "
                                    "topics; one line per finding with its fix; exit 1 when something blocks");
   config_option(check);
+  check->footer("Exit codes: 0 nothing blocks; 1 something blocks (each FAIL line names its fix); 2 invalid "
+                "configuration; 64 wrong command line.");
   check->add_option("--kafka-timeout", kafka_timeout_s, "seconds to wait for a Kafka broker to answer (default 5)")
       ->check(CLI::Range(1, 300));
 
   bool json = false;
   auto* status = app.add_subcommand("status", "the slot: active pid, confirmed LSN, lag and retained WAL in bytes, wal_status");
   config_option(status);
+  status->footer("Exit codes: 0 done; 2 invalid configuration; 5 PostgreSQL cannot be reached or a query failed; 6 the "
+                 "slot does not exist; 64 wrong command line.");
   status->add_flag("--json", json, "one JSON object instead of lines");
 
   bool yes = false;
-  auto* slot = app.add_subcommand("slot", "manage the replication slot");
-  slot->require_subcommand(1);
+  auto* slot = app.add_subcommand("slot", "manage the replication slot (slot drop)");
+  slot->require_subcommand(0, 1);
+  slot->allow_extras();
+  slot->footer("Subcommands: drop. Exit codes as for slot drop.");
   auto* drop = slot->add_subcommand("drop", "drop the slot (its unconfirmed events are then never relayed); refuses "
                                             "without --yes and while a session streams from it");
   config_option(drop);
   drop->add_flag("--yes", yes, "really drop it");
+  drop->footer("Exit codes: 0 dropped; 1 refused without --yes, nothing changed; 2 invalid configuration; 5 "
+               "PostgreSQL cannot be reached or a query failed; 6 the slot does not exist; 7 a session holds the slot, "
+               "nothing dropped; 64 wrong command line.");
 
-  // Hidden (no group): writes docs/configuration.md from the configuration schema.
-  auto* reference = app.add_subcommand("config-reference", "print the configuration reference (Markdown)")->group("");
+  auto* reference = app.add_subcommand("config-reference",
+                                       "print the configuration reference (Markdown; docs/configuration.md is its output)");
+  reference->footer("Exit codes: 0 done; 64 wrong command line.");
 
   try {
     app.parse(argc, argv);
@@ -63,10 +80,25 @@ int main(int argc, char** argv) {
   if (check->parsed()) return pgoutbox::app::check(config_path, std::chrono::seconds(kafka_timeout_s));
   if (status->parsed()) return pgoutbox::app::status(config_path, json);
   if (drop->parsed()) return slot_drop(config_path, yes);
+  if (slot->parsed()) {
+    const auto rest = slot->remaining();
+    if (rest.empty()) {
+      std::fputs("pgoutbox slot: a subcommand is needed: drop (pgoutbox slot drop --help)\n", stderr);
+    } else {
+      std::fprintf(stderr, "pgoutbox slot: unknown subcommand \"%s\"; the one there is: drop (pgoutbox slot drop --help)\n",
+                   rest.front().c_str());
+    }
+    return kExitUsage;
+  }
   if (reference->parsed()) {
     std::fputs(configuration_reference().c_str(), stdout);
     return kExitOk;
   }
-  std::fputs(app.help().c_str(), stdout);
-  return kExitOk;
+  // No command at all: the short usage, as a wrong command line (sysexits EX_USAGE).
+  std::fputs(
+      "usage: pgoutbox run|check|status -c FILE\n"
+      "       pgoutbox slot drop -c FILE [--yes]\n"
+      "       pgoutbox config-reference | --version | --help\n",
+      stderr);
+  return kExitUsage;
 }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "pgoutbox/backoff.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/config/redact.h"
+#include "pgoutbox/diagnostics/preflight.h"
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/metrics/endpoints.h"
 #include "pgoutbox/metrics/http_server.h"
@@ -116,6 +118,22 @@ class SignalWatcher {
   bool stop_requested_ = false;
 };
 
+// What `check` would block on in the mapping, seen before the session turns ready (issue: a
+// green deployment must not exit 17 at its first row). Postgres unreachable here is left to the
+// relay's connection, which retries or names the cause.
+std::optional<int> mapping_refused(const config::Config& cfg) {
+  std::vector<diagnostics::Finding> problems;
+  try {
+    problems = diagnostics::check_mappings(cfg);
+  } catch (const replication::PgError& e) {
+    spdlog::debug("mapping check before the session skipped: {}", e.what());
+    return std::nullopt;
+  }
+  if (problems.empty()) return std::nullopt;
+  for (const auto& p : problems) spdlog::error("cannot continue: {}: {} Fix: {}", p.subject, p.message, p.fix);
+  return relay::exit_code(relay::Fatal::mapping);
+}
+
 }  // namespace
 
 int run(const std::string& config_path) {
@@ -146,7 +164,8 @@ int run(const std::string& config_path) {
     try {
       http = std::make_unique<metrics::HttpServer>(cfg.metrics_address, metrics::endpoints(registry, relay_probe));
     } catch (const std::runtime_error& e) {
-      spdlog::error("{} (metrics_address)", e.what());
+      spdlog::error("{} ({}); stop what listens there, or choose another port in metrics_address", e.what(),
+                    cfg.metrics_address_origin);
       return kExitConfig;
     }
     spdlog::info("serving /metrics, /healthz and /readyz on {} (port {})", cfg.metrics_address, http->port());
@@ -173,6 +192,7 @@ int run(const std::string& config_path) {
   bool ever_streamed = false;
   while (!signals.stop_requested()) {
     const auto started = std::chrono::steady_clock::now();
+    if (const auto refused = mapping_refused(cfg)) return *refused;
     relay::Outcome outcome;
     {
       relay::Session relay(cfg, &relay_probe, {{}, ever_streamed});
@@ -183,6 +203,12 @@ int run(const std::string& config_path) {
     }
     switch (outcome.kind) {
       case relay::Outcome::Kind::stopped:
+        if (outcome.unacknowledged) {
+          spdlog::warn("stopped with records unacknowledged: {}; the slot was not confirmed past them, so the next "
+                       "start sends them again (exit {})",
+                       outcome.reason, static_cast<int>(kExitStoppedUnacknowledged));
+          return kExitStoppedUnacknowledged;
+        }
         spdlog::info("stopped{}", outcome.reason.empty() ? "" : ": " + outcome.reason);
         return kExitOk;
       case relay::Outcome::Kind::fatal:

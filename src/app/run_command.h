@@ -8,6 +8,9 @@ namespace pgoutbox::app {
 enum ExitCode : int {
   kExitOk = 0,            // stopped by SIGTERM/SIGINT after confirming what Kafka acknowledged
   kExitConfig = 2,        // the configuration file or environment is invalid
+  // Stopped by a signal, but shutdown_timeout expired with records Kafka had not acknowledged:
+  // nothing is lost (the slot was not confirmed past them; the next start sends them again).
+  kExitStoppedUnacknowledged = 8,
   // 3 and up: the operator must act; each cause has its own code (relay::Fatal in
   // pgoutbox/relay/outcome.h).
   kExitSecondSignal = 130,  // a second signal: left at once, nothing unacknowledged confirmed

@@ -11,6 +11,7 @@
 
 #include "file_read.h"
 #include "loader_state.h"
+#include "yaml_lint.h"
 #include "suggest.h"
 
 namespace pgoutbox::config {
@@ -93,6 +94,12 @@ Origin Loader::at(const YAML::Node& node, const YAML::Node& fallback) const {
 }
 
 Config Loader::run(const std::string& yaml) {
+  if (const auto lint = lint_yaml(yaml)) {
+    Origin origin = file_origin();
+    origin.line = lint->line;
+    origin.column = lint->column;
+    fail(origin, "", lint->problem);
+  }
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
@@ -108,6 +115,13 @@ Config Loader::run(const std::string& yaml) {
   check_tables();
   check_reconnect();
   draft_.config.source = source_;
+  if (const auto it = origins_.find("metrics_address"); it != origins_.end()) {
+    const Origin& o = it->second;
+    draft_.config.metrics_address_origin =
+        o.from_env ? o.where
+                   : fmt::format("{}{}: metrics_address", o.where,
+                                 o.line > 0 ? fmt::format(":{}:{}", o.line, o.column) : std::string());
+  }
   return std::move(draft_.config);
 }
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "dsn.h"
 #include "file_read.h"
@@ -35,6 +36,14 @@ bool dsn_has_password(const std::string& dsn) {
     if (keyword == "password" && !value.empty()) return true;
   }
   return false;
+}
+
+// password= or sslpassword= (or a URI's user:password@), even empty: the file holds no secret.
+std::optional<std::string> dsn_secret_keyword(const std::string& dsn) {
+  for (const auto& [keyword, value] : scan_dsn(dsn).params) {
+    if (is_secret_dsn_keyword(keyword)) return keyword;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -98,6 +107,16 @@ void Loader::resolve_password() {
          fmt::format("holds a password and {} gives one too; keep only one",
                      from_env != origins_.end() ? "PGOUTBOX_POSTGRES_PASSWORD" : "postgres.password_file"));
   }
+  // Secrets never come from the configuration file (README "Running it"), wherever they sit in it.
+  const Origin& dsn_origin = origins_.at("postgres.dsn");
+  if (const auto keyword = dsn_secret_keyword(postgres.dsn); keyword && !dsn_origin.from_env) {
+    fail(dsn_origin, "postgres.dsn",
+         fmt::format("holds a {} (a secret), and secrets are not read from the configuration file; remove it and {}",
+                     *keyword,
+                     *keyword == "password"
+                         ? "set PGOUTBOX_POSTGRES_PASSWORD (or name a file in postgres.password_file)"
+                         : "give the whole DSN in PGOUTBOX_POSTGRES_DSN"));
+  }
 }
 
 void Loader::resolve_properties() {
@@ -109,6 +128,13 @@ void Loader::resolve_properties() {
         fail(property.origin, path + "." + name, fmt::format("is set as well as {}; set only one", without_file_suffix(name)));
       }
     }
+  }
+  // Secret properties never come from the configuration file, whatever overrides them.
+  for (const auto& [name, property] : file_properties_) {
+    if (is_file_variant(name) || !is_secret_property(name)) continue;
+    fail(property.origin, path + "." + name,
+         fmt::format("is a secret and is not read from the configuration file; set {} or name a file in {}.{}_file",
+                     env_name("kafka.property." + name), path, name));
   }
   // The environment replaces a property and its file variant alike.
   auto merged = file_properties_;

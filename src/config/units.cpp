@@ -164,7 +164,7 @@ std::string format_number(double value) {
 
 void check_address(std::string_view text) {
   const auto bad = [&](std::string_view why) {
-    return Invalid(fmt::format("{}; write host:port such as 127.0.0.1:9187 or [::1]:9187 (got {})", why, quote(text)));
+    return Invalid(fmt::format("{}; write host:port such as 127.0.0.1:8432 or [::1]:8432 (got {})", why, quote(text)));
   };
   const std::size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) throw bad("has no port");

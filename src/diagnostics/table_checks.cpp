@@ -9,6 +9,8 @@
 
 #include "checks.h"
 #include "pgoutbox/outbox/mapping.h"
+#include "pgoutbox/diagnostics/preflight.h"
+#include "pgoutbox/diagnostics/slot_status.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 
 namespace pgoutbox::diagnostics::detail {
@@ -201,13 +203,13 @@ void check_table(CheckContext& ctx, std::size_t index, const config::TableConfig
                                              fmt::format("point tables[{}].table at the outbox table.", index)));
     return;
   }
-  if (facts->can_select) {
-    ctx.findings.push_back(Finding::ok(subject, fmt::format("role {} may SELECT it", ctx.user)));
-  } else {
-    ctx.findings.push_back(Finding::blocking(
-        subject, fmt::format("role {} lacks SELECT on it.", ctx.user),
-        fmt::format("GRANT SELECT ON {} TO {}; (sql/role.sql)", name_of(t).quoted(), ctx.conn.identifier(ctx.user))));
-  }
+  // Logical decoding reads the WAL, never the table, and the catalog is readable by every role:
+  // `run` needs no SELECT on the outbox, so its absence blocks nothing (README "Least-privilege
+  // role").
+  ctx.findings.push_back(Finding::ok(
+      subject, fmt::format("role {} {}", ctx.user,
+                           facts->can_select ? "may SELECT it (pgoutbox does not need that right)"
+                                             : "has no SELECT on it, which pgoutbox does not need")));
   std::optional<std::vector<std::string>> columns;
   if (pub) columns = published_columns(ctx.conn, ctx.config.postgres.publication, t);
   check_coverage(ctx, t, *facts, pub, columns.has_value());
@@ -239,3 +241,22 @@ void check_tables(CheckContext& ctx) {
 }
 
 }  // namespace pgoutbox::diagnostics::detail
+
+namespace pgoutbox::diagnostics {
+
+std::vector<Finding> check_mappings(const config::Config& config) {
+  const auto conn = connect_ordinary(config, "mapping");
+  std::vector<Finding> findings;
+  detail::CheckContext ctx{config, conn, {}, {}, findings};
+  for (std::size_t i = 0; i < config.tables.size(); ++i) {
+    const auto& t = config.tables[i];
+    const auto facts = detail::table_facts(conn, t);
+    if (!facts || (facts->relkind != 'r' && facts->relkind != 'p')) continue;
+    const auto columns = detail::published_columns(conn, config.postgres.publication, t);
+    detail::check_columns(ctx, i, t, *facts, columns.value_or(std::vector<std::string>{}));
+  }
+  std::erase_if(findings, [](const Finding& f) { return f.severity != Severity::blocking; });
+  return findings;
+}
+
+}  // namespace pgoutbox::diagnostics

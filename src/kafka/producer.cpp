@@ -222,6 +222,9 @@ void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* msg, void* opa
 }
 
 void Producer::on_log(const rd_kafka_t*, int level, const char* facility, const char* message) {
+  // A broker connection failure (facility FAIL) also reaches on_error, which logs it at warn:
+  // librdkafka reconnects by itself, so it is not an error, and once is enough.
+  if (std::string_view(facility) == "FAIL") return;
   // syslog levels: 0–3 error, 4 warning, 5–6 info, 7 debug.
   const auto spd = level <= 3 ? spdlog::level::err
                    : level == 4 ? spdlog::level::warn

@@ -1,6 +1,7 @@
 #include "pgoutbox/logging/logging.h"
 
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -33,9 +34,14 @@ void setup(std::string_view format, std::string_view level) {
   if (parsed == spdlog::level::off && level != "off") {
     throw std::invalid_argument(fmt::format("log level {} is not trace, debug, info, warn or error", level));
   }
-  // The default logger (stderr, synchronous) is the one every module and librdkafka's log
-  // callback write to; it gets the format and level.
-  auto logger = spdlog::default_logger();
+  // The default logger is the one every module and librdkafka's log callback write to. spdlog's
+  // own writes to stdout; a daemon's logs go to stderr (stdout stays for a command's output), and
+  // `auto` decides on stderr being a terminal, so the two must be the same stream. Synchronous.
+  static const auto logger = [] {
+    auto made = spdlog::stderr_color_mt("pgoutbox");
+    spdlog::set_default_logger(made);
+    return made;
+  }();
   logger->set_formatter(make_formatter(chosen));
   logger->set_level(parsed);
   logger->flush_on(spdlog::level::warn);

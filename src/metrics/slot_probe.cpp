@@ -22,7 +22,7 @@ SlotProbe::SlotProbe(prometheus::Registry& r)
       wal_status_(prometheus::BuildGauge()
                       .Name("pgoutbox_slot_wal_status")
                       .Help("1 for the slot's current wal_status (reserved, extended, unreserved, lost), or for "
-                            "\"missing\" when the slot does not exist.")
+                            "\"missing\" when the server answered without the slot; all 0 while Postgres does not answer.")
                       .Register(r)) {
   for (const char* status : kWalStatuses) wal_status_.Add({{"status", status}});
 }
@@ -43,6 +43,9 @@ void SlotProbe::record(const SlotSample& sample) {
 void SlotProbe::unreachable() {
   up_ = false;
   up_gauge_.Set(0);
+  // Unknown is not "missing": only a server that answered without the slot says that. No status
+  // is 1 until Postgres answers again (a stale one would be as misleading).
+  for (const char* status : kWalStatuses) wal_status_.Add({{"status", status}}).Set(0);
 }
 
 std::optional<std::int64_t> SlotProbe::lag_bytes() const {

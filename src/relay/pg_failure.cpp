@@ -81,9 +81,9 @@ Outcome classify(const replication::PgError& error, const SessionContext& contex
                                                        "certificate names"));
     case PgCause::permission:
       return Outcome::fatal(Fatal::permission,
-                            with_fix(what, "grant the role REPLICATION and SELECT on the outbox tables (see "
-                                           "sql/role.sql), e.g. ALTER ROLE <user> REPLICATION; GRANT SELECT ON <outbox "
-                                           "table> TO <user>"));
+                            with_fix(what, "grant the role LOGIN and REPLICATION (see sql/role.sql), e.g. ALTER ROLE <user> "
+                                           "LOGIN REPLICATION; creating the publication needs ownership of the outbox "
+                                           "tables: create it as their owner (sql/publication.sql) instead"));
     case PgCause::wal_level:
       return Outcome::fatal(Fatal::wal_level,
                             with_fix(what, "set wal_level = logical in postgresql.conf and restart PostgreSQL"));

@@ -69,7 +69,8 @@ void Relay::stop() {
     if (ec) return;
     spdlog::warn("shutdown timeout: {} record(s) still unacknowledged; they will be sent again after a restart",
                  tracker_.outstanding_records());
-    finish(Outcome::stopped("shutdown timeout"));
+    finish(Outcome::stopped_unacknowledged(
+        fmt::format("shutdown timeout with {} record(s) unacknowledged", tracker_.outstanding_records())));
   });
   maybe_finish_stop();
 }

@@ -154,7 +154,7 @@ TEST_F(ComposeFile, PgoutboxEnvironmentIsAcceptedByTheLoader) {
   EXPECT_NE(config.postgres.dsn.find("host=postgres"), std::string::npos);
   EXPECT_NE(config.postgres.dsn.find("user=pgoutbox"), std::string::npos) << "not the least-privilege role";
   EXPECT_EQ(config.kafka.brokers, "kafka:9092");
-  EXPECT_EQ(config.metrics_address, "0.0.0.0:9187");
+  EXPECT_EQ(config.metrics_address, "0.0.0.0:8432");
   EXPECT_FALSE(config.postgres.password.empty());
 }
 

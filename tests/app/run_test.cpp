@@ -1,7 +1,10 @@
 // `pgoutbox run -c FILE` as a process: configuration from YAML and the environment, signals,
 // exit codes.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -97,6 +100,68 @@ TEST_F(RunCommandTest, ASecondSignalExitsAtOnceWithoutConfirmingUnacknowledgedWo
   ASSERT_TRUE(status) << "a second signal did not end the process";
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 130) << "status " << *status;
   EXPECT_LT(slot_lsn(), unacked_commit) << "confirmed past an unacknowledged record";
+}
+
+TEST_F(RunCommandTest, AShutdownTimeoutWithRecordsUnacknowledgedHasItsOwnExitCode) {
+  const auto config = write_config("cli_timeout", "shutdown_timeout: 1s\n");
+  auto process = start(config);
+  PGOUTBOX_ASSERT_EVENTUALLY(slot_active("cli_timeout_slot"), 30s);
+  pg.exec("INSERT INTO cli_timeout (aggregatetype, aggregateid, payload) VALUES ('E', 'k', '{}')");
+  ASSERT_EQ(read_topic(kafka.bootstrap(), "cli_timeout.E", 1, 30s).size(), 1U);
+  kafka.pause();  // nothing more can be acknowledged
+  pg.exec("INSERT INTO cli_timeout (aggregatetype, aggregateid, payload) VALUES ('E', 'unacked', '{}')");
+  const auto unacked_commit = *Lsn::parse(*pg.query_value("SELECT pg_current_wal_lsn()"));
+  PGOUTBOX_ASSERT_EVENTUALLY(*Lsn::parse(pg.query_value("SELECT write_lsn FROM pg_stat_replication WHERE "
+                                                        "application_name = 'pgoutbox'").value_or("0/0")) >= unacked_commit,
+                             30s);
+  process.signal_leader(SIGTERM);
+  const auto status = process.wait(20s);
+  kafka.resume();
+  ASSERT_TRUE(status) << "shutdown_timeout did not end the process";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 8) << "status " << *status;
+  EXPECT_LT(*Lsn::parse(*pg.query_value(
+                "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'cli_timeout_slot'")),
+            unacked_commit)
+      << "confirmed past an unacknowledged record";
+}
+
+TEST_F(RunCommandTest, AMappingCheckWouldBlockExitsSeventeenAtStartNotAtTheFirstRow) {
+  const auto config = write_config("cli_map");
+  for (const std::string variable : {"PGOUTBOX_TABLES_0_TOPIC=cli_map.${no_such_column}",
+                                     "PGOUTBOX_TABLES_0_COLUMNS_PAYLOAD=no_such_payload"}) {
+    auto process = start(config, {variable});
+    const auto status = process.wait(30s);  // no row is ever inserted
+    ASSERT_TRUE(status) << variable << ": still running, so it would have failed only at the first row";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 17) << variable << ": status " << *status;
+    std::ifstream log(dir.path() + "/pgoutbox.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("streaming from slot"), std::string::npos) << "it started streaming (and turned ready):\n" << text;
+    EXPECT_NE(text.find(variable.find("TOPIC") != std::string::npos ? "no_such_column" : "no_such_payload"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("tables[0].columns"), std::string::npos) << "the fix names the key:\n" << text;
+  }
+}
+
+TEST_F(RunCommandTest, AMetricsAddressInUseExitsTwoNamingTheKeyAndItsLine) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const auto config =
+      write_config("cli_port", "metrics_address: \"127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "\"\n");
+  auto process = start(config);
+  const auto status = process.wait(30s);
+  ::close(listener);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << "status " << *status;
+  std::ifstream log(dir.path() + "/pgoutbox.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(config + ":12:18: metrics_address"), std::string::npos) << text;
 }
 
 TEST_F(RunCommandTest, EnvironmentOverridesTheFile) {

@@ -182,6 +182,7 @@ TEST_F(StatusCommandTest, SlotDropRefusesWithoutYesAndWhileActiveThenDrops) {
   const auto dropped = run_pgoutbox(dir.path(), {"slot", "drop", "-c", config, "--yes"});
   EXPECT_EQ(dropped.exit_code, 0) << dropped.output;
   EXPECT_TRUE(dropped.printed("dropped replication slot \"st_drop_slot\"")) << dropped.output;
+  EXPECT_TRUE(dropped.printed("bytes of WAL were written since, by any table: WAL, not events")) << dropped.output;
   EXPECT_FALSE(slot_exists("st_drop_slot"));
 
   const auto again = run_pgoutbox(dir.path(), {"slot", "drop", "-c", config, "--yes"});

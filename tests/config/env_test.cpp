@@ -15,7 +15,7 @@ using test::kMinimal;
 using test::load_yaml;
 
 TEST(ConfigEnv, ScalarsOverrideTheFile) {
-  const Config c = load_yaml(kMinimal + "log_level: debug\nmetrics_address: 127.0.0.1:9187\nlimits:\n  max_in_flight_bytes: 1MiB\n",
+  const Config c = load_yaml(kMinimal + "log_level: debug\nmetrics_address: 127.0.0.1:8432\nlimits:\n  max_in_flight_bytes: 1MiB\n",
                              {{"PGOUTBOX_POSTGRES_DSN", "host=other dbname=app"},
                               {"PGOUTBOX_POSTGRES_CREATE_SLOT", "false"},
                               {"PGOUTBOX_POSTGRES_STATUS_INTERVAL", "3s"},

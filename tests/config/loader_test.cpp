@@ -182,6 +182,11 @@ TEST(ConfigLoader, TypeColumnWrittenAsNullMeansNoTypeColumn) {
   EXPECT_EQ(c.tables[0].columns.headers, std::optional<std::string>("null")) << "a quoted null is a column name";
 }
 
+TEST(ConfigLoader, AQuotedValueClosedOnALaterLineIsStillYaml) {
+  const Config c = load_yaml("postgres:\n  dsn: \"host=db\n    dbname=app\"\nkafka:\n  brokers: k\ntables: [{table: t}]\n");
+  EXPECT_EQ(c.postgres.dsn, "host=db dbname=app");
+}
+
 TEST(ConfigLoader, EmptySectionsKeepDefaults) {
   const Config c = load_yaml(kMinimal + "limits:\nreconnect:\n");
   EXPECT_EQ(c.limits.max_in_flight_records, 20'000U);
@@ -282,7 +287,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"bool", kHead + "provenance_headers: maybe\n", 7, 21, "provenance_headers", "must be true or false (got 'maybe')"},
         ErrorCase{"metrics_no_port", kHead + "metrics_address: localhost\n", 7, 18, "metrics_address", "has no port"},
         ErrorCase{"metrics_port_range", kHead + "metrics_address: localhost:70000\n", 7, 18, "metrics_address", "port between 1 and 65535"},
-        ErrorCase{"metrics_ipv6", kHead + "metrics_address: ::1:9187\n", 7, 18, "metrics_address", "IPv6 host without brackets"},
+        ErrorCase{"metrics_ipv6", kHead + "metrics_address: ::1:8432\n", 7, 18, "metrics_address", "IPv6 host without brackets"},
         ErrorCase{"slot_name", "postgres:\n  slot: Bad-Slot\n", 2, 9, "postgres.slot", "only lower case letters, digits and '_' (got 'Bad-Slot')"},
         ErrorCase{"slot_null", "postgres:\n  slot:\n", 2, 3, "postgres.slot", "has no value; leave the key out to use the default (pgoutbox)"},
         ErrorCase{"slot_list", "postgres:\n  slot: [a, b]\n", 2, 9, "postgres.slot", "must be a slot name, not a list"},
@@ -318,6 +323,11 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"top_level_list", "- a\n- b\n", 1, 1, "", "the top level must be a map of keys, not a list"},
         ErrorCase{"duplicate_key", "postgres:\n  slot: a\n  slot: b\n", 3, 3, "postgres.slot", "is given twice"},
         ErrorCase{"invalid_yaml", "postgres:\n  dsn: [unclosed\nkafka: {}\n", 3, 6, "", "not valid YAML"},
+        ErrorCase{"tab_indent", "postgres:\n\tdsn: host=db\n", 2, 1, "", "tabs are not allowed for indentation; indent with spaces"},
+        ErrorCase{"tab_after_spaces", kHead + "  \t topic: t\n", 7, 3, "", "tabs are not allowed for indentation"},
+        ErrorCase{"unclosed_double_quote", "postgres:\n  dsn: \"host=db\nkafka:\n  brokers: k\ntables: [{table: t}]\n", 2, 8, "",
+                  "the quote (\") opened here is not closed; close it on this line"},
+        ErrorCase{"unclosed_single_quote_at_the_end", kHead + "    topic: 'it''s\n", 7, 12, "", "the quote (') opened here is not closed"},
         ErrorCase{"password_in_file", "postgres:\n  password: x\n", 2, 3, "postgres.password",
                   "is a secret and is not read from the configuration file; set PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file"},
         ErrorCase{"properties_scalar", "kafka:\n  properties: linger.ms=5\n", 2, 15, "kafka.properties", "must be a map of librdkafka property names"},
@@ -405,7 +415,7 @@ TEST(ConfigLoader, ExampleConfigLoads) {
   ASSERT_EQ(c.tables.size(), 1U);
   EXPECT_EQ(c.tables[0].name, "outbox");
   EXPECT_TRUE(c.tables[0].type_column_explicit);
-  EXPECT_EQ(c.metrics_address, "127.0.0.1:9187");
+  EXPECT_EQ(c.metrics_address, "127.0.0.1:8432");
 }
 
 // The example writes most keys with their default values and says so; it must not lie.

@@ -72,9 +72,11 @@ TEST(ConfigRedact, Properties) {
 TEST(ConfigRedact, DescribeShowsTheEffectiveConfigWithoutSecrets) {
   ScratchDir dir;
   const Config c = load_yaml(
-      "postgres:\n  dsn: \"host=db sslpassword=secret-1 user=relay\"\nkafka:\n  brokers: k:9092\n  properties:\n    linger.ms: 7\n"
+      "postgres:\n  dsn: host=other\nkafka:\n  brokers: k:9092\n  properties:\n    linger.ms: 7\n"
       "    ssl.key.password_file: " + dir.write("key", "secret-2\n") + "\ntables:\n  - table: '\"Sales\".\"Order Events\"'\n    topic: t\n",
-      {{"PGOUTBOX_POSTGRES_PASSWORD", "secret-3"}, {"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD", "secret-4"}});
+      {{"PGOUTBOX_POSTGRES_DSN", "host=db sslpassword=secret-1 user=relay"},
+       {"PGOUTBOX_POSTGRES_PASSWORD", "secret-3"},
+       {"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD", "secret-4"}});
   const std::string text = describe(c);
   for (const std::string secret : {"secret-1", "secret-2", "secret-3", "secret-4"}) {
     EXPECT_EQ(text.find(secret), std::string::npos) << secret << " in:\n" << text;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include "config_test_util.h"
 
 namespace pgoutbox::config {
@@ -84,10 +86,39 @@ TEST(ConfigSecrets, PasswordInTheDsnAndElsewhereIsAnError) {
   EXPECT_EQ(e.problem(), "holds a password and PGOUTBOX_POSTGRES_PASSWORD gives one too; keep only one");
 }
 
-TEST(ConfigSecrets, PasswordInTheDsnAloneIsAllowed) {
-  const Config c = load_yaml("postgres:\n  dsn: postgresql://relay:dsn-secret@db/app\nkafka: {brokers: k}\ntables: [{table: t}]\n");
+TEST(ConfigSecrets, APasswordInTheFilesDsnIsRefusedNamingTheVariable) {
+  for (const std::string dsn : {"postgresql://relay:dsn-secret@db/app", "host=db password=dsn-secret"}) {
+    const ConfigError e = error_of("postgres:\n  dsn: " + dsn + "\nkafka: {brokers: k}\ntables: [{table: t}]\n");
+    EXPECT_EQ(e.key(), "postgres.dsn") << dsn;
+    EXPECT_EQ(e.line(), 2) << dsn;
+    EXPECT_NE(e.problem().find("set PGOUTBOX_POSTGRES_PASSWORD (or name a file in postgres.password_file)"),
+              std::string::npos)
+        << e.problem();
+    EXPECT_EQ(std::string(e.what()).find("dsn-secret"), std::string::npos) << e.what();
+  }
+  const ConfigError ssl = error_of("postgres:\n  dsn: host=db sslkey=/k sslpassword=x\nkafka: {brokers: k}\ntables: [{table: t}]\n");
+  EXPECT_NE(ssl.problem().find("holds a sslpassword"), std::string::npos) << ssl.problem();
+}
+
+TEST(ConfigSecrets, APasswordInADsnFromTheEnvironmentIsAllowed) {
+  const Config c = load_yaml("kafka: {brokers: k}\ntables: [{table: t}]\n",
+                             {{"PGOUTBOX_POSTGRES_DSN", "postgresql://relay:dsn-secret@db/app"}});
   EXPECT_EQ(c.postgres.dsn, "postgresql://relay:dsn-secret@db/app");
   EXPECT_EQ(c.postgres.password, "");
+}
+
+TEST(ConfigSecrets, EverySecretKafkaPropertyInTheFileIsRefusedNamingTheVariableAndTheFileVariant) {
+  for (const std::string name : {"sasl.password", "ssl.key.password", "ssl.keystore.password",
+                                 "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config", "ssl.key.pem"}) {
+    const ConfigError e = error_of("postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    " + name +
+                                   ": from-yaml\ntables: [{table: t}]\n");
+    EXPECT_EQ(e.key(), "kafka.properties." + name);
+    EXPECT_EQ(e.line(), 5) << name;
+    std::string variable = "PGOUTBOX_KAFKA_PROPERTY_" + name;
+    for (auto& c : variable) c = c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(e.problem(), "is a secret and is not read from the configuration file; set " + variable +
+                               " or name a file in kafka.properties." + name + "_file");
+  }
 }
 
 TEST(ConfigSecrets, KafkaSecretFromAFileVariant) {
@@ -103,7 +134,7 @@ TEST(ConfigSecrets, KafkaSecretFromAFileVariant) {
 
 TEST(ConfigSecrets, KafkaSecretFileFromTheEnvironmentReplacesTheFilesValue) {
   ScratchDir dir;
-  const Config c = load_yaml("postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password: from-yaml\ntables: [{table: t}]\n",
+  const Config c = load_yaml("postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password_file: /nonexistent\ntables: [{table: t}]\n",
                              {{"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD_FILE", dir.write("sasl", "from-env-file\n")}});
   EXPECT_EQ(c.kafka.properties, (std::map<std::string, std::string>{{"sasl.password", "from-env-file"}}));
 }

@@ -203,6 +203,18 @@ TEST(SlotProbe, RecordsLagRetainedStatusAndUp) {
   EXPECT_FALSE(probe.postgres_up());
 }
 
+TEST(SlotProbe, MissingOnlyWhenTheServerAnsweredWithoutTheSlot) {
+  prometheus::Registry registry;
+  SlotProbe probe(registry);
+  probe.record({.exists = false, .active = false, .wal_status = "", .lag_bytes = std::nullopt, .retained_bytes = std::nullopt});
+  EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status", "status=\"missing\""), 1);
+  probe.unreachable();
+  EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status"), 0) << "unreachable is not missing, nor any status";
+  probe.record({.exists = true, .active = true, .wal_status = "reserved", .lag_bytes = 0, .retained_bytes = 0});
+  probe.unreachable();
+  EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status"), 0) << "no stale status either";
+}
+
 TEST(Summary, RatesSinceTheLastLine) {
   prometheus::Registry registry;
   RelayProbe relay(registry);

@@ -130,13 +130,22 @@ TEST_F(SqlFilesTest, TheRoleHasLoginAndReplicationAndNothingMore) {
   const std::vector<std::optional<std::string>> expected = {"t", "t", "f", "f", "f", "f", "f", "t"};
   EXPECT_EQ(row[0], expected) << "login, replication, super, createdb, createrole, bypassrls, inherit, password";
 
-  EXPECT_EQ(as_role("SELECT * FROM public.outbox"), "");
+  EXPECT_EQ(as_role("SELECT * FROM public.outbox"), "42501") << "pgoutbox reads the WAL, not the table";
   EXPECT_EQ(as_role("SELECT * FROM public.orders"), "42501");
   EXPECT_EQ(as_role("SELECT * FROM public.consumer_log"), "42501");
   EXPECT_EQ(as_role("INSERT INTO public.outbox (aggregatetype, aggregateid, type) VALUES ('a', 'b', 'c')"), "42501");
   EXPECT_EQ(as_role("DELETE FROM public.outbox"), "42501");
   EXPECT_EQ(as_role("CREATE TABLE public.sneaky (x int)"), "42501");
   EXPECT_EQ(as_role("CREATE PUBLICATION sneaky FOR TABLE public.outbox"), "42501");
+}
+
+TEST_F(SqlFilesTest, EveryFileRunsAgainWithoutAnError) {
+  // A newcomer re-runs the whole install (the README's quickstart) after a mistake.
+  for (const char* file : {"outbox.sql", "publication.sql", "consumer_log.sql", "retention.sql"}) {
+    const auto again = psql(pg, file);
+    EXPECT_EQ(again.first, 0) << file << ":\n" << again.second;
+  }
+  EXPECT_EQ(pg.query_value("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pgoutbox'", kDatabase), "1");
 }
 
 TEST_F(SqlFilesTest, RunningTheRoleFileAgainIsHarmless) {

@@ -87,6 +87,9 @@ struct Config {
   PoisonConfig poison;
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::string metrics_address;  // host:port for /metrics, /healthz, /readyz; empty: off
+  // Where metrics_address was set, for messages: "FILE:LINE:COLUMN: metrics_address" or
+  // "environment variable PGOUTBOX_METRICS_ADDRESS"; empty when it was not set.
+  std::string metrics_address_origin;
   std::string log_format = "auto";  // auto (json unless a terminal), json, text
   std::string log_level = "info";
 };

@@ -19,6 +19,14 @@ namespace pgoutbox::diagnostics {
 // partitioned one) and the slot (plugin, database, active pid, wal_status, lag).
 std::vector<Finding> check_postgres(const config::Config& config);
 
+// What `run` checks before each session, so that it fails at start, not at the first row, on
+// what `check` would block: each configured table's columns against its mapping (topic template
+// columns, payload, key, ...) as the catalog describes them (outbox::ResolvedTable, the relay's
+// own resolution). One blocking finding per table whose mapping cannot be served; a table that
+// does not exist is left to the relay (its own exit code). Throws replication::PgError when
+// Postgres cannot be reached or queried: the relay's connection then decides.
+std::vector<Finding> check_mappings(const config::Config& config);
+
 // The brokers answer a metadata request within `timeout` with the configured properties (TLS,
 // SASL), and each static topic exists or the broker creates topics on first use.
 std::vector<Finding> check_kafka(const config::Config& config, std::chrono::milliseconds timeout);

@@ -35,8 +35,12 @@ struct Outcome {
   std::string reason;
   Fatal cause = Fatal::internal;  // meaningful when kind == fatal
   bool standby = false;           // reconnect because the slot is active in another instance
+  bool unacknowledged = false;    // stopped, with records Kafka had not acknowledged (shutdown_timeout)
 
   static Outcome stopped(std::string reason = {}) { return {Kind::stopped, std::move(reason), Fatal::internal, false}; }
+  static Outcome stopped_unacknowledged(std::string reason) {
+    return {Kind::stopped, std::move(reason), Fatal::internal, false, true};
+  }
   static Outcome reconnect(std::string reason) { return {Kind::reconnect, std::move(reason), Fatal::internal, false}; }
   static Outcome waiting_as_standby(std::string reason) {
     return {Kind::reconnect, std::move(reason), Fatal::internal, true};
