@@ -30,6 +30,7 @@
 #include "pgoutbox/metrics/slot_probe.h"
 #include "pgoutbox/metrics/summary.h"
 #include "pgoutbox/relay/session.h"
+#include "pgoutbox/replication/connection.h"
 #include "pgoutbox/version.h"
 
 namespace pgoutbox::app {

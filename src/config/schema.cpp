@@ -91,10 +91,7 @@ std::string reference_markdown() {
       "| Key | Type | Default | Required | Environment variable | Description |\n"
       "|---|---|---|---|---|---|\n";
   for (const auto& key : schema()) {
-    // fmt rather than `"`" + s + "`"`: GCC 12 at -O3 reports a false -Wrestrict on that concatenation.
-    const std::string default_cell = key.required                ? std::string("—")
-                                     : key.default_value.empty() ? std::string("none")
-                                                                 : fmt::format("`{}`", detail::escape_cell(key.default_value));
+    const std::string default_cell = key.required ? "—" : key.default_value.empty() ? "none" : "`" + detail::escape_cell(key.default_value) + "`";
     out += fmt::format("| `{}` | {} | {} | {} | `{}` | {}{} |\n", key.path, detail::escape_cell(key.type), default_cell, key.required ? "yes" : "no",
                        key.env, detail::escape_cell(key.description), key.in_file ? "" : " (environment only)");
   }
