@@ -8,6 +8,7 @@
 #include "dead_letter.h"
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/pgoutput/decoder.h"
+#include "pgoutbox/replication/catalog.h"
 
 namespace pgoutbox::relay {
 namespace {
@@ -18,6 +19,14 @@ std::vector<replication::TableName> table_names(const config::Config& config) {
   std::vector<replication::TableName> out;
   for (const auto& t : config.tables) out.push_back({t.schema, t.name});
   return out;
+}
+
+// Partitions and inheritance children arrive under their own names; the catalog says whose
+// family they belong to (replication/catalog.h), on a SQL connection opened at the first
+// relation that is not named like a configured table.
+outbox::AncestryLookup ancestry_lookup(const config::PostgresConfig& pg) {
+  auto catalog = std::make_shared<replication::Catalog>(pg.dsn, pg.application_name, pg.password);
+  return [catalog](pgoutput::Oid relid) { return catalog->ancestors(relid); };
 }
 
 bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
@@ -64,7 +73,7 @@ Outcome classify(const replication::PgError& e) {
 Relay::Relay(const config::Config& config, Observer* observer)
     : config_(config),
       observer_(observer != nullptr ? *observer : no_observer_),
-      mapping_(config.tables, config.provenance_headers),
+      mapping_(config.tables, config.provenance_headers, ancestry_lookup(config.postgres)),
       poll_timer_(io_),
       stop_deadline_(io_),
       retry_timer_(io_) {}
@@ -371,6 +380,13 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
     table = mapping_.resolve(*relation);
   } catch (const outbox::MappingError& e) {
     finish(Outcome::fatal(Fatal::mapping, e.what()));
+    return;
+  } catch (const replication::PgError& e) {
+    // The catalog could not say whose partition or child this relation is: nothing past it is
+    // confirmed, and the next session asks again.
+    finish(classify(replication::PgError(fmt::format("looking up the ancestry of relation {}.{}: {}",
+                                                     relation->nspname, relation->relname, e.what()),
+                                         e.sqlstate())));
     return;
   }
   if (table == nullptr) {

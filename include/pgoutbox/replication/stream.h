@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "pgoutbox/lsn.h"
@@ -36,6 +37,14 @@ class StreamHandler {
 struct StreamOptions {
   // Well inside wal_sender_timeout (default 60 s): any client message resets the server's clock.
   std::chrono::milliseconds status_interval{10'000};
+  // Silence after which the connection is presumed dead (a frozen server, a half-open TCP
+  // connection): the stream ends with Reason::timeout. Half-way through, a status update asks
+  // the server for a reply, as walreceiver does with wal_receiver_timeout. nullopt: twice the
+  // server's wal_sender_timeout as read at START_REPLICATION (none when that is 0). Zero: off.
+  // Not counted while paused: nothing is read then.
+  std::optional<std::chrono::milliseconds> receive_timeout;
+  // How long stop() waits for the server to end the copy after CopyDone.
+  std::chrono::milliseconds stop_timeout{10'000};
 };
 
 struct StreamEnd {
@@ -43,6 +52,7 @@ struct StreamEnd {
     stopped,        // stop() was called and the server ended the copy cleanly
     server_closed,  // the server ended the copy on its own (e.g. shutdown)
     error,          // connection lost or the server reported an error
+    timeout,        // no message from the server for receive_timeout, or no end of copy after stop()
   };
   Reason reason = Reason::stopped;
   std::string message;
@@ -88,6 +98,8 @@ class Stream {
   void send_status(bool reply_requested);
   void flush_output();
   void arm_status_timer();
+  void arm_liveness_timer();
+  void put_copy_end();
   void finish_copy();
   void end(StreamEnd result);
 
@@ -97,6 +109,9 @@ class Stream {
   StreamOptions options_;
   boost::asio::posix::stream_descriptor socket_;
   boost::asio::steady_timer status_timer_;
+  boost::asio::steady_timer liveness_timer_;
+  boost::asio::steady_timer stop_timer_;
+  std::chrono::milliseconds receive_timeout_{0};
   std::function<void(const StreamEnd&)> on_end_;
 
   Lsn received_;
@@ -107,6 +122,8 @@ class Stream {
   bool read_pending_ = false;
   bool write_pending_ = false;
   std::chrono::steady_clock::time_point last_status_{};
+  std::chrono::steady_clock::time_point last_receive_{};
+  bool ping_sent_ = false;
 };
 
 }  // namespace pgoutbox::replication
