@@ -331,12 +331,13 @@ void Relay::apply_backpressure() {
 void Relay::on_keepalive(const replication::Keepalive& keepalive) {
   if (closing_) return;
   tracker_.idle_position(keepalive.wal_end);
+  observer_.received_lsn(stream_->received());  // follows keepalives too
   update_flush();
 }
 
 void Relay::on_data(const replication::XLogData& data) {
   if (closing_) return;
-  observer_.received_lsn(data.wal_end);
+  observer_.received_lsn(stream_->received());  // never a Relation's or Type's zero wal_end
   const auto decoded = pgoutput::decode(data.payload);
   if (!decoded) {
     finish(Outcome::fatal(Fatal::internal, "cannot decode the replication stream: " + decoded.error().to_string()));

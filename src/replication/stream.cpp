@@ -28,7 +28,7 @@ Stream::Stream(boost::asio::io_context& io, Connection& connection, StreamHandle
       status_timer_(io),
       liveness_timer_(io),
       stop_timer_(io),
-      receive_timeout_(options.receive_timeout.value_or(2 * connection.wal_sender_timeout())) {
+      receive_timeout_(2 * connection.wal_sender_timeout()) {
   PQsetnonblocking(connection_.raw(), 1);
 }
 
@@ -83,11 +83,11 @@ void Stream::stop() {
   send_status(false);
   stopping_ = true;
   // A server that never answers CopyDone (frozen, or the network gone) must not hold the stop.
-  stop_timer_.expires_after(options_.stop_timeout);
+  stop_timer_.expires_after(stop_timeout_);
   stop_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || ended_) return;
     end({StreamEnd::Reason::timeout,
-         "the server did not end the replication copy within " + std::to_string(options_.stop_timeout.count()) +
+         "the server did not end the replication copy within " + std::to_string(stop_timeout_.count()) +
              " ms of CopyDone",
          ""});
   });

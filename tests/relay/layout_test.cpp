@@ -3,6 +3,9 @@
 // or the relay stops before confirming it. Real PostgreSQL 15 and real Kafka.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <mutex>
+
 #include "eventually.h"
 #include "kafka_client.h"
 #include "relay_runner.h"
@@ -196,6 +199,45 @@ TEST_F(LayoutTest, DatabaseAndRoleSettingsDoNotChangeWhatIsRelayed) {
   EXPECT_EQ(got[0].value, std::string("\x00\xff\x5c\x78\x01", 5));
   EXPECT_EQ(got[0].timestamp_ms, 1'767'323'045'678);
   EXPECT_FALSE(relay.done()) << relay.outcome().reason;
+}
+
+// pgoutbox_received_lsn: Relation and Type messages carry 0 as their position, and a quiet outbox
+// is followed through keepalives.
+TEST_F(LayoutTest, TheReceivedPositionNeverDropsToZeroAndFollowsKeepalives) {
+  struct Positions : relay::Observer {
+    std::mutex mutex;
+    std::vector<Lsn> seen;
+    void received_lsn(Lsn lsn) override {
+      const std::lock_guard lock(mutex);
+      seen.push_back(lsn);
+    }
+    Lsn last() {
+      const std::lock_guard lock(mutex);
+      return seen.empty() ? Lsn{} : seen.back();
+    }
+  } positions;
+  pg.exec(std::string("CREATE TABLE lay_recv (") + kColumns + "); CREATE TABLE lay_recv_other (x int);"
+          "CREATE PUBLICATION lay_recv_pub FOR TABLE lay_recv WITH (publish = 'insert')");
+  auto cfg = relay_config("lay_recv", "lay_recv_pub");
+  RelayRunner relay(cfg, &positions);
+  ASSERT_FALSE(relay.done()) << relay.outcome().reason;
+  pg.exec(insert("lay_recv", "r1"));
+  ASSERT_EQ(read_topic(kafka.bootstrap(), "lay_recv.T", 1, 30s).size(), 1U);
+  // WAL that the publication does not carry: only keepalives can report it.
+  pg.exec("INSERT INTO lay_recv_other SELECT generate_series(1, 1000)");
+  const auto after = Lsn::parse(*pg.query_value("SELECT pg_current_wal_lsn()"));
+  ASSERT_TRUE(after);
+  PGOUTBOX_EXPECT_EVENTUALLY(positions.last() >= *after, 30s);
+  relay.stop();
+  const std::lock_guard lock(positions.mutex);
+  bool nonzero = false;
+  for (std::size_t i = 0; i < positions.seen.size(); ++i) {
+    if (nonzero) {
+      ASSERT_FALSE(positions.seen[i].is_zero()) << "received position fell to 0 at report " << i;
+    }
+    nonzero = nonzero || !positions.seen[i].is_zero();
+  }
+  EXPECT_TRUE(nonzero);
 }
 
 }  // namespace

@@ -326,6 +326,46 @@ TEST_F(KeepaliveTest, AnIdleConnectionOutlivesSeveralSenderTimeouts) {
   EXPECT_TRUE(s.run_until([&] { return !s.collector.txns.empty(); }, 10s));
 }
 
+TEST_F(KeepaliveTest, AFrozenServerEndsTheStreamWithinTwiceTheSenderTimeout) {
+  const auto box = make_outbox("frozen", {"CREATE TABLE frozen_outbox (id int)"}, {{"public", "frozen_outbox"}});
+  Session s(pg.dsn(), box.start());
+  EXPECT_EQ(s.connection.wal_sender_timeout(), 2s) << "read from the server at START_REPLICATION";
+  s.run_until([] { return false; }, 500ms);
+  ASSERT_FALSE(s.ended) << s.ended->message;
+  pg.pause();
+  const auto frozen_at = std::chrono::steady_clock::now();
+  const bool ended = s.run_until([&] { return s.ended.has_value(); }, 20s);
+  const auto after = std::chrono::steady_clock::now() - frozen_at;
+  pg.resume();
+  ASSERT_TRUE(ended) << "the stream waited forever on a frozen server";
+  EXPECT_EQ(s.ended->reason, StreamEnd::Reason::timeout) << s.ended->message;
+  EXPECT_NE(s.ended->message.find("no message or keepalive"), std::string::npos) << s.ended->message;
+  EXPECT_GE(after, 3s);
+  EXPECT_LT(after, 10s);
+}
+
+TEST_F(KeepaliveTest, AFullyConfirmedIdleStreamIsNotTakenForDead) {
+  const auto box = make_outbox("quiet", {"CREATE TABLE quiet_outbox (id int)"}, {{"public", "quiet_outbox"}});
+  // Frequent status updates: the server never needs to ask for one, so only the stream's own
+  // ping at half the timeout brings a message.
+  Session s(pg.dsn(), box.start(), {.status_interval = 300ms});
+  s.run_until([] { return false; }, 10s);
+  ASSERT_FALSE(s.ended) << s.ended->message;
+}
+
+TEST_F(KeepaliveTest, StopHasADeadlineWhenTheServerNeverEndsTheCopy) {
+  const auto box = make_outbox("stuck", {"CREATE TABLE stuck_outbox (id int)"}, {{"public", "stuck_outbox"}});
+  Session s(pg.dsn(), box.start(), {.status_interval = 10s});
+  s.stream->set_stop_timeout(1s);
+  s.run_until([] { return false; }, 300ms);
+  pg.pause();
+  s.stream->stop();
+  const bool ended = s.run_until([&] { return s.ended.has_value(); }, 10s);
+  pg.resume();
+  ASSERT_TRUE(ended) << "stop() waited forever for the server";
+  EXPECT_EQ(s.ended->reason, StreamEnd::Reason::timeout) << s.ended->message;
+}
+
 TEST_F(KeepaliveTest, APausedStreamStaysConnectedAndDeliversAfterResume) {
   const auto box = make_outbox("paused", {"CREATE TABLE paused_outbox (id int, pad text)"}, {{"public", "paused_outbox"}});
   Session s(pg.dsn(), box.start(), {.status_interval = 500ms});

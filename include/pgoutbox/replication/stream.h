@@ -16,7 +16,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
-#include <optional>
 #include <string>
 
 #include "pgoutbox/lsn.h"
@@ -37,14 +36,6 @@ class StreamHandler {
 struct StreamOptions {
   // Well inside wal_sender_timeout (default 60 s): any client message resets the server's clock.
   std::chrono::milliseconds status_interval{10'000};
-  // Silence after which the connection is presumed dead (a frozen server, a half-open TCP
-  // connection): the stream ends with Reason::timeout. Half-way through, a status update asks
-  // the server for a reply, as walreceiver does with wal_receiver_timeout. nullopt: twice the
-  // server's wal_sender_timeout as read at START_REPLICATION (none when that is 0). Zero: off.
-  // Not counted while paused: nothing is read then.
-  std::optional<std::chrono::milliseconds> receive_timeout;
-  // How long stop() waits for the server to end the copy after CopyDone.
-  std::chrono::milliseconds stop_timeout{10'000};
 };
 
 struct StreamEnd {
@@ -66,6 +57,16 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   ~Stream();
+
+  // Silence after which the connection is presumed dead (a frozen server, a half-open TCP
+  // connection): the stream ends with Reason::timeout. Half-way through, a status update asks
+  // the server for a reply, as walreceiver does with wal_receiver_timeout. The default is twice
+  // the server's wal_sender_timeout as read at START_REPLICATION (none when that is 0); zero
+  // turns it off. Not counted while paused: nothing is read then. Call before start().
+  void set_receive_timeout(std::chrono::milliseconds timeout) { receive_timeout_ = timeout; }
+  std::chrono::milliseconds receive_timeout() const { return receive_timeout_; }
+  // How long stop() waits for the server to end the copy after CopyDone (default 10 s).
+  void set_stop_timeout(std::chrono::milliseconds timeout) { stop_timeout_ = timeout; }
 
   // Begins reading; `on_end` is called once, when the stream has ended for any reason.
   void start(std::function<void(const StreamEnd&)> on_end);
@@ -112,6 +113,7 @@ class Stream {
   boost::asio::steady_timer liveness_timer_;
   boost::asio::steady_timer stop_timer_;
   std::chrono::milliseconds receive_timeout_{0};
+  std::chrono::milliseconds stop_timeout_{10'000};
   std::function<void(const StreamEnd&)> on_end_;
 
   Lsn received_;
