@@ -102,19 +102,16 @@ TableLayout describe_layout(const Connection& conn, const std::string& publicati
 std::string describe_relaying(const std::string& publication, const PublicationState& pub, const TableName& table,
                               const TableLayout& layout) {
   const std::string label = table.schema + "." + table.name;
-  std::string kind = pub.all_tables ? "FOR ALL TABLES publication " + publication : "publication " + publication;
-  std::string text;
+  std::string text = fmt::format("is in {}publication {}", pub.all_tables ? "FOR ALL TABLES " : "", publication);
   if (layout.partitioned) {
-    text = pub.via_root
-               ? fmt::format("partitioned table {} ({} leaf partition(s)): {} publishes its rows under the root "
-                             "(publish_via_partition_root); pgoutbox maps them with the table's mapping",
-                             label, layout.leaf_partitions, kind)
-               : fmt::format("partitioned table {} ({} leaf partition(s)): {} publishes its rows under each leaf "
-                             "partition's name (no publish_via_partition_root); pgoutbox resolves each partition, "
-                             "also ones created later, to {} by ancestry and maps it by column name",
-                             label, layout.leaf_partitions, kind, label);
-  } else {
-    text = fmt::format("table {}: {} publishes it", label, kind);
+    text += pub.via_root
+                ? fmt::format(", partitioned ({} leaf partition(s)), published under the root "
+                              "(publish_via_partition_root) and mapped with the table's mapping",
+                              layout.leaf_partitions)
+                : fmt::format(", partitioned ({} leaf partition(s)), published under each leaf partition's name (no "
+                              "publish_via_partition_root): pgoutbox resolves each partition, also ones created "
+                              "later, to {} by ancestry and maps it by column name",
+                              layout.leaf_partitions, label);
   }
   if (!layout.children.empty()) {
     std::string names;

@@ -207,7 +207,7 @@ void check_publication_covers(const Connection& conn, const std::string& publica
                                 publication, names, table.schema, table.name, publication, names),
                     "42704");
     }
-    spdlog::info("{}", describe_relaying(publication, *pub, table, layout));
+    spdlog::info("table {}.{} {}", table.schema, table.name, describe_relaying(publication, *pub, table, layout));
   }
 }
 
