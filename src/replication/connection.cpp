@@ -176,7 +176,7 @@ void check_publication_covers(const Connection& conn, const std::string& publica
     throw PgError(fmt::format("publication \"{}\" does not exist: create it (CREATE PUBLICATION {} FOR TABLE … "
                               "WITH (publish = 'insert')) or enable publication creation",
                               publication, publication),
-                  "42704");
+                  "");
   }
   if (!pub->publishes_insert) {
     throw PgError(fmt::format("publication \"{}\" does not publish inserts: ALTER PUBLICATION {} SET (publish = 'insert')",
@@ -196,7 +196,7 @@ void check_publication_covers(const Connection& conn, const std::string& publica
     if (!layout.published) {
       throw PgError(fmt::format("publication \"{}\" does not include table {}.{}: ALTER PUBLICATION {} ADD TABLE {}",
                                 publication, table.schema, table.name, publication, table.quoted()),
-                    "42704");
+                    "");
     }
     if (!layout.unpublished.empty()) {
       std::string names;
@@ -205,7 +205,7 @@ void check_publication_covers(const Connection& conn, const std::string& publica
                                 "rows inserted there would never reach pgoutbox. ALTER PUBLICATION {} ADD TABLE {} "
                                 "(a child created after the publication, or excluded with ONLY, is not published)",
                                 publication, names, table.schema, table.name, publication, names),
-                    "42704");
+                    "");
     }
     spdlog::info("table {}.{} {}", table.schema, table.name, describe_relaying(publication, *pub, table, layout));
   }
