@@ -298,9 +298,9 @@ const config::TableConfig* Mapping::family_of(const pgoutput::Relation& relation
     }
     return nullptr;
   }
-  // The relation was dropped after its rows were written (e.g. a partition detached and dropped
-  // while pgoutbox was behind), so the catalog can no longer say whose partition or child it
-  // was. Ignoring it could drop outbox events and confirm past them (I9); stopping on every
+  // The relation was dropped, detached or taken out of the publication after its rows were
+  // written (e.g. a partition detached and dropped while pgoutbox was behind), so the catalog
+  // can no longer say whose partition or child it was. Ignoring it could drop outbox events and confirm past them (I9); stopping on every
   // dropped relation would block an all-tables publication on any dropped table. A partition
   // or inheritance child always has every column of its parent with the same type, so a
   // relation that cannot serve a configured table's mapping is provably outside that table's
@@ -312,11 +312,12 @@ const config::TableConfig* Mapping::family_of(const pgoutput::Relation& relation
       continue;
     }
     throw MappingError(fmt::format(
-        "relation {}.{} (oid {}) no longer exists in the catalog, so pgoutbox cannot tell whether it was a partition "
-        "or inheritance child of outbox table {}; it has that table's columns, so its rows may be outbox events and "
-        "nothing past them is confirmed. Fix: if they are not outbox events, move the slot past this transaction "
-        "(pg_replication_slot_advance) and restart; if they are, replay them from a backup of {}.{} into {} and then "
-        "advance the slot",
+        "relation {}.{} (oid {}) no longer exists, or is no longer in the publication, so pgoutbox cannot tell "
+        "whether it was a partition or inheritance child of outbox table {} when this row was written (dropped, "
+        "detached or taken out of the publication since); it has that table's columns, so its rows may be outbox "
+        "events and nothing past them is confirmed. Fix: if they are not outbox events, move the slot past this "
+        "transaction (pg_replication_slot_advance) and restart; if they are, re-insert them from {}.{} (or a backup) "
+        "into {} and then advance the slot",
         relation.nspname, relation.relname, relation.relid, table_label(t), relation.nspname, relation.relname,
         table_label(t)));
   }

@@ -25,7 +25,7 @@ std::vector<replication::TableName> table_names(const config::Config& config) {
 // family they belong to (replication/catalog.h), on a SQL connection opened at the first
 // relation that is not named like a configured table.
 outbox::AncestryLookup ancestry_lookup(const config::PostgresConfig& pg) {
-  auto catalog = std::make_shared<replication::Catalog>(pg.dsn, pg.application_name, pg.password);
+  auto catalog = std::make_shared<replication::Catalog>(pg.dsn, pg.application_name, pg.password, pg.publication);
   return [catalog](pgoutput::Oid relid) { return catalog->ancestors(relid); };
 }
 

@@ -28,8 +28,11 @@ std::string published_sql(const std::string& oid, const std::string& pub, bool s
 
 }  // namespace
 
-Catalog::Catalog(std::string dsn, std::string application_name, std::string password)
-    : dsn_(std::move(dsn)), application_name_(std::move(application_name)), password_(std::move(password)) {}
+Catalog::Catalog(std::string dsn, std::string application_name, std::string password, std::string publication)
+    : dsn_(std::move(dsn)),
+      application_name_(std::move(application_name)),
+      password_(std::move(password)),
+      publication_(std::move(publication)) {}
 
 std::optional<std::vector<std::pair<std::string, std::string>>> Catalog::ancestors(std::uint32_t relid) {
   try {
@@ -46,6 +49,16 @@ std::optional<std::vector<std::pair<std::string, std::string>>> Catalog::query(s
   const std::string oid = std::to_string(relid);
   auto exists = conn_->exec("SELECT count(*) FROM pg_catalog.pg_class WHERE oid = " + oid);
   if (std::string(PQgetvalue(exists.get(), 0, 0)) == "0") return std::nullopt;
+  if (!publication_.empty()) {
+    const std::string pub = conn_->literal(publication_);
+    auto all = conn_->exec("SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = " + pub);
+    const bool all_tables = PQntuples(all.get()) == 1 && std::string(PQgetvalue(all.get(), 0, 0)) == "t";
+    if (PQntuples(all.get()) == 1 && !all_tables) {
+      auto published =
+          conn_->exec("SELECT " + published_sql(oid, pub, conn_->server_version() >= 150000));
+      if (std::string(PQgetvalue(published.get(), 0, 0)) != "t") return std::nullopt;
+    }
+  }
   // Depth-bounded: pg_inherits cannot hold a cycle, but a catalog read must not loop on one.
   auto res = conn_->exec(
       "WITH RECURSIVE up(relid, depth) AS (SELECT i.inhparent, 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = " +

@@ -176,6 +176,27 @@ TEST_F(LayoutTest, ARowOfADroppedPartitionStopsTheRelayInsteadOfBeingIgnored) {
   EXPECT_TRUE(slot_holds_changes(cfg.postgres.slot, "lay_gone_pub")) << "confirmed past the row";
 }
 
+// Detached (not dropped) before pgoutbox read its rows, under an explicit publication: the stream
+// carried it, so it was a member then; today's catalog no longer says so.
+TEST_F(LayoutTest, ARowOfAPartitionDetachedSinceStopsTheRelayInsteadOfBeingIgnored) {
+  pg.exec(std::string("CREATE TABLE lay_det (") + kColumns + ") PARTITION BY LIST (aggregatetype);"
+          "CREATE TABLE lay_det_a PARTITION OF lay_det FOR VALUES IN ('A');"
+          "CREATE PUBLICATION lay_det_pub FOR TABLE lay_det WITH (publish = 'insert')");
+  auto cfg = relay_config("lay_det", "lay_det_pub");
+  {
+    RelayRunner relay(cfg);  // creates the slot
+    ASSERT_FALSE(relay.done()) << relay.outcome().reason;
+    relay.stop();
+  }
+  pg.exec(insert("lay_det", "a1", "A"));
+  pg.exec("ALTER TABLE lay_det DETACH PARTITION lay_det_a");
+  RelayRunner relay(cfg);
+  PGOUTBOX_ASSERT_EVENTUALLY(relay.done(), 30s);
+  EXPECT_EQ(relay.outcome().cause, relay::Fatal::mapping) << relay.outcome().reason;
+  EXPECT_NE(relay.outcome().reason.find("public.lay_det_a"), std::string::npos) << relay.outcome().reason;
+  EXPECT_TRUE(slot_holds_changes(cfg.postgres.slot, "lay_det_pub")) << "confirmed past the row";
+}
+
 // bytea_output = escape set for the database, and DateStyle and TimeZone for the role in it:
 // the payload is relayed byte-exact and the mapped timestamp is right.
 TEST_F(LayoutTest, DatabaseAndRoleSettingsDoNotChangeWhatIsRelayed) {

@@ -68,8 +68,9 @@ class ResolvedTable {
 };
 
 // The ancestors of a relation by OID through partitioning and inheritance, nearest first, as
-// (schema, name); nullopt when the catalog has no relation with that OID any more. May throw
-// (the catalog could not be read): the error passes through resolve() unchanged.
+// (schema, name); nullopt when the catalog can no longer say whose family the relation was in
+// (dropped, detached or taken out of the publication since). May throw (the catalog could not
+// be read): the error passes through resolve() unchanged.
 using Ancestors = std::vector<std::pair<std::string, std::string>>;
 using AncestryLookup = std::function<std::optional<Ancestors>(pgoutput::Oid)>;
 

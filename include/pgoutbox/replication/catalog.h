@@ -23,11 +23,14 @@ namespace pgoutbox::replication {
 // Ancestor look-ups on a lazily opened SQL connection with pgoutbox's pinned session settings.
 class Catalog {
  public:
-  Catalog(std::string dsn, std::string application_name, std::string password);
+  Catalog(std::string dsn, std::string application_name, std::string password, std::string publication);
 
   // The relation's ancestors through partitioning and inheritance, nearest first, each once,
-  // as (schema, name). nullopt when no relation has this OID any more (dropped after the
-  // change was written). Throws PgError when the catalog cannot be read (the connection is
+  // as (schema, name). nullopt when the catalog as it is now cannot say whose family the
+  // relation was in when its change was written: no relation has this OID any more (dropped
+  // since), or the publication is not FOR ALL TABLES and no longer publishes it (detached from
+  // its root, NO INHERIT, or taken out of the publication since: the stream carried it, so it
+  // was published then). Throws PgError when the catalog cannot be read (the connection is
   // reopened once).
   std::optional<std::vector<std::pair<std::string, std::string>>> ancestors(std::uint32_t relid);
 
@@ -37,6 +40,7 @@ class Catalog {
   std::string dsn_;
   std::string application_name_;
   std::string password_;
+  std::string publication_;
   std::optional<Connection> conn_;
 };
 
