@@ -12,6 +12,7 @@
 #include "pgoutbox/diagnostics/preflight.h"
 #include "pgoutbox/diagnostics/slot_status.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
+#include "pgoutbox/replication/catalog.h"
 
 namespace pgoutbox::diagnostics::detail {
 
@@ -136,7 +137,7 @@ void check_publication(CheckContext& ctx, const std::optional<Publication>& pub)
 }
 
 void check_coverage(CheckContext& ctx, const config::TableConfig& t, const TableFacts& facts,
-                    const std::optional<Publication>& pub, bool listed) {
+                    const std::optional<Publication>& pub) {
   const auto& name = ctx.config.postgres.publication;
   const std::string subject = "table " + table_label(t);
   if (!pub) {
@@ -147,20 +148,30 @@ void check_coverage(CheckContext& ctx, const config::TableConfig& t, const Table
     }
     return;
   }
-  if (pub->all_tables || listed) {
-    ctx.findings.push_back(Finding::ok(subject, fmt::format("is in publication {}", name)));
-  } else if (facts.relkind == 'p' && !pub->via_root) {
-    ctx.findings.push_back(Finding::blocking(
-        subject,
-        fmt::format("is partitioned and publication {} lacks publish_via_partition_root, so rows arrive as the "
-                    "partitions' and are not mapped.",
-                    name),
-        fmt::format("ALTER PUBLICATION {} SET (publish_via_partition_root = true);", ctx.conn.identifier(name))));
-  } else {
+  // The same layout reading as the relay's check at connect (replication/catalog.h): partitions
+  // with or without publish_via_partition_root and inheritance children are relayed; a child
+  // the publication leaves out is refused, its rows would never reach the stream.
+  replication::PublicationState state;
+  state.all_tables = pub->all_tables;
+  state.publishes_insert = pub->insert;
+  state.via_root = pub->via_root;
+  const auto layout = replication::describe_layout(ctx.conn, name, state, name_of(t));
+  if (!layout.published) {
     ctx.findings.push_back(Finding::blocking(
         subject, fmt::format("is not in publication {}.", name),
         fmt::format("ALTER PUBLICATION {} ADD TABLE {};", ctx.conn.identifier(name), name_of(t).quoted())));
+  } else {
+    ctx.findings.push_back(Finding::ok(subject, replication::describe_relaying(name, state, name_of(t), layout)));
   }
+  for (const auto& child : layout.unpublished) {
+    ctx.findings.push_back(Finding::blocking(
+        subject,
+        fmt::format("has inheritance child {}.{} that publication {} leaves out (created after the publication, or "
+                    "excluded with ONLY): rows inserted there would never reach pgoutbox.",
+                    child.schema, child.name, name),
+        fmt::format("ALTER PUBLICATION {} ADD TABLE {};", ctx.conn.identifier(name), child.quoted())));
+  }
+
   if ((pub->update || pub->remove) && !facts.has_identity) {
     ctx.findings.push_back(Finding::warning(
         subject,
@@ -212,7 +223,7 @@ void check_table(CheckContext& ctx, std::size_t index, const config::TableConfig
                                              : "has no SELECT on it, which pgoutbox does not need")));
   std::optional<std::vector<std::string>> columns;
   if (pub) columns = published_columns(ctx.conn, ctx.config.postgres.publication, t);
-  check_coverage(ctx, t, *facts, pub, columns.has_value());
+  check_coverage(ctx, t, *facts, pub);
   check_columns(ctx, index, t, *facts, columns.value_or(std::vector<std::string>{}));
 }
 

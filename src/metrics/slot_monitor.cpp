@@ -8,6 +8,8 @@
 #include "pgoutbox/replication/slot.h"
 
 #include <libpq-fe.h>
+
+#include "pgoutbox/replication/connection.h"
 #include <poll.h>
 
 #include <spdlog/spdlog.h>
@@ -109,8 +111,10 @@ class SlotMonitor::Reader {
     // dbname first with expand_dbname: the DSN's own settings apply, and the keywords after it
     // (ours) take precedence over them.
     const std::string timeout = std::to_string(std::max<long long>(1, settings_.timeout.count() / 1000));
-    std::vector<const char*> keys = {"dbname", "application_name", "connect_timeout"};
-    std::vector<const char*> values = {settings_.dsn.c_str(), settings_.application_name.c_str(), timeout.c_str()};
+    // The session settings every pgoutbox connection pins (replication/connection.h).
+    std::vector<const char*> keys = {"dbname", "application_name", "connect_timeout", "client_encoding", "options"};
+    std::vector<const char*> values = {settings_.dsn.c_str(), settings_.application_name.c_str(), timeout.c_str(),
+                                       replication::kClientEncoding, replication::kSessionOptions};
     if (!settings_.password.empty()) {
       keys.push_back("password");
       values.push_back(settings_.password.c_str());

@@ -278,8 +278,51 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
   return rec;
 }
 
-Mapping::Mapping(std::vector<config::TableConfig> tables, bool provenance_headers)
-    : tables_(std::move(tables)), provenance_(provenance_headers) {}
+Mapping::Mapping(std::vector<config::TableConfig> tables, bool provenance_headers, AncestryLookup ancestry)
+    : tables_(std::move(tables)), provenance_(provenance_headers), ancestry_(std::move(ancestry)) {}
+
+const config::TableConfig* Mapping::configured(const std::string& schema, const std::string& name) const {
+  for (const auto& t : tables_) {
+    if (t.schema == schema && t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+const config::TableConfig* Mapping::family_of(const pgoutput::Relation& relation) {
+  if (!ancestry_) return nullptr;
+  auto it = ancestors_.find(relation.relid);
+  if (it == ancestors_.end()) it = ancestors_.emplace(relation.relid, ancestry_(relation.relid)).first;
+  if (it->second) {
+    for (const auto& [schema, name] : *it->second) {
+      if (const auto* t = configured(schema, name)) return t;
+    }
+    return nullptr;
+  }
+  // The relation was dropped, detached or taken out of the publication after its rows were
+  // written (e.g. a partition detached and dropped while pgoutbox was behind), so the catalog
+  // can no longer say whose partition or child it was. Ignoring it could drop outbox events and confirm past them (I9); stopping on every
+  // dropped relation would block an all-tables publication on any dropped table. A partition
+  // or inheritance child always has every column of its parent with the same type, so a
+  // relation that cannot serve a configured table's mapping is provably outside that table's
+  // family; one that can may be a member, and pgoutbox stops before confirming its rows.
+  for (const auto& t : tables_) {
+    try {
+      const ResolvedTable probe(t, relation, provenance_);
+    } catch (const MappingError&) {
+      continue;
+    }
+    throw MappingError(fmt::format(
+        "relation {}.{} (oid {}) no longer exists, or is no longer in the publication, so pgoutbox cannot tell "
+        "whether it was a partition or inheritance child of outbox table {} when this row was written (dropped, "
+        "detached or taken out of the publication since); it has that table's columns, so its rows may be outbox "
+        "events and nothing past them is confirmed. Fix: if they are not outbox events, move the slot past this "
+        "transaction (pg_replication_slot_advance) and restart; if they are, re-insert them from {}.{} (or a backup) "
+        "into {} and then advance the slot",
+        relation.nspname, relation.relname, relation.relid, table_label(t), relation.nspname, relation.relname,
+        table_label(t)));
+  }
+  return nullptr;
+}
 
 const ResolvedTable* Mapping::resolve(const pgoutput::Relation& relation) {
   auto& entry = resolved_[relation.relid];
@@ -291,10 +334,21 @@ const ResolvedTable* Mapping::resolve(const pgoutput::Relation& relation) {
   // (MappingError every time), it never falls back to "not configured".
   entry.generation = 0;
   entry.table.reset();
-  for (const auto& t : tables_) {
-    if (t.schema == relation.nspname && t.name == relation.relname) {
-      entry.table.emplace(t, relation, provenance_);
-      break;
+  // Ancestry too: ATTACH/DETACH PARTITION and ALTER TABLE … [NO] INHERIT invalidate the
+  // relation, and pgoutput sends a new description before its next change.
+  ancestors_.erase(relation.relid);
+  if (const auto* t = configured(relation.nspname, relation.relname)) {
+    entry.table.emplace(*t, relation, provenance_);
+  } else if (const auto* family = family_of(relation)) {
+    try {
+      entry.table.emplace(*family, relation, provenance_);
+    } catch (const MappingError& e) {
+      throw MappingError(fmt::format(
+          "relation {}.{} is a partition or inheritance child of outbox table {}, and its rows cannot be mapped: {}. "
+          "Fix: give {}.{} the columns of {} with the same types (a publication column list must include them), or "
+          "detach it from {} and take it out of the publication",
+          relation.nspname, relation.relname, table_label(*family), e.what(), relation.nspname, relation.relname,
+          table_label(*family), table_label(*family)));
     }
   }
   entry.generation = relation.generation;

@@ -43,6 +43,17 @@ void ConfirmTracker::commit(TxnId txn, Lsn end_lsn) {
   t.committed = true;
   t.end_lsn = end_lsn;
   open_.reset();
+  // A transaction with nothing outstanding behind one that still waits for Kafka adds nothing
+  // but its end position: it is confirmable exactly when its predecessor is. Folding it in
+  // (the predecessor keeps the newer end LSN) keeps the tracker's size bounded by the
+  // transactions that carry records, however many empty commits arrive during an outage
+  // (I6); confirm order and I2 are unchanged. Its id is free again: no record carries it.
+  if (t.outstanding == 0 && txns_.size() >= 2) {
+    auto& predecessor = txns_[txns_.size() - 2];
+    if (end_lsn > predecessor.end_lsn) predecessor.end_lsn = end_lsn;
+    txns_.pop_back();
+    --next_id_;
+  }
   advance();
 }
 
@@ -55,7 +66,13 @@ void ConfirmTracker::ack(TxnId txn) {
 }
 
 void ConfirmTracker::idle_position(Lsn wal_end) {
-  if (txns_.empty() && !open_ && wal_end > durable_) durable_ = wal_end;
+  // Ignored while a transaction is half received: its end is past anything the server can
+  // have reported, and its records are not all known yet.
+  if (open_) return;
+  // While acks are pending, every transaction before the keepalive is already here; once they
+  // drain, the keepalive's position is safe to confirm (I7), so it is kept until then.
+  if (wal_end > idle_pending_) idle_pending_ = wal_end;
+  advance();
 }
 
 void ConfirmTracker::advance() {
@@ -64,6 +81,7 @@ void ConfirmTracker::advance() {
     txns_.pop_front();
     ++first_id_;
   }
+  if (txns_.empty() && !open_ && idle_pending_ > durable_) durable_ = idle_pending_;
 }
 
 }  // namespace pgoutbox::relay

@@ -4,18 +4,20 @@
 #include <spdlog/spdlog.h>
 
 #include "pgoutbox/pgoutput/decoder.h"
+#include "pg_failure.h"
 
 namespace pgoutbox::relay {
 
 using namespace std::chrono_literals;
 
-Relay::Relay(const config::Config& config, boost::asio::io_context& io, kafka::SinkFactory sinks, Observer& observer)
+Relay::Relay(const config::Config& config, boost::asio::io_context& io, kafka::SinkFactory sinks, Observer& observer,
+             outbox::AncestryLookup ancestry)
     : config_(config),
       io_(io),
       sinks_(std::move(sinks)),
       observer_(observer),
       rules_{config.poison, config.reconnect.max, 0},
-      mapping_(config.tables, config.provenance_headers),
+      mapping_(config.tables, config.provenance_headers, std::move(ancestry)),
       poll_timer_(io),
       stop_deadline_(io),
       retry_timer_(io),
@@ -123,12 +125,13 @@ void Relay::apply_backpressure() {
 void Relay::on_keepalive(const replication::Keepalive& keepalive) {
   if (closing_) return;
   tracker_.idle_position(keepalive.wal_end);
+  observer_.received_lsn(source_->received());  // follows keepalives too
   update_flush();
 }
 
 void Relay::on_data(const replication::XLogData& data) {
   if (closing_) return;
-  observer_.received_lsn(data.wal_end);
+  observer_.received_lsn(source_->received());  // never a Relation's or Type's zero wal_end
   const auto decoded = pgoutput::decode(data.payload);
   if (!decoded) {
     finish(Outcome::fatal(Fatal::internal, "cannot decode the replication stream: " + decoded.error().to_string()));
@@ -173,6 +176,14 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
     table = mapping_.resolve(*relation);
   } catch (const outbox::MappingError& e) {
     finish(Outcome::fatal(Fatal::mapping, e.what()));
+    return;
+  } catch (const replication::PgError& e) {
+    // The catalog could not say whose partition or child this relation is: nothing past it is
+    // confirmed, and the next session asks again.
+    finish(classify(replication::PgError(fmt::format("looking up the ancestry of relation {}.{}: {}",
+                                                     relation->nspname, relation->relname, e.what()),
+                                         e.sqlstate()),
+                    SessionContext{0, true}));
     return;
   }
   if (table == nullptr) {

@@ -5,6 +5,7 @@
 
 #include "pg_failure.h"
 #include "pgoutbox/kafka/producer_sink.h"
+#include "pgoutbox/replication/catalog.h"
 #include "pgoutbox/replication/stream.h"
 
 namespace pgoutbox::relay {
@@ -37,6 +38,7 @@ class StreamSource final : public ChangeSource, private replication::StreamHandl
   void pause() override { stream_.pause(); }
   void resume() override { stream_.resume(); }
   bool paused() const override { return stream_.paused(); }
+  Lsn received() const override { return stream_.received(); }
   void stop() override { stream_.stop(); }
 
  private:
@@ -47,6 +49,14 @@ class StreamSource final : public ChangeSource, private replication::StreamHandl
   SessionContext context_;
   ChangeHandler* handler_ = nullptr;
 };
+
+// Partitions and inheritance children arrive under their own names; the catalog says whose
+// family they belong to (replication/catalog.h), on a SQL connection opened at the first
+// relation that is not named like a configured table.
+outbox::AncestryLookup ancestry_lookup(const config::PostgresConfig& pg) {
+  auto catalog = std::make_shared<replication::Catalog>(pg.dsn, pg.application_name, pg.password, pg.publication);
+  return [catalog](pgoutput::Oid relid) { return catalog->ancestors(relid); };
+}
 
 std::vector<replication::TableName> table_names(const config::Config& config) {
   std::vector<replication::TableName> out;
@@ -150,7 +160,7 @@ Session::Session(const config::Config& config, Observer* observer, SessionOption
     : config_(config),
       options_(std::move(options)),
       relay_(config, io_, options_.sinks ? options_.sinks : real_sinks(config),
-             observer != nullptr ? *observer : no_observer_) {}
+             observer != nullptr ? *observer : no_observer_, ancestry_lookup(config.postgres)) {}
 
 Session::~Session() = default;
 

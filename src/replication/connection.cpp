@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "pgoutbox/replication/catalog.h"
 
 namespace pgoutbox::replication {
 namespace {
@@ -43,13 +46,13 @@ std::string TableName::quoted() const {
 
 Connection Connection::open(const std::string& dsn, bool replication, const std::string& application_name,
                             const std::string& password) {
-  // Like libpqwalreceiver.c: the subscriber fixes encoding, date style, time zone and float
-  // precision so that text values arrive in one known form. Later keywords override the DSN's.
+  // Later keywords override the DSN's. The settings travel in the startup packet: a walsender
+  // need not accept SET, and startup options outrank postgresql.conf, ALTER DATABASE and
+  // ALTER ROLE settings.
   const char* keys[] = {"dbname", "replication", "application_name", "client_encoding", "options",
                         password.empty() ? nullptr : "password", nullptr};
-  const char* values[] = {dsn.c_str(), replication ? "database" : "false", application_name.c_str(), "UTF8",
-                          "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC",
-                          password.empty() ? nullptr : password.c_str(), nullptr};
+  const char* values[] = {dsn.c_str(), replication ? "database" : "false", application_name.c_str(), kClientEncoding,
+                          kSessionOptions, password.empty() ? nullptr : password.c_str(), nullptr};
   PGconn* raw = PQconnectdbParams(keys, values, 1);
   Connection conn(raw);
   if (raw == nullptr) throw PgError("out of memory creating a libpq connection", "");
@@ -170,24 +173,57 @@ void check_publication_covers(const Connection& conn, const std::string& publica
                               publication, publication),
                   "");
   }
-  if (pub->all_tables) return;
+  // Every relation whose rows belong to a configured table must be in the stream: the table
+  // itself (or, for a partition, its root), and each inheritance child, which a publication
+  // includes only when it is listed itself (one created after CREATE PUBLICATION, or excluded by
+  // ONLY, never is). Partitions need nothing more: they are published with their root, at every
+  // level, and pgoutbox maps them by ancestry whichever name they arrive under.
   for (const auto& table : tables) {
-    const bool listed = std::find(pub->tables.begin(), pub->tables.end(), table) != pub->tables.end();
-    if (listed) continue;
-    // A partitioned table published without via_root lists its leaves, not itself.
-    if (!pub->via_root && conn.is_partitioned(table)) {
-      throw PgError(fmt::format("publication \"{}\" covers partitioned table {}.{} without publish_via_partition_root: "
-                                "ALTER PUBLICATION {} SET (publish_via_partition_root = true)",
-                                publication, table.schema, table.name, publication),
+    const auto layout = describe_layout(conn, publication, *pub, table);
+    if (!layout.exists) {
+      throw PgError(fmt::format("table {}.{} does not exist", table.schema, table.name), "42P01");
+    }
+    if (!layout.published) {
+      throw PgError(fmt::format("publication \"{}\" does not include table {}.{}: ALTER PUBLICATION {} ADD TABLE {}",
+                                publication, table.schema, table.name, publication, table.quoted()),
                     "");
     }
-    throw PgError(fmt::format("publication \"{}\" does not include table {}.{}: ALTER PUBLICATION {} ADD TABLE {}",
-                              publication, table.schema, table.name, publication, table.quoted()),
-                  "");
+    if (!layout.unpublished.empty()) {
+      std::string names;
+      for (const auto& c : layout.unpublished) names += (names.empty() ? "" : ", ") + c.quoted();
+      throw PgError(fmt::format("publication \"{}\" leaves out inheritance child(ren) {} of outbox table {}.{}: "
+                                "rows inserted there would never reach pgoutbox. ALTER PUBLICATION {} ADD TABLE {} "
+                                "(a child created after the publication, or excluded with ONLY, is not published)",
+                                publication, names, table.schema, table.name, publication, names),
+                    "");
+    }
+    spdlog::info("table {}.{} {}", table.schema, table.name, describe_relaying(publication, *pub, table, layout));
   }
 }
 
-void Connection::start_replication(const StartOptions& options) const {
+std::optional<std::chrono::milliseconds> parse_show_duration(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 12) return std::nullopt;
+  const long long value = std::stoll(text.substr(0, digits));
+  const std::string unit = text.substr(digits);
+  if (unit.empty() || unit == "ms") return std::chrono::milliseconds(value);  // the GUC's base unit is ms
+  if (unit == "s") return std::chrono::seconds(value);
+  if (unit == "min") return std::chrono::minutes(value);
+  if (unit == "h") return std::chrono::hours(value);
+  if (unit == "d") return std::chrono::hours(24 * value);
+  return std::nullopt;
+}
+
+void Connection::start_replication(const StartOptions& options) {
+  {
+    // A walsender accepts SHOW. Unreadable or unparsable: no client-side timeout rather than a
+    // wrong one.
+    PgResultPtr show(PQexec(conn_.get(), "SHOW wal_sender_timeout"));
+    if (PQresultStatus(show.get()) == PGRES_TUPLES_OK && PQntuples(show.get()) == 1) {
+      wal_sender_timeout_ = parse_show_duration(PQgetvalue(show.get(), 0, 0)).value_or(std::chrono::milliseconds(0));
+    }
+  }
   std::string pubs;
   for (const auto& p : options.publications) {
     if (!pubs.empty()) pubs += ",";

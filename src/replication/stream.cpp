@@ -25,13 +25,18 @@ Stream::Stream(boost::asio::io_context& io, Connection& connection, StreamHandle
       options_(options),
       // A duplicate of libpq's socket: Asio may close its descriptor, libpq keeps its own.
       socket_(io, ::dup(PQsocket(connection.raw()))),
-      status_timer_(io) {
+      status_timer_(io),
+      liveness_timer_(io),
+      stop_timer_(io),
+      receive_timeout_(2 * connection.wal_sender_timeout()) {
   PQsetnonblocking(connection_.raw(), 1);
 }
 
 Stream::~Stream() {
   boost::system::error_code ignored;
   status_timer_.cancel();
+  liveness_timer_.cancel();
+  stop_timer_.cancel();
   socket_.cancel(ignored);
   socket_.close(ignored);
 }
@@ -39,7 +44,9 @@ Stream::~Stream() {
 void Stream::start(std::function<void(const StreamEnd&)> on_end) {
   on_end_ = std::move(on_end);
   last_status_ = std::chrono::steady_clock::now();
+  last_receive_ = last_status_;
   arm_status_timer();
+  arm_liveness_timer();
   // libpq may already hold bytes that arrived with the START_REPLICATION response.
   boost::asio::post(io_, [this] { drain(); });
 }
@@ -66,6 +73,8 @@ void Stream::pause() { paused_ = true; }
 void Stream::resume() {
   if (!paused_) return;
   paused_ = false;
+  last_receive_ = std::chrono::steady_clock::now();  // silence while paused was ours
+  ping_sent_ = false;
   if (!ended_) boost::asio::post(io_, [this] { drain(); });
 }
 
@@ -73,8 +82,31 @@ void Stream::stop() {
   if (ended_ || stopping_) return;
   send_status(false);
   stopping_ = true;
-  if (PQputCopyEnd(connection_.raw(), nullptr) < 0) {
+  // A server that never answers CopyDone (frozen, or the network gone) must not hold the stop.
+  stop_timer_.expires_after(stop_timeout_);
+  stop_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || ended_) return;
+    end({StreamEnd::Reason::timeout,
+         "the server did not end the replication copy within " + std::to_string(stop_timeout_.count()) +
+             " ms of CopyDone",
+         ""});
+  });
+  put_copy_end();
+}
+
+void Stream::put_copy_end() {
+  if (ended_) return;
+  const int rc = PQputCopyEnd(connection_.raw(), nullptr);
+  if (rc < 0) {
     end({StreamEnd::Reason::error, "PQputCopyEnd failed: " + trimmed_error(connection_.raw()), ""});
+    return;
+  }
+  if (rc == 0) {
+    // Non-blocking libpq could not queue CopyDone (its buffer is full): try again once the
+    // socket takes more.
+    socket_.async_wait(boost::asio::posix::stream_descriptor::wait_write, [this](const boost::system::error_code& ec) {
+      if (!ec) put_copy_end();
+    });
     return;
   }
   flush_output();
@@ -153,8 +185,12 @@ void Stream::handle(std::span<const std::byte> message) {
     end({StreamEnd::Reason::error, "malformed CopyData message from the server", ""});
     return;
   }
+  last_receive_ = std::chrono::steady_clock::now();
+  ping_sent_ = false;
   if (const auto* data = std::get_if<XLogData>(&*parsed)) {
-    if (data->start > received_) received_ = data->start;
+    // Relation and Type messages carry 0 in both positions (walsender.c WalSndPrepareWrite:
+    // only the last write of a change has its LSN): received never goes back.
+    received_ = std::max({received_, data->start, data->wal_end});
     handler_.on_data(*data);
   } else if (const auto* keepalive = std::get_if<Keepalive>(&*parsed)) {
     if (keepalive->wal_end > received_) received_ = keepalive->wal_end;
@@ -201,6 +237,29 @@ void Stream::arm_status_timer() {
   });
 }
 
+void Stream::arm_liveness_timer() {
+  if (receive_timeout_.count() <= 0) return;
+  liveness_timer_.expires_after(std::max(std::chrono::milliseconds(1), receive_timeout_ / 4));
+  liveness_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || ended_ || stopping_) return;  // stop() has its own deadline
+    const auto now = std::chrono::steady_clock::now();
+    if (paused_) {
+      last_receive_ = now;
+    } else if (now - last_receive_ >= receive_timeout_) {
+      end({StreamEnd::Reason::timeout,
+           "no message or keepalive from the server for " + std::to_string(receive_timeout_.count()) +
+               " ms (twice wal_sender_timeout): the connection is presumed dead; reconnecting",
+           ""});
+      return;
+    } else if (now - last_receive_ >= receive_timeout_ / 2 && !ping_sent_) {
+      // An idle walsender that is fully confirmed may say nothing: ask it for a reply.
+      send_status(true);
+      ping_sent_ = true;
+    }
+    arm_liveness_timer();
+  });
+}
+
 // The server ended the copy; collect its closing results. PQgetResult waits for the final
 // CommandComplete, which follows CopyDone at once, so this brief block is acceptable.
 void Stream::finish_copy() {
@@ -224,6 +283,8 @@ void Stream::end(StreamEnd result) {
   ended_ = true;
   boost::system::error_code ignored;
   status_timer_.cancel();
+  liveness_timer_.cancel();
+  stop_timer_.cancel();
   socket_.cancel(ignored);
   if (on_end_) on_end_(result);
 }

@@ -124,15 +124,16 @@ TEST_F(CheckCommandTest, ATableOutsideThePublicationBlocks) {
       << result.output;
 }
 
-TEST_F(CheckCommandTest, APartitionedOutboxNeedsPublishViaPartitionRoot) {
+TEST_F(CheckCommandTest, APartitionedOutboxIsReportedWithAndWithoutViaRoot) {
   pg.exec("CREATE TABLE chk_parts (id uuid DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, "
           "payload jsonb, created_at date NOT NULL DEFAULT current_date) PARTITION BY RANGE (created_at);"
           "CREATE TABLE chk_parts_all PARTITION OF chk_parts FOR VALUES FROM (MINVALUE) TO (MAXVALUE);"
           "CREATE PUBLICATION chk_parts_pub FOR TABLE chk_parts WITH (publish = 'insert')");
   auto result = check(write_config("chk_parts"));
-  EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(line_starting(result.output, "FAIL  table public.chk_parts: is partitioned").find(
-                "ALTER PUBLICATION \"chk_parts_pub\" SET (publish_via_partition_root = true)"),
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_parts: is in publication chk_parts_pub, partitioned "
+                                         "(1 leaf")
+                .find("under each leaf partition's name (no publish_via_partition_root): pgoutbox resolves each"),
             std::string::npos)
       << result.output;
 
@@ -141,6 +142,41 @@ TEST_F(CheckCommandTest, APartitionedOutboxNeedsPublishViaPartitionRoot) {
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(line_starting(result.output, "ok    publication chk_parts_pub: exists and publishes inserts, via the "
                                          "partition root"),
+            "")
+      << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_parts: is in publication").find("under the root"),
+            std::string::npos)
+      << result.output;
+}
+
+TEST_F(CheckCommandTest, InheritanceChildrenAreReportedAndOneThePublicationLeavesOutBlocks) {
+  create_outbox("chk_inh");  // the publication is created here, before any child
+  pg.exec("CREATE TABLE chk_inh_2026 () INHERITS (chk_inh)");
+  auto result = check(write_config("chk_inh"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(line_starting(result.output, "FAIL  table public.chk_inh: has inheritance child public.chk_inh_2026 that "
+                                         "publication chk_inh_pub leaves out")
+                .find("ALTER PUBLICATION \"chk_inh_pub\" ADD TABLE \"public\".\"chk_inh_2026\""),
+            std::string::npos)
+      << result.output;
+
+  pg.exec("ALTER PUBLICATION chk_inh_pub ADD TABLE chk_inh_2026");
+  result = check(write_config("chk_inh"));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_inh: is in publication chk_inh_pub; inheritance "
+                                         "children public.chk_inh_2026 arrive"),
+            "")
+      << result.output;
+}
+
+TEST_F(CheckCommandTest, AnAllTablesPublicationIsReportedAsSuch) {
+  create_outbox("chk_every", false);
+  pg.exec("CREATE PUBLICATION chk_every_pub FOR ALL TABLES WITH (publish = 'insert')");
+  const auto result = check(write_config("chk_every"));
+  pg.exec("DROP PUBLICATION chk_every_pub");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(line_starting(result.output, "ok    table public.chk_every: is in FOR ALL TABLES publication "
+                                         "chk_every_pub"),
             "")
       << result.output;
 }

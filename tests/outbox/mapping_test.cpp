@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace pgoutbox::outbox {
 namespace {
 
@@ -25,6 +27,11 @@ const pgoutput::Relation& relation(pgoutput::Oid relid, const std::string& schem
 
 const pgoutput::Relation& debezium_outbox(pgoutput::Oid relid = 1000) {
   return relation(relid, "public", "outbox",
+                  {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kJsonb}});
+}
+
+const pgoutput::Relation& debezium_outbox_named(pgoutput::Oid relid, const std::string& name) {
+  return relation(relid, "public", name,
                   {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kJsonb}});
 }
 
@@ -252,6 +259,115 @@ TEST(Mapping, OtherTablesAreNotMappedAndANewRelationIsResolvedAgain) {
   EXPECT_EQ(rec.value, "{}");
   // A rename away from the configured name: no longer mapped.
   EXPECT_EQ(m.resolve(relation(8001, "public", "outbox_old", {{"id", kUuid}})), nullptr);
+}
+
+// Ancestry as the catalog would answer it, by OID; an OID absent here was dropped.
+struct FakeCatalog {
+  std::map<pgoutput::Oid, Ancestors> known;
+  int lookups = 0;
+  AncestryLookup lookup() {
+    return [this](pgoutput::Oid relid) -> std::optional<Ancestors> {
+      ++lookups;
+      const auto it = known.find(relid);
+      if (it == known.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+};
+
+TEST(MappingFamily, ALeafPartitionIsMappedWithItsRootsMappingByColumnName) {
+  FakeCatalog catalog;
+  catalog.known[9001] = {{"public", "outbox_2026"}, {"public", "outbox"}};  // a sub-partition
+  Mapping m({table()}, false, catalog.lookup());
+  // Columns in another order than the root's, as a partition created apart and attached.
+  const auto& leaf = relation(9001, "public", "outbox_2026_05",
+                              {{"payload", kJsonb}, {"aggregateid", kText}, {"id", kUuid}, {"type", kText},
+                               {"aggregatetype", kText}});
+  const auto* rt = m.resolve(leaf);
+  ASSERT_NE(rt, nullptr);
+  const auto rec = build_ok(*rt, tuple({R"({"n": 1})", "order-7", "e-1", "OrderCreated", "Order"}));
+  EXPECT_EQ(rec.topic, "outbox.event.Order");
+  EXPECT_EQ(rec.key, "order-7");
+  EXPECT_EQ(rec.value, R"({"n": 1})");
+  EXPECT_EQ(rec.event_id, "e-1");
+  EXPECT_EQ(m.resolve(leaf), rt);
+  EXPECT_EQ(catalog.lookups, 1) << "ancestry is cached per OID";
+}
+
+TEST(MappingFamily, AnInheritanceChildWithExtraColumnsUsesTheNearestConfiguredAncestor) {
+  FakeCatalog catalog;
+  catalog.known[9101] = {{"public", "outbox"}};
+  catalog.known[9102] = {{"shop", "events"}, {"public", "outbox"}};  // nearest configured wins
+  auto custom = table("events");
+  custom.schema = "shop";
+  custom.topic = "shop.${aggregatetype}";
+  Mapping m({table(), custom}, false, catalog.lookup());
+  const auto* child = m.resolve(relation(9101, "public", "outbox_2026",
+                                         {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText},
+                                          {"type", kText}, {"payload", kJsonb}, {"archived", kText}}));
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(build_ok(*child, tuple({"e", "A", "k", "t", "{}", "x"})).topic, "outbox.event.A");
+  const auto* grandchild = m.resolve(relation(9102, "shop", "events_old",
+                                              {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText},
+                                               {"type", kText}, {"payload", kJsonb}}));
+  ASSERT_NE(grandchild, nullptr);
+  EXPECT_EQ(build_ok(*grandchild, tuple({"e", "B", "k", "t", "{}"})).topic, "shop.B");
+}
+
+TEST(MappingFamily, RelationsOutsideEveryFamilyStayIgnored) {
+  FakeCatalog catalog;
+  catalog.known[9201] = {};                             // a plain table
+  catalog.known[9202] = {{"public", "invoices"}};       // a partition of something else
+  Mapping m({table()}, false, catalog.lookup());
+  EXPECT_EQ(m.resolve(relation(9201, "public", "orders", {{"id", kInt8}})), nullptr);
+  EXPECT_EQ(m.resolve(debezium_outbox_named(9202, "invoices_2026")), nullptr);
+}
+
+TEST(MappingFamily, AnUnmappableMemberStopsNamingTableRelationAndFix) {
+  FakeCatalog catalog;
+  catalog.known[9301] = {{"public", "outbox"}};
+  Mapping m({table()}, false, catalog.lookup());
+  // A publication column list that leaves out the payload of one child.
+  const auto& child = relation(9301, "public", "outbox_legacy", {{"id", kUuid}, {"aggregatetype", kText},
+                                                                 {"aggregateid", kText}});
+  try {
+    m.resolve(child);
+    FAIL() << "an unmappable family member was ignored";
+  } catch (const MappingError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("public.outbox_legacy"), std::string::npos) << what;
+    EXPECT_NE(what.find("outbox table public.outbox"), std::string::npos) << what;
+    EXPECT_NE(what.find("\"payload\""), std::string::npos) << what;
+    EXPECT_NE(what.find("Fix:"), std::string::npos) << what;
+  }
+  EXPECT_THROW(m.resolve(child), MappingError) << "it must keep failing, never fall back to ignored";
+}
+
+TEST(MappingFamily, ADroppedRelationThatCouldBeAMemberStopsOneThatCannotIsIgnored) {
+  FakeCatalog catalog;  // knows no OID: every relation below was dropped since
+  Mapping m({table()}, false, catalog.lookup());
+  try {
+    m.resolve(debezium_outbox_named(9401, "outbox_2025_12"));
+    FAIL() << "rows of a dropped relation with the outbox's columns were ignored";
+  } catch (const MappingError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("public.outbox_2025_12 (oid 9401) no longer exists, or is no longer in the publication"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("pg_replication_slot_advance"), std::string::npos) << what;
+  }
+  // Lacking the outbox's columns, it cannot have been a partition or child of it.
+  EXPECT_EQ(m.resolve(relation(9402, "public", "staging", {{"id", kInt8}, {"note", kText}})), nullptr);
+}
+
+TEST(MappingFamily, ANewDescriptionLooksTheAncestryUpAgain) {
+  FakeCatalog catalog;
+  catalog.known[9501] = {};
+  Mapping m({table()}, false, catalog.lookup());
+  EXPECT_EQ(m.resolve(debezium_outbox_named(9501, "outbox_next")), nullptr);
+  catalog.known[9501] = {{"public", "outbox"}};  // ALTER TABLE outbox ATTACH PARTITION outbox_next …
+  EXPECT_NE(m.resolve(debezium_outbox_named(9501, "outbox_next")), nullptr);
+  EXPECT_EQ(catalog.lookups, 2);
 }
 
 TEST(Mapping, ByteaHexAndTimestampParsers) {

@@ -75,11 +75,61 @@ TEST(ConfirmTracker, KeepaliveIsConfirmedOnlyWhenNothingIsInFlight) {
   t.idle_position(Lsn{400});
   EXPECT_EQ(t.durable(), Lsn{50});
   t.ack(a);
-  EXPECT_EQ(t.durable(), Lsn{100});
-  t.idle_position(Lsn{400});
-  EXPECT_EQ(t.durable(), Lsn{400});
+  EXPECT_EQ(t.durable(), Lsn{400}) << "the keepalive received while the ack was pending applies once it drains";
   t.idle_position(Lsn{300});
   EXPECT_EQ(t.durable(), Lsn{400}) << "durable went backwards";
+}
+
+TEST(ConfirmTracker, AKeepaliveDuringPendingAcksWaitsForLaterTransactionsToo) {
+  ConfirmTracker t;
+  const auto a = t.begin();
+  t.add_record(a);
+  t.commit(a, Lsn{100});
+  t.idle_position(Lsn{150});
+  const auto b = t.begin();
+  t.add_record(b);
+  t.commit(b, Lsn{300});
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{100}) << "confirmed past transaction b, which is not acknowledged (I2)";
+  t.ack(b);
+  EXPECT_EQ(t.durable(), Lsn{300});
+}
+
+TEST(ConfirmTracker, EmptyCommitsFoldIntoTheirPredecessorAndKeepTheNewestEnd) {
+  ConfirmTracker t;
+  const auto a = t.begin();
+  t.add_record(a);
+  t.commit(a, Lsn{100});
+  for (std::uint64_t i = 1; i <= 3; ++i) t.commit(t.begin(), Lsn{100 + i * 10});
+  EXPECT_EQ(t.pending_transactions(), 1U);
+  EXPECT_EQ(t.durable(), Lsn{0});
+  const auto d = t.begin();  // a later transaction with a record: its own entry, its own id
+  t.add_record(d);
+  t.commit(d, Lsn{500});
+  EXPECT_EQ(t.pending_transactions(), 2U);
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{130}) << "the folded empty commits confirm with their predecessor";
+  t.ack(d);
+  EXPECT_EQ(t.durable(), Lsn{500});
+  EXPECT_TRUE(t.idle());
+}
+
+TEST(ConfirmTracker, HundredThousandEmptyCommitsBehindOneUnackedRecordStayBounded) {
+  ConfirmTracker t;
+  const auto a = t.begin();
+  t.add_record(a);
+  t.commit(a, Lsn{1000});
+  std::size_t most = 0;
+  for (std::uint64_t i = 1; i <= 100'000; ++i) {
+    const auto e = t.begin();
+    most = std::max(most, t.pending_transactions());
+    t.commit(e, Lsn{1000 + i});
+    most = std::max(most, t.pending_transactions());
+  }
+  EXPECT_LE(most, 2U) << "empty transactions pile up behind the unacknowledged record (I6)";
+  EXPECT_EQ(t.durable(), Lsn{0});
+  t.ack(a);
+  EXPECT_EQ(t.durable(), Lsn{101'000});
 }
 
 TEST(ConfirmTracker, MisuseIsABugNotSilence) {

@@ -15,11 +15,12 @@ namespace pgoutbox::test {
 
 class RelayRunner {
  public:
-  explicit RelayRunner(config::Config config) : config_(std::move(config)) {
+  // `observer` (may be null) must outlive the runner; it is called on the relay's thread.
+  explicit RelayRunner(config::Config config, relay::Observer* observer = nullptr) : config_(std::move(config)) {
     auto started = std::make_shared<std::promise<void>>();
     auto ready = started->get_future();
-    thread_ = std::thread([this, started] {
-      relay_ = std::make_unique<relay::Session>(config_);
+    thread_ = std::thread([this, started, observer] {
+      relay_ = std::make_unique<relay::Session>(config_, observer);
       started->set_value();
       outcome_ = relay_->run();
       done_ = true;

@@ -57,6 +57,7 @@ class FakeSource final : public ChangeSource {
     while (handler_ != nullptr && !paused_ && !stopped_ && !queue_.empty()) {
       auto next = std::move(queue_.front());
       queue_.pop_front();
+      if (next.wal_end > received_) received_ = next.wal_end;
       if (next.keepalive) {
         handler_->on_keepalive(replication::Keepalive{next.wal_end, 0, false});
       } else {
@@ -82,6 +83,7 @@ class FakeSource final : public ChangeSource {
     boost::asio::post(io_, [this] { pump(); });
   }
   bool paused() const override { return paused_; }
+  Lsn received() const override { return received_; }
   void stop() override {
     stopped_ = true;
     boost::asio::post(io_, [this] { on_end_(Outcome::stopped()); });
@@ -93,6 +95,7 @@ class FakeSource final : public ChangeSource {
   int pauses = 0;
 
  private:
+  Lsn received_;
   struct Item {
     Bytes bytes;
     Lsn wal_end;

@@ -1,5 +1,6 @@
 // The replication connection, stream loop and decoder against a real PostgreSQL 15.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <set>
@@ -324,6 +325,62 @@ TEST_F(KeepaliveTest, AnIdleConnectionOutlivesSeveralSenderTimeouts) {
   EXPECT_GE(s.collector.keepalives.size(), 2U);
   pg.exec("INSERT INTO idle_outbox VALUES (1)");
   EXPECT_TRUE(s.run_until([&] { return !s.collector.txns.empty(); }, 10s));
+}
+
+// Freezes the walsender serving `slot` (SIGSTOP): each backend is its own process group, so
+// stopping the postmaster's group would leave it running.
+pid_t freeze_walsender(PgCluster& pg, const std::string& slot) {
+  const auto pid = pg.query_value("SELECT active_pid FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
+  if (!pid) throw std::runtime_error("slot " + slot + " is not active");
+  const pid_t p = static_cast<pid_t>(std::stoi(*pid));
+  ::kill(p, SIGSTOP);
+  return p;
+}
+
+TEST_F(KeepaliveTest, AFrozenServerEndsTheStreamWithinTwiceTheSenderTimeout) {
+  const auto box = make_outbox("frozen", {"CREATE TABLE frozen_outbox (id int)"}, {{"public", "frozen_outbox"}});
+  Session s(pg.dsn(), box.start());
+  EXPECT_EQ(s.connection.wal_sender_timeout(), 2s) << "read from the server at START_REPLICATION";
+  s.run_until([] { return false; }, 500ms);
+  ASSERT_FALSE(s.ended) << s.ended->message;
+  const pid_t walsender = freeze_walsender(pg, box.slot);
+  const auto frozen_at = std::chrono::steady_clock::now();
+  const bool ended = s.run_until([&] { return s.ended.has_value(); }, 20s);
+  const auto after = std::chrono::steady_clock::now() - frozen_at;
+  ::kill(walsender, SIGCONT);
+  ASSERT_TRUE(ended) << "the stream waited forever on a frozen server";
+  EXPECT_EQ(s.ended->reason, StreamEnd::Reason::timeout) << s.ended->message;
+  EXPECT_NE(s.ended->message.find("no message or keepalive"), std::string::npos) << s.ended->message;
+  EXPECT_GE(after, 3s);
+  EXPECT_LT(after, 10s);
+}
+
+TEST_F(KeepaliveTest, AFullyConfirmedIdleStreamIsNotTakenForDead) {
+  const auto box = make_outbox("quiet", {"CREATE TABLE quiet_outbox (id int)"}, {{"public", "quiet_outbox"}});
+  // Frequent status updates: the server never needs to ask for one, so only the stream's own
+  // ping at half the timeout brings a message.
+  Session s(pg.dsn(), box.start(), {.status_interval = 300ms});
+  // Confirming every keepalive's position leaves the walsender nothing to report.
+  s.run_until(
+      [&] {
+        if (!s.collector.keepalives.empty()) s.stream->set_flush(s.collector.keepalives.back());
+        return false;
+      },
+      10s);
+  ASSERT_FALSE(s.ended) << s.ended->message;
+}
+
+TEST_F(KeepaliveTest, StopHasADeadlineWhenTheServerNeverEndsTheCopy) {
+  const auto box = make_outbox("stuck", {"CREATE TABLE stuck_outbox (id int)"}, {{"public", "stuck_outbox"}});
+  Session s(pg.dsn(), box.start(), {.status_interval = 10s});
+  s.stream->set_stop_timeout(1s);
+  s.run_until([] { return false; }, 300ms);
+  const pid_t walsender = freeze_walsender(pg, box.slot);
+  s.stream->stop();
+  const bool ended = s.run_until([&] { return s.ended.has_value(); }, 10s);
+  ::kill(walsender, SIGCONT);
+  ASSERT_TRUE(ended) << "stop() waited forever for the server";
+  EXPECT_EQ(s.ended->reason, StreamEnd::Reason::timeout) << s.ended->message;
 }
 
 TEST_F(KeepaliveTest, APausedStreamStaysConnectedAndDeliversAfterResume) {

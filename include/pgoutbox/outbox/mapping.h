@@ -7,6 +7,7 @@
 // and the column — and re-resolved whenever Postgres sends a new Relation for it.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -66,26 +67,44 @@ class ResolvedTable {
   std::vector<TopicPart> topic_;
 };
 
-// All configured tables, found by the relation's schema and name; resolutions cached per relid
-// and replaced when the relation cache says the description changed.
+// The ancestors of a relation by OID through partitioning and inheritance, nearest first, as
+// (schema, name); nullopt when the catalog can no longer say whose family the relation was in
+// (dropped, detached or taken out of the publication since). May throw (the catalog could not
+// be read): the error passes through resolve() unchanged.
+using Ancestors = std::vector<std::pair<std::string, std::string>>;
+using AncestryLookup = std::function<std::optional<Ancestors>(pgoutput::Oid)>;
+
+// All configured tables and their families. A relation is served by the configured table of
+// its own name, else by the nearest configured ancestor (a leaf partition published without
+// publish_via_partition_root, a sub-partition, an inheritance child), with that table's
+// mapping resolved by column name against the relation's own columns (a child may order them
+// differently or have more). Resolutions are cached per relid and replaced when the relation
+// cache says the description changed; ancestry is looked up once per OID.
 class Mapping {
  public:
-  Mapping(std::vector<config::TableConfig> tables, bool provenance_headers);
+  // Without `ancestry`, only relations named like a configured table are mapped.
+  Mapping(std::vector<config::TableConfig> tables, bool provenance_headers, AncestryLookup ancestry = {});
 
-  // nullptr when the relation is not a configured outbox table (its rows are ignored).
-  // Throws MappingError when it is configured but cannot be mapped.
+  // nullptr when the relation is in no configured table's family (its rows are ignored).
+  // Throws MappingError when it is in one but cannot be mapped, or when it was dropped and
+  // may have been in one (see resolve's comment).
   const ResolvedTable* resolve(const pgoutput::Relation& relation);
 
   const std::vector<config::TableConfig>& tables() const { return tables_; }
 
  private:
+  const config::TableConfig* configured(const std::string& schema, const std::string& name) const;
+  const config::TableConfig* family_of(const pgoutput::Relation& relation);
+
   std::vector<config::TableConfig> tables_;
   bool provenance_;
+  AncestryLookup ancestry_;
   struct Entry {
     std::uint64_t generation = 0;  // of the relation description it was resolved from
     std::optional<ResolvedTable> table;  // nullopt: not a configured outbox table
   };
   std::unordered_map<pgoutput::Oid, Entry> resolved_;
+  std::unordered_map<pgoutput::Oid, std::optional<Ancestors>> ancestors_;
 };
 
 // Helpers with their own tests.

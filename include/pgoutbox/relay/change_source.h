@@ -33,6 +33,8 @@ class ChangeSource {
   virtual void pause() = 0;
   virtual void resume() = 0;
   virtual bool paused() const = 0;
+  // The highest position received (data or keepalive); never a Relation's or Type's zero.
+  virtual Lsn received() const = 0;
   // Clean stop: a last confirmation, then on_end(stopped). Nothing more reaches the handler.
   virtual void stop() = 0;
 };

@@ -36,6 +36,9 @@ class ConfirmTracker {
 
   // A keepalive's walEnd may be confirmed when nothing is in flight and no transaction is half
   // received: every change before it has been handled, so the slot need not keep its WAL (I7).
+  // One that arrives while acks are pending is applied once they drain. Committed transactions
+  // without outstanding records are folded into their predecessor, so pending_transactions()
+  // counts only transactions that wait for Kafka (plus at most one).
   void idle_position(Lsn wal_end);
 
   // Where the slot may be confirmed up to. Never decreases.
@@ -63,6 +66,7 @@ class ConfirmTracker {
   std::optional<TxnId> open_;
   std::uint64_t outstanding_ = 0;
   Lsn durable_;
+  Lsn idle_pending_;  // the newest keepalive position not yet confirmable
 };
 
 }  // namespace pgoutbox::relay

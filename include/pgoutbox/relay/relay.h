@@ -51,7 +51,10 @@ struct Counters {
 class Relay : private ChangeHandler {
  public:
   // `observer` must outlive the Relay.
-  Relay(const config::Config& config, boost::asio::io_context& io, kafka::SinkFactory sinks, Observer& observer);
+  // `ancestry` tells whose partition or inheritance child a relation is (outbox::Mapping); empty:
+  // only relations named like a configured table are mapped.
+  Relay(const config::Config& config, boost::asio::io_context& io, kafka::SinkFactory sinks, Observer& observer,
+        outbox::AncestryLookup ancestry = {});
   ~Relay() override;
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;

@@ -6,6 +6,7 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -38,6 +39,15 @@ class PgError : public std::runtime_error {
  private:
   Fields fields_;
 };
+
+// Every setting that changes the text form of a value pgoutbox reads (docs/pgoutput.md: pgoutput
+// sends values through the type output functions of the walsender's session), fixed on every
+// connection pgoutbox opens, as libpqwalreceiver.c does for a subscriber: bytea as hex, ISO
+// dates in UTC, intervals in the postgres style, floats round-tripping. A database, role or
+// postgresql.conf setting such as bytea_output = escape would otherwise change the payload.
+inline constexpr const char* kClientEncoding = "UTF8";
+inline constexpr const char* kSessionOptions =
+    "-c bytea_output=hex -c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC";
 
 struct PgConnDeleter {
   void operator()(PGconn* c) const { PQfinish(c); }
@@ -109,17 +119,24 @@ class Connection {
   // True when `table` is partitioned (relkind 'p').
   bool is_partitioned(const TableName& table) const;
 
-  // START_REPLICATION: on success the connection is in CopyBoth mode.
-  void start_replication(const StartOptions& options) const;
+  // START_REPLICATION: on success the connection is in CopyBoth mode. Reads the server's
+  // wal_sender_timeout first (SHOW), for the stream's own receive timeout.
+  void start_replication(const StartOptions& options);
+  // wal_sender_timeout as read by start_replication; 0 when disabled or not read.
+  std::chrono::milliseconds wal_sender_timeout() const { return wal_sender_timeout_; }
 
  private:
   explicit Connection(PGconn* conn) : conn_(conn) {}
   std::unique_ptr<PGconn, PgConnDeleter> conn_;
+  std::chrono::milliseconds wal_sender_timeout_{0};
 };
 
 // Throws PgError (no SQLSTATE: the verdict is pgoutbox's own; a failed query keeps the server's)
 // naming what is wrong when a publication does not exist or does not publish
 // inserts of every table in `tables`.
+// A duration as SHOW prints it ("60s", "1min", "500ms", "0"); nullopt when not understood.
+std::optional<std::chrono::milliseconds> parse_show_duration(const std::string& text);
+
 void check_publication_covers(const Connection& conn, const std::string& publication,
                               const std::vector<TableName>& tables);
 

@@ -43,6 +43,7 @@ struct StreamEnd {
     stopped,        // stop() was called and the server ended the copy cleanly
     server_closed,  // the server ended the copy on its own (e.g. shutdown)
     error,          // connection lost or the server reported an error
+    timeout,        // no message from the server for receive_timeout, or no end of copy after stop()
   };
   Reason reason = Reason::stopped;
   std::string message;
@@ -56,6 +57,16 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   ~Stream();
+
+  // Silence after which the connection is presumed dead (a frozen server, a half-open TCP
+  // connection): the stream ends with Reason::timeout. Half-way through, a status update asks
+  // the server for a reply, as walreceiver does with wal_receiver_timeout. The default is twice
+  // the server's wal_sender_timeout as read at START_REPLICATION (none when that is 0); zero
+  // turns it off. Not counted while paused: nothing is read then. Call before start().
+  void set_receive_timeout(std::chrono::milliseconds timeout) { receive_timeout_ = timeout; }
+  std::chrono::milliseconds receive_timeout() const { return receive_timeout_; }
+  // How long stop() waits for the server to end the copy after CopyDone (default 10 s).
+  void set_stop_timeout(std::chrono::milliseconds timeout) { stop_timeout_ = timeout; }
 
   // Begins reading; `on_end` is called once, when the stream has ended for any reason.
   void start(std::function<void(const StreamEnd&)> on_end);
@@ -88,6 +99,8 @@ class Stream {
   void send_status(bool reply_requested);
   void flush_output();
   void arm_status_timer();
+  void arm_liveness_timer();
+  void put_copy_end();
   void finish_copy();
   void end(StreamEnd result);
 
@@ -97,6 +110,10 @@ class Stream {
   StreamOptions options_;
   boost::asio::posix::stream_descriptor socket_;
   boost::asio::steady_timer status_timer_;
+  boost::asio::steady_timer liveness_timer_;
+  boost::asio::steady_timer stop_timer_;
+  std::chrono::milliseconds receive_timeout_{0};
+  std::chrono::milliseconds stop_timeout_{10'000};
   std::function<void(const StreamEnd&)> on_end_;
 
   Lsn received_;
@@ -107,6 +124,8 @@ class Stream {
   bool read_pending_ = false;
   bool write_pending_ = false;
   std::chrono::steady_clock::time_point last_status_{};
+  std::chrono::steady_clock::time_point last_receive_{};
+  bool ping_sent_ = false;
 };
 
 }  // namespace pgoutbox::replication
