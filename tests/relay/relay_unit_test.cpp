@@ -366,7 +366,8 @@ TEST(RelayUnit, StopAfterTheShutdownTimeoutConfirmsNothingUnacknowledged) {
   h.txn(0x1000, 2);
   const auto outcome = h.run({[] {}, [&] { h.relay().stop(); }});
   EXPECT_EQ(outcome.kind, Outcome::Kind::stopped);
-  EXPECT_EQ(outcome.reason, "shutdown timeout");
+  EXPECT_EQ(outcome.reason, "shutdown timeout with 2 record(s) unacknowledged");
+  EXPECT_TRUE(outcome.unacknowledged);  // exit 8: nothing lost, but the operator must know
   EXPECT_EQ(h.source.flush, Lsn{0x100});
 }
 
