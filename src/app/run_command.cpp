@@ -1,11 +1,13 @@
 #include "run_command.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <chrono>
+#include <exception>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -119,6 +121,8 @@ class SignalWatcher {
 }  // namespace
 
 int run(const std::string& config_path) {
+  // A core dump or ptrace of this process would expose the DSN password and SASL secrets.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // The format the configuration asks for is not known before it loads; until then, auto.
   logging::setup("auto", "info");
   config::Config cfg;
@@ -173,11 +177,15 @@ int run(const std::string& config_path) {
   while (!signals.stop_requested()) {
     const auto started = std::chrono::steady_clock::now();
     relay::Outcome outcome;
-    {
+    try {
       relay::Relay relay(cfg, &relay_probe);
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);
+    } catch (const std::exception& e) {
+      // Out of descriptors or memory while (re)connecting: transient, never std::terminate.
+      signals.attach(nullptr);
+      outcome = relay::Outcome::reconnect(fmt::format("session failed: {}", e.what()));
     }
     switch (outcome.kind) {
       case relay::Outcome::Kind::stopped:
