@@ -142,7 +142,7 @@ int run(const std::string& config_path) {
   // Metrics outlive every session: the probes are the sessions' observer, the slot monitor and
   // the HTTP endpoints run on threads of their own from start to exit.
   prometheus::Registry registry;
-  metrics::RelayProbe relay_probe(registry);
+  metrics::RelayProbe relay_probe(registry, metrics::TopicLabels::from(cfg));
   metrics::SlotProbe slot_probe(registry);
   metrics::register_process_info(registry, kVersion);
   std::unique_ptr<metrics::HttpServer> http;

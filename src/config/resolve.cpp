@@ -152,6 +152,21 @@ void Loader::resolve_properties() {
            fmt::format("must stay 0 (no timeout): a record must never be given up while Kafka is away (got {})", quote(it->second)));
     }
   }
+  // The producer's queue holds what is in flight; unbounded, it is unbounded memory.
+  for (const auto& [name, ceiling] : {std::pair<std::string, std::uint64_t>{"queue.buffering.max.messages", 10'000'000},
+                                      std::pair<std::string, std::uint64_t>{"queue.buffering.max.kbytes", 2'097'151}}) {
+    const auto it = properties.find(name);
+    if (it == properties.end()) continue;
+    std::uint64_t value = 0;
+    try {
+      value = parse_count(it->second);
+    } catch (const Invalid&) {
+    }
+    if (value == 0 || value > ceiling) {
+      fail(origin_of(name), path + "." + name,
+           fmt::format("must be a whole number from 1 to {} (got {})", ceiling, quote(it->second)));
+    }
+  }
   for (const std::string name : {"acks", "request.required.acks"}) {
     if (const auto it = properties.find(name); it != properties.end() && it->second != "all" && it->second != "-1") {
       fail(origin_of(name), path + "." + name,

@@ -52,6 +52,9 @@ struct TableConfig {
   std::string topic = "outbox.event.${aggregatetype}";  // ${column} is replaced by that column's text
   NullPayload null_payload = NullPayload::poison;
   bool validate_json = false;  // a text/bytea payload that is not JSON is poison
+  // An ECMAScript regular expression every expanded topic of the table must match whole; a
+  // topic that does not is poison INVALID_TOPIC. Empty: any topic name Kafka accepts.
+  std::string topic_pattern;
 };
 
 struct LimitsConfig {
@@ -87,6 +90,7 @@ struct Config {
   PoisonConfig poison;
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::string metrics_address;  // host:port for /metrics, /healthz, /readyz; empty: off
+  std::uint64_t metrics_topic_labels = 100;  // topics with series of their own; the rest are "other"
   std::string log_format = "auto";  // auto (json unless a terminal), json, text
   std::string log_level = "info";
 };

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -64,6 +65,7 @@ class ResolvedTable {
   PayloadKind payload_kind_ = PayloadKind::text;
   bool validate_json_ = false;
   std::vector<TopicPart> topic_;
+  std::optional<std::regex> topic_pattern_;  // the table's topic_pattern, when set
 };
 
 // All configured tables, found by the relation's schema and name; resolutions cached per relid
