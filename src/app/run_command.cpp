@@ -21,6 +21,7 @@
 #include "pgoutbox/backoff.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/config/redact.h"
+#include "pgoutbox/diagnostics/preflight.h"
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/metrics/endpoints.h"
 #include "pgoutbox/metrics/http_server.h"
@@ -138,6 +139,8 @@ int run(const std::string& config_path) {
   }
   spdlog::info("pgoutbox {} starting with {}", kVersion, config_path);
   for (const auto& line : lines_of(config::describe(cfg))) spdlog::debug("config: {}", line);
+  // Settings that weaken TLS or expose a secret: said once, here (`check` says the same).
+  for (const auto& finding : diagnostics::check_transport_security(cfg)) spdlog::warn("{}", diagnostics::format_line(finding));
 
   // Metrics outlive every session: the probes are the sessions' observer, the slot monitor and
   // the HTTP endpoints run on threads of their own from start to exit.

@@ -36,7 +36,7 @@ bool dsn_has_password(const std::string& dsn) {
 
 }  // namespace
 
-std::string Loader::read_secret_file(const std::string& path, const Origin& origin, const std::string& key) const {
+std::string Loader::read_secret_file(const std::string& path, const Origin& origin, const std::string& key) {
   std::filesystem::path full(path);
   if (full.is_relative() && !origin.base_dir.empty()) full = std::filesystem::path(origin.base_dir) / full;
   std::error_code ec;
@@ -49,7 +49,16 @@ std::string Loader::read_secret_file(const std::string& path, const Origin& orig
     case FileContent::Failure::read:
       fail(origin, key, fmt::format("cannot read {}: {}", full.string(), std::strerror(read.error)));
     case FileContent::Failure::too_large:
-      fail(origin, key, fmt::format("{} is larger than {} KiB; is it the right file?", full.string(), kMaxSecretBytes / 1024));
+    case FileContent::Failure::not_regular:
+      fail(origin, key, fmt::format("{} {}", full.string(), read.describe(kMaxSecretBytes)));
+  }
+  // As libpq does for ~/.pgpass: a secret others can read is a secret no longer. Warned, not
+  // refused, because mounted secrets (Docker's, Kubernetes' default mode) are often 0444/0644
+  // inside a container nobody else shares.
+  if (const auto who = readable_by(read.mode); !who.empty()) {
+    draft_.config.warnings.push_back(
+        fmt::format("{}: {} is readable by {} (mode {:04o}); make it readable by pgoutbox's user only: chmod 600 {}", key,
+                    full.string(), who, read.mode & 07777, full.string()));
   }
   std::string content = std::move(read.text);
   // Files written by `echo` or editors end in a newline the secret does not contain.

@@ -93,6 +93,9 @@ struct Config {
   std::uint64_t metrics_topic_labels = 100;  // topics with series of their own; the rest are "other"
   std::string log_format = "auto";  // auto (json unless a terminal), json, text
   std::string log_level = "info";
+  // What the loader accepted but an operator should see (a secret file readable by others):
+  // `check` shows each as a warning, `run` logs each once at start.
+  std::vector<std::string> warnings;
 };
 
 }  // namespace pgoutbox::config
