@@ -208,30 +208,37 @@ class HttpServer::Impl {
     if (ec) {
       // Out of descriptors (EMFILE, ENFILE) or buffers: retrying at once would spin a core.
       // The pending connection stays queued until a descriptor frees up.
-      backoff_ = std::clamp(backoff_ * 2, kAcceptBackoffMin, kAcceptBackoffMax);
-      if (!accept_failing_) spdlog::warn("metrics HTTP server cannot accept: {}; backing off", ec.message());
-      accept_failing_ = true;
-      accepting_ = false;
-      retry_.expires_after(backoff_);
-      retry_.async_wait([this](beast::error_code wait_ec) {
-        if (!wait_ec) accept();
-      });
+      back_off(ec.message());
       return;
     }
-    accept_failing_ = false;
-    backoff_ = kAcceptBackoffMin / 2;
     if (within_reserve(socket.native_handle(), limits_.reserved_descriptors)) {
       // The relay's own connections (Postgres, Kafka) need these descriptors more.
       beast::error_code ignored;
       socket.close(ignored);
-    } else {
-      ++sessions_;
-      std::make_shared<Session>(std::move(socket), routes_, [this] {
-        --sessions_;
-        if (!stopping_ && !accepting_ && !accept_failing_) accept();
-      })->start();
+      back_off("too few file descriptors left for the relay");
+      return;
     }
+    accept_failing_ = false;
+    backoff_ = kAcceptBackoffMin / 2;
+    ++sessions_;
+    std::make_shared<Session>(std::move(socket), routes_, [this] {
+      --sessions_;
+      if (!stopping_ && !accepting_ && !accept_failing_) accept();
+    })->start();
     accept();
+  }
+
+  // Accepting again only after a delay (50 ms doubling to 1 s) while descriptors are short; said
+  // once per episode.
+  void back_off(const std::string& why) {
+    backoff_ = std::clamp(backoff_ * 2, kAcceptBackoffMin, kAcceptBackoffMax);
+    if (!accept_failing_) spdlog::warn("metrics HTTP server cannot accept: {}; backing off", why);
+    accept_failing_ = true;
+    accepting_ = false;
+    retry_.expires_after(backoff_);
+    retry_.async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec) accept();
+    });
   }
 
   // Declared before io_: sessions destroyed with io_ still reach them.

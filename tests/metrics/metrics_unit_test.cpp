@@ -314,6 +314,30 @@ TEST(HttpServer, RefusesAnAddressInUseOrMalformed) {
   EXPECT_THROW(HttpServer("127.0.0.1:notaport", {}), std::runtime_error);
 }
 
+// SECURITY.md "The metrics port": a client holding a connection open without a request costs
+// one of max_sessions slots for at most 5 s; clients beyond the cap wait in the backlog.
+TEST(HttpServer, IdleClientsHoldASlotForAtMostTheRequestDeadline) {
+  HttpServer server("127.0.0.1:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}},
+                    HttpLimits{.max_sessions = 1, .reserved_descriptors = 0});
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket idle(io);
+  idle.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(test::http_get("127.0.0.1", server.port(), "/healthz").status, 200U) << "served once the idle one is dropped";
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_GE(waited, std::chrono::seconds(4)) << "the cap of one session held the second client back";
+  EXPECT_LT(waited, std::chrono::seconds(8)) << "the idle client was dropped at the 5 s deadline";
+}
+
+// A connection that would leave too few descriptors for the relay is closed at once; the server
+// stays up and answers once descriptors are back.
+TEST(HttpServer, ClosesConnectionsThatWouldEatTheRelaysDescriptorReserve) {
+  HttpServer starved("127.0.0.1:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}},
+                     HttpLimits{.max_sessions = 16, .reserved_descriptors = std::uint64_t{1} << 40});
+  EXPECT_EQ(test::http_get("127.0.0.1", starved.port(), "/healthz").status, 0U);
+  EXPECT_EQ(test::http_get("127.0.0.1", starved.port(), "/healthz").status, 0U);
+}
+
 TEST(HttpServer, ListensOnIpv6Literals) {
   try {
     HttpServer server("[::1]:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}});
