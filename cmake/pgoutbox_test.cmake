@@ -1,11 +1,12 @@
-# pgoutbox_add_test(NAME <name> LABEL unit|integration|fault SOURCES ... [LIBS ...] [TIMEOUT s])
+# pgoutbox_add_test(NAME <name> LABEL unit|integration|fault|security SOURCES ... [LIBS ...] [TIMEOUT s])
 #
 # One test binary is one CTest test, so the services a binary starts (one Postgres, one Kafka)
-# are shared by all of its cases. Labels select the kind: `ctest -L unit` needs no services.
+# are shared by all of its cases. Labels select the kind: `ctest -L unit` needs no services;
+# `security` is the hostile-input suite (tests/security), which does start services.
 function(pgoutbox_add_test)
   cmake_parse_arguments(T "" "NAME;LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
-  if(NOT T_LABEL MATCHES "^(unit|integration|fault)$")
-    message(FATAL_ERROR "pgoutbox_add_test(${T_NAME}): LABEL must be unit, integration or fault")
+  if(NOT T_LABEL MATCHES "^(unit|integration|fault|security)$")
+    message(FATAL_ERROR "pgoutbox_add_test(${T_NAME}): LABEL must be unit, integration, fault or security")
   endif()
   if(NOT T_TIMEOUT)
     if(T_LABEL STREQUAL "unit")

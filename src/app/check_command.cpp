@@ -43,6 +43,8 @@ int check(const std::string& config_path, std::chrono::milliseconds kafka_timeou
   if (auto metrics = check_metrics_address(cfg)) findings.push_back(std::move(*metrics));
   auto kafka = diagnostics::check_kafka(cfg, kafka_timeout);
   findings.insert(findings.end(), kafka.begin(), kafka.end());
+  const auto transport = diagnostics::check_transport_security(cfg);
+  findings.insert(findings.end(), transport.begin(), transport.end());
   for (const auto& finding : findings) fmt::print("{}\n", diagnostics::format_line(finding));
   const bool blocked = diagnostics::any_blocking(findings);
   fmt::print("{}: {}\n", blocked ? "blocked" : "ready", diagnostics::summary(findings));

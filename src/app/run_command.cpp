@@ -1,11 +1,13 @@
 #include "run_command.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <chrono>
+#include <exception>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -138,6 +140,8 @@ std::optional<int> mapping_refused(const config::Config& cfg) {
 }  // namespace
 
 int run(const std::string& config_path) {
+  // A core dump or ptrace of this process would expose the DSN password and SASL secrets.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // The format the configuration asks for is not known before it loads; until then, auto.
   logging::setup("auto", "info");
   config::Config cfg;
@@ -153,11 +157,13 @@ int run(const std::string& config_path) {
   }
   spdlog::info("pgoutbox {} starting with {}", kVersion, config_path);
   for (const auto& line : lines_of(config::describe(cfg))) spdlog::debug("config: {}", line);
+  // Settings that weaken TLS or expose a secret: said once, here (`check` says the same).
+  for (const auto& finding : diagnostics::check_transport_security(cfg)) spdlog::warn("{}", diagnostics::format_line(finding));
 
   // Metrics outlive every session: the probes are the sessions' observer, the slot monitor and
   // the HTTP endpoints run on threads of their own from start to exit.
   prometheus::Registry registry;
-  metrics::RelayProbe relay_probe(registry);
+  metrics::RelayProbe relay_probe(registry, metrics::TopicLabels::from(cfg));
   metrics::SlotProbe slot_probe(registry);
   metrics::register_process_info(registry, kVersion);
   std::unique_ptr<metrics::HttpServer> http;
@@ -195,12 +201,16 @@ int run(const std::string& config_path) {
     const auto started = std::chrono::steady_clock::now();
     if (const auto refused = mapping_refused(cfg)) return *refused;
     relay::Outcome outcome;
-    {
+    try {
       relay::Session relay(cfg, &relay_probe, {{}, ever_streamed});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);
       ever_streamed = ever_streamed || relay.streamed();
+    } catch (const std::exception& e) {
+      // Out of descriptors or memory while (re)connecting: transient, never std::terminate.
+      signals.attach(nullptr);
+      outcome = relay::Outcome::reconnect(fmt::format("session failed: {}", e.what()));
     }
     switch (outcome.kind) {
       case relay::Outcome::Kind::stopped:

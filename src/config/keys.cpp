@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <regex>
 #include <stdexcept>
 
 #include "dsn.h"
@@ -19,6 +20,14 @@ namespace {
 
 // NAMEDATALEN - 1: Postgres truncates longer names, which would silently name something else.
 constexpr std::size_t kMaxNameBytes = 63;
+
+// The in-flight caps bound memory (SPEC I6); a cap so large it is never reached disables
+// backpressure, so each has a ceiling. The producer's queue is sized at twice each cap, which
+// these keep within librdkafka's ranges.
+constexpr std::uint64_t kMaxInFlightRecords = 1'000'000;
+constexpr std::uint64_t kMaxInFlightBytes = 1ULL << 30;
+// Series per family labelled by topic; past this, topic="other".
+constexpr std::uint64_t kMaxTopicLabels = 10'000;
 
 template <class Root>
 Entry<Root> base(std::string path, std::string type, std::string description) {
@@ -260,6 +269,10 @@ std::vector<Entry<Draft>> make_global_entries() {
   records.set = [](Draft& d, const Scalar& s) {
     const auto value = parse_count(s.text);
     if (value == 0) throw Invalid("must be greater than 0 (got 0)");
+    if (value > kMaxInFlightRecords) {
+      throw Invalid(fmt::format("must be at most {}: a cap that is never reached is no backpressure (got {})",
+                                kMaxInFlightRecords, quote(s.text)));
+    }
     d.config.limits.max_in_flight_records = value;
   };
   records.show = [](const Draft& d) { return fmt::format("{}", d.config.limits.max_in_flight_records); };
@@ -271,6 +284,10 @@ std::vector<Entry<Draft>> make_global_entries() {
   bytes.set = [](Draft& d, const Scalar& s) {
     const auto value = parse_size(s.text);
     if (value == 0) throw Invalid(fmt::format("must be greater than 0 (got {})", quote(s.text)));
+    if (value > kMaxInFlightBytes) {
+      throw Invalid(fmt::format("must be at most {}: a cap that is never reached is no backpressure (got {})",
+                                format_size(kMaxInFlightBytes), quote(s.text)));
+    }
     d.config.limits.max_in_flight_bytes = value;
   };
   bytes.show = [](const Draft& d) { return format_size(d.config.limits.max_in_flight_bytes); };
@@ -347,6 +364,18 @@ std::vector<Entry<Draft>> make_global_entries() {
   metrics.set = [set_metrics](Draft& d, const Scalar& s) { set_metrics(d, s.null ? Scalar{} : s); };
   v.push_back(std::move(metrics));
 
+  auto topic_labels = base<Draft>("metrics_topic_labels", "integer",
+                                  "How many distinct topics get metric series of their own (label topic); events of "
+                                  "further topics are counted under topic=\"other\". Topics come from row values, so "
+                                  "this bounds /metrics. Every series is also labelled by its table.");
+  topic_labels.set = [](Draft& d, const Scalar& s) {
+    const auto value = parse_count(s.text);
+    if (value > kMaxTopicLabels) throw Invalid(fmt::format("must be at most {} (got {})", kMaxTopicLabels, quote(s.text)));
+    d.config.metrics_topic_labels = value;
+  };
+  topic_labels.show = [](const Draft& d) { return fmt::format("{}", d.config.metrics_topic_labels); };
+  v.push_back(std::move(topic_labels));
+
   v.push_back(choice<Draft>("log_format", "auto writes JSON lines unless stderr is a terminal.",
                             [](auto& d) -> auto& { return d.config.log_format; }, {"auto", "json", "text"}));
   v.push_back(choice<Draft>("log_level", "Least severe level that is logged.", [](auto& d) -> auto& { return d.config.log_level; },
@@ -378,6 +407,19 @@ std::vector<Entry<TableConfig>> make_table_entries() {
                                     parse_topic_template(value);
                                   } catch (const std::invalid_argument& e) {
                                     throw Invalid(fmt::format("{} (got {})", e.what(), quote(value)));
+                                  }
+                                }));
+
+  v.push_back(text<TableConfig>("topic_pattern", "regular expression",
+                                "Allow-list for the expanded topic (ECMAScript syntax, matched against the whole "
+                                "name); a row whose topic does not match is poison INVALID_TOPIC and never reaches "
+                                "Kafka. Empty: any name Kafka accepts ([A-Za-z0-9._-], 1 to 249 bytes).",
+                                [](auto& t) -> auto& { return t.topic_pattern; },
+                                [](std::string_view value) {
+                                  try {
+                                    std::regex(value.begin(), value.end());
+                                  } catch (const std::regex_error& e) {
+                                    throw Invalid(fmt::format("is not a valid regular expression: {} (got {})", e.what(), quote(value)));
                                   }
                                 }));
 

@@ -67,10 +67,14 @@ const char* node_kind(const YAML::Node& node) {
 }
 
 std::string read_whole_file(const std::string& path) {
-  auto content = read_file(path);
+  auto content = read_file(path, kMaxConfigBytes);
   if (content.failure == FileContent::Failure::none) return std::move(content.text);
-  const char* verb = content.failure == FileContent::Failure::open ? "open" : "read";
-  throw ConfigError(path, 0, 0, "", fmt::format("cannot {} the configuration file: {}", verb, std::strerror(content.error)));
+  if (content.failure == FileContent::Failure::open || content.failure == FileContent::Failure::read) {
+    const char* verb = content.failure == FileContent::Failure::open ? "open" : "read";
+    throw ConfigError(path, 0, 0, "", fmt::format("cannot {} the configuration file: {}", verb, std::strerror(content.error)));
+  }
+  // A device, a FIFO, a directory or an oversized file: refused before reading it.
+  throw ConfigError(path, 0, 0, "", fmt::format("the configuration file {}", content.describe(kMaxConfigBytes)));
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ class Loader {
   void resolve_properties();
   void check_tables();
   void check_reconnect();
-  std::string read_secret_file(const std::string& path, const Origin& origin, const std::string& key) const;
+  std::string read_secret_file(const std::string& path, const Origin& origin, const std::string& key);
 
   Origin file_origin() const { return {source_, 0, 0, false, base_dir_}; }
 

@@ -48,7 +48,7 @@ std::optional<std::string> dsn_secret_keyword(const std::string& dsn) {
 
 }  // namespace
 
-std::string Loader::read_secret_file(const std::string& path, const Origin& origin, const std::string& key) const {
+std::string Loader::read_secret_file(const std::string& path, const Origin& origin, const std::string& key) {
   std::filesystem::path full(path);
   if (full.is_relative() && !origin.base_dir.empty()) full = std::filesystem::path(origin.base_dir) / full;
   std::error_code ec;
@@ -61,7 +61,16 @@ std::string Loader::read_secret_file(const std::string& path, const Origin& orig
     case FileContent::Failure::read:
       fail(origin, key, fmt::format("cannot read {}: {}", full.string(), std::strerror(read.error)));
     case FileContent::Failure::too_large:
-      fail(origin, key, fmt::format("{} is larger than {} KiB; is it the right file?", full.string(), kMaxSecretBytes / 1024));
+    case FileContent::Failure::not_regular:
+      fail(origin, key, fmt::format("{} {}", full.string(), read.describe(kMaxSecretBytes)));
+  }
+  // As libpq does for ~/.pgpass: a secret others can read is a secret no longer. Warned, not
+  // refused, because mounted secrets (Docker's, Kubernetes' default mode) are often 0444/0644
+  // inside a container nobody else shares.
+  if (const auto who = readable_by(read.mode); !who.empty()) {
+    draft_.config.warnings.push_back(
+        fmt::format("{}: {} is readable by {} (mode {:04o}); make it readable by pgoutbox's user only: chmod 600 {}", key,
+                    full.string(), who, read.mode & 07777, full.string()));
   }
   std::string content = std::move(read.text);
   // Files written by `echo` or editors end in a newline the secret does not contain.
@@ -173,6 +182,21 @@ void Loader::resolve_properties() {
   for (const auto& [name, value] : properties) {
     if (const auto refusal = refuse_kafka_property(name, value)) {
       fail(origin_of(name), path + "." + name, fmt::format("{} (got {})", *refusal, quote(value)));
+    }
+  }
+  // The producer's queue holds what is in flight; unbounded, it is unbounded memory.
+  for (const auto& [name, ceiling] : {std::pair<std::string, std::uint64_t>{"queue.buffering.max.messages", 10'000'000},
+                                      std::pair<std::string, std::uint64_t>{"queue.buffering.max.kbytes", 2'097'151}}) {
+    const auto it = properties.find(name);
+    if (it == properties.end()) continue;
+    std::uint64_t value = 0;
+    try {
+      value = parse_count(it->second);
+    } catch (const Invalid&) {
+    }
+    if (value == 0 || value > ceiling) {
+      fail(origin_of(name), path + "." + name,
+           fmt::format("must be a whole number from 1 to {} (got {})", ceiling, quote(it->second)));
     }
   }
   // librdkafka's own queue must hold what the relay lets be in flight (limits.*), or a full

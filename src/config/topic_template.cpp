@@ -57,4 +57,17 @@ std::vector<TopicPart> parse_topic_template(std::string_view text) {
   return parts;
 }
 
+std::string topic_name_problem(std::string_view topic) {
+  if (topic.empty()) return "is empty";
+  if (topic.size() > kMaxTopicLength) return fmt::format("is {} bytes long; Kafka allows {}", topic.size(), kMaxTopicLength);
+  if (topic == "." || topic == "..") return "is '.' or '..'";
+  for (std::size_t i = 0; i < topic.size(); ++i) {
+    if (!is_topic_char(topic[i])) {
+      return fmt::format("has byte 0x{:02x} at position {}; Kafka allows only letters, digits, '.', '_' and '-'",
+                         static_cast<unsigned char>(topic[i]), i + 1);
+    }
+  }
+  return {};
+}
+
 }  // namespace pgoutbox::config

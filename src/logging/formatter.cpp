@@ -39,14 +39,53 @@ void append_timestamp(std::string& out, spdlog::log_clock::time_point time) {
                  utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, millis);
 }
 
+// Row values reach log lines (event ids, keys, topics, poison reasons) and rows are written by
+// whoever the application lets write them (SECURITY.md "Row values"): each field and each
+// message is cut to a bound, so one row cannot make a line of megabytes.
+constexpr std::size_t kMaxFieldBytes = 256;
+constexpr std::size_t kMaxMessageBytes = 4096;
+
+// `text` cut to at most `max` bytes at a UTF-8 character boundary, with a note of what was cut.
+std::string bounded(std::string_view text, std::size_t max) {
+  if (text.size() <= max) return std::string(text);
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0U) == 0x80U) --cut;
+  return fmt::format("{}...[{} bytes]", text.substr(0, cut), text.size());
+}
+
 // Calls add(name, value) for each field that is set, in a fixed order.
 template <class Add>
 void for_each_field(const EventFields& fields, Add&& add) {
-  if (!fields.event_id.empty()) add("event_id", fields.event_id);
-  if (!fields.aggregate_id.empty()) add("aggregate_id", fields.aggregate_id);
-  if (!fields.topic.empty()) add("topic", fields.topic);
+  if (!fields.event_id.empty()) add("event_id", bounded(fields.event_id, kMaxFieldBytes));
+  if (!fields.aggregate_id.empty()) add("aggregate_id", bounded(fields.aggregate_id, kMaxFieldBytes));
+  if (!fields.topic.empty()) add("topic", bounded(fields.topic, kMaxFieldBytes));
   if (!fields.lsn.is_zero()) add("lsn", fields.lsn.to_string());
-  if (!fields.trace_id.empty()) add("trace_id", fields.trace_id);
+  if (!fields.trace_id.empty()) add("trace_id", bounded(fields.trace_id, kMaxFieldBytes));
+}
+
+// A text line is one line whatever the message holds: C0 controls and DEL become escapes (\n,
+// \r, \t, \x1b, ...), and so do the C1 controls (U+0080..U+009F, e.g. CSI), which a terminal
+// would otherwise obey. A newline in a row value can then neither forge a line nor steer the
+// terminal.
+void append_text_escaped(std::string& out, std::string_view text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(text[i + 1]));
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
 }
 
 void append_to(spdlog::memory_buf_t& dest, const std::string& line) { dest.append(line.data(), line.data() + line.size()); }
@@ -61,7 +100,7 @@ class JsonFormatter final : public spdlog::formatter {
     line += R"(","level":")";
     line += level_name(msg.level);
     line += R"(","message":")";
-    append_json_escaped(line, std::string_view(msg.payload.data(), msg.payload.size()));
+    append_json_escaped(line, bounded(std::string_view(msg.payload.data(), msg.payload.size()), kMaxMessageBytes));
     line += '"';
     if (const auto* fields = detail::current_fields()) {
       for_each_field(*fields, [&line](std::string_view name, std::string_view value) {
@@ -99,7 +138,7 @@ class TextFormatter final : public spdlog::formatter {
     line += level_name(msg.level);
     msg.color_range_end = line.size();
     line += ' ';
-    line.append(msg.payload.data(), msg.payload.size());
+    append_text_escaped(line, bounded(std::string_view(msg.payload.data(), msg.payload.size()), kMaxMessageBytes));
     if (const auto* fields = detail::current_fields()) {
       for_each_field(*fields, [&line](std::string_view name, std::string_view value) {
         line += ' ';

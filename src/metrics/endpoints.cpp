@@ -1,9 +1,14 @@
 #include "pgoutbox/metrics/endpoints.h"
 
+#include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/text_serializer.h>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "pgoutbox/outbox/header_guard.h"
 
 namespace pgoutbox::metrics {
 
@@ -19,7 +24,22 @@ Readiness readiness(const RelayProbe& relay) {
 
 Routes endpoints(prometheus::Registry& registry, const RelayProbe& relay) {
   Routes routes;
-  routes["/metrics"] = [&registry] {
+  // Reserved headers the headers column tried to set (outbox/header_guard.h), brought up to date
+  // at each scrape; labelled by configured table only.
+  auto& dropped = prometheus::BuildCounter()
+                      .Name("pgoutbox_headers_dropped_total")
+                      .Help("Headers a row's headers column tried to set under a reserved name (id, type, pgoutbox.*); "
+                            "dropped, never published.")
+                      .Register(registry);
+  auto sync_mutex = std::make_shared<std::mutex>();
+  routes["/metrics"] = [&registry, &dropped, sync_mutex] {
+    {
+      std::lock_guard lock(*sync_mutex);
+      for (const auto& [table, count] : outbox::dropped_header_counts()) {
+        auto& counter = dropped.Add({{"table", table}});
+        if (const double value = static_cast<double>(count); value > counter.Value()) counter.Increment(value - counter.Value());
+      }
+    }
     // Exposition format 0.0.4, what prometheus-cpp's TextSerializer writes.
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                         prometheus::TextSerializer().Serialize(registry.Collect())};

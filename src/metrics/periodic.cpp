@@ -1,5 +1,9 @@
 #include "pgoutbox/metrics/periodic.h"
 
+#include <spdlog/spdlog.h>
+
+#include <exception>
+
 namespace pgoutbox::metrics {
 
 Periodic::Periodic(std::chrono::milliseconds interval, std::function<void()> task, bool run_at_start)
@@ -15,11 +19,20 @@ Periodic::~Periodic() {
 }
 
 void Periodic::loop(bool run_at_start) {
-  if (run_at_start) task_();
+  // A task that throws (out of descriptors, out of memory) misses one run; escaping the thread
+  // would terminate the process.
+  const auto run_once = [this] {
+    try {
+      task_();
+    } catch (const std::exception& e) {
+      spdlog::warn("periodic task failed: {}", e.what());
+    }
+  };
+  if (run_at_start) run_once();
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
     lock.unlock();
-    task_();
+    run_once();
     lock.lock();
   }
 }

@@ -1,6 +1,7 @@
 #include "pgoutbox/metrics/relay_probe.h"
 
 #include <set>
+#include <vector>
 
 #include "pgoutbox/metrics/kafka_statistics.h"
 
@@ -15,7 +16,44 @@ prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name, const
   return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
 }
 
+// Whether `topic` fits a template: literal parts as written, each ${column} one or more bytes.
+// Dynamic programming over (part, position), so any number of columns costs parts x length.
+bool fits(const std::vector<config::TopicPart>& parts, std::string_view topic) {
+  // reachable[i]: the parts so far can end exactly at position i.
+  std::vector<char> reachable(topic.size() + 1, 0);
+  reachable[0] = 1;
+  for (const auto& part : parts) {
+    std::vector<char> next(topic.size() + 1, 0);
+    if (part.is_column) {
+      bool any = false;
+      for (std::size_t i = 0; i <= topic.size(); ++i) {
+        if (any) next[i] = 1;  // some earlier start, then at least one byte up to i
+        if (reachable[i]) any = true;
+      }
+    } else {
+      for (std::size_t i = 0; i + part.text.size() <= topic.size(); ++i) {
+        if (reachable[i] && topic.compare(i, part.text.size(), part.text) == 0) next[i + part.text.size()] = 1;
+      }
+    }
+    reachable = std::move(next);
+  }
+  return reachable[topic.size()] != 0;
+}
+
 }  // namespace
+
+TopicLabels TopicLabels::from(const config::Config& config) {
+  TopicLabels labels;
+  labels.max_topics = config.metrics_topic_labels;
+  for (const auto& t : config.tables) {
+    try {
+      labels.tables.push_back({t.schema + "." + t.name, config::parse_topic_template(t.topic)});
+    } catch (const std::invalid_argument&) {
+      // Validated at load; a template that does not parse matches no topic.
+    }
+  }
+  return labels;
+}
 
 const prometheus::Histogram::BucketBoundaries& RelayProbe::latency_buckets() {
   static const prometheus::Histogram::BucketBoundaries buckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -23,7 +61,7 @@ const prometheus::Histogram::BucketBoundaries& RelayProbe::latency_buckets() {
   return buckets;
 }
 
-RelayProbe::RelayProbe(prometheus::Registry& r)
+RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
     : received_(counter_family(r, "pgoutbox_events_received_total",
                                "Outbox rows decoded from the replication stream and handed to the producer.")),
       published_(counter_family(r, "pgoutbox_events_published_total", "Records Kafka acknowledged.")),
@@ -69,17 +107,42 @@ RelayProbe::RelayProbe(prometheus::Registry& r)
                           .Name("pgoutbox_kafka_broker_rtt_p99_seconds")
                           .Help("99th percentile request round-trip time to the broker over the last statistics "
                                 "interval.")
-                          .Register(r)) {}
+                          .Register(r)),
+      labels_(std::move(labels)) {}
 
-RelayProbe::TopicSeries& RelayProbe::topic(std::string_view name) {
+std::string RelayProbe::table_of(std::string_view topic_name) const {
+  if (config::topic_name_problem(topic_name).empty()) {
+    for (const auto& t : labels_.tables) {
+      if (fits(t.topic, topic_name)) return t.name;
+    }
+  }
+  return "unknown";
+}
+
+RelayProbe::TopicSeries& RelayProbe::series(const std::string& table, const std::string& topic_label) {
   // Callers hold mutex_. Every series of a topic is created together, at 0, so that rates and
   // sums over them exist from the topic's first event on.
-  if (const auto it = topics_.find(name); it != topics_.end()) return it->second;
-  const prometheus::Labels labels{{"topic", std::string(name)}};
-  return topics_
-      .emplace(std::string(name), TopicSeries{received_.Add(labels), published_.Add(labels), failed_.Add(labels),
-                                              retried_.Add(labels), dead_lettered_.Add(labels), skipped_.Add(labels)})
+  const auto key = std::make_pair(table, topic_label);
+  if (const auto it = series_.find(key); it != series_.end()) return it->second;
+  const prometheus::Labels labels{{"table", table}, {"topic", topic_label}};
+  return series_
+      .emplace(key, TopicSeries{received_.Add(labels), published_.Add(labels), failed_.Add(labels), retried_.Add(labels),
+                                dead_lettered_.Add(labels), skipped_.Add(labels)})
       .first->second;
+}
+
+RelayProbe::TopicSeries& RelayProbe::topic(std::string_view name) {
+  // Callers hold mutex_.
+  if (const auto it = topics_.find(name); it != topics_.end()) return *it->second;
+  const auto table = table_of(name);
+  if (config::topic_name_problem(name).empty() && topics_.size() < labels_.max_topics) {
+    auto& own = series(table, std::string(name));
+    topics_.emplace(std::string(name), &own);
+    return own;
+  }
+  auto& other = others_[table];
+  if (other == nullptr) other = &series(table, "other");
+  return *other;
 }
 
 void RelayProbe::set_kafka_state(KafkaState state) {

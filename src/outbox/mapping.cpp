@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/outbox/header_guard.h"
 
 #include <fmt/format.h>
 
@@ -67,6 +68,24 @@ std::optional<int> hex_digit(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return std::nullopt;
+}
+
+// A row-derived value as a poison reason quotes it: at most 64 bytes, every byte outside
+// printable ASCII as \xNN, so that reasons (logged, and sent as dead-letter headers) stay short
+// and cannot carry control characters.
+std::string shown(std::string_view value) {
+  constexpr std::size_t kShownBytes = 64;
+  std::string out;
+  for (std::size_t i = 0; i < value.size() && i < kShownBytes; ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (value.size() > kShownBytes) out += fmt::format("... ({} bytes)", value.size());
+  return out;
 }
 
 bool parse_digits(std::string_view text, std::size_t at, std::size_t count, int& out) {
@@ -186,6 +205,13 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
       topic_.push_back({part.text, -1});
     }
   }
+  if (!table.topic_pattern.empty()) {
+    try {
+      topic_pattern_.emplace(table.topic_pattern);
+    } catch (const std::regex_error& e) {
+      throw MappingError(fmt::format("outbox table {}: topic_pattern: {}", table_label(table), e.what()));
+    }
+  }
 }
 
 std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tuple, const TxnContext& txn) const {
@@ -215,6 +241,18 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
       break;
     }
     rec.topic += *value;
+  }
+  if (!rec.topic.empty()) {
+    // The routing value is row data: a topic Kafka would refuse, or one outside the table's
+    // allow-list, is poison here, without a broker round trip (and it never names a metric).
+    auto why = config::topic_name_problem(rec.topic);
+    if (why.empty() && topic_pattern_ && !std::regex_match(rec.topic, *topic_pattern_)) {
+      why = fmt::format("does not match the table's topic_pattern \"{}\"", table_->topic_pattern);
+    }
+    if (!why.empty()) {
+      fail("INVALID_TOPIC", fmt::format("the topic \"{}\" {}", shown(rec.topic), why));
+      rec.topic.clear();
+    }
   }
 
   if (const auto key = text_of(tuple, key_)) rec.key.emplace(*key);
@@ -253,12 +291,28 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
     if (parser.parse(headers->data(), headers->size()).get_object().get(object) != simdjson::SUCCESS) {
       fail("INVALID_HEADERS", "the headers column \"" + *table_->columns.headers + "\" is not a JSON object");
     } else {
+      // Reserved names are dropped (header_guard.h); the rest are capped in count and bytes.
+      const std::size_t own = rec.headers.size();
+      std::size_t bytes = 0;
       for (const auto field : object) {
+        if (is_reserved_header(field.key)) {
+          count_dropped_header(table_label(*table_), field.key);
+          continue;
+        }
         std::string_view text;
         if (field.value.get_string().get(text) == simdjson::SUCCESS) {
           rec.headers.push_back({std::string(field.key), std::string(text)});
         } else {
           rec.headers.push_back({std::string(field.key), simdjson::minify(field.value)});
+        }
+        bytes += rec.headers.back().name.size() + rec.headers.back().value.size();
+        if (rec.headers.size() - own > kMaxColumnHeaders || bytes > kMaxColumnHeaderBytes) {
+          fail("TOO_MANY_HEADERS",
+               fmt::format("the headers column \"{}\" holds more than {} headers or {} bytes, pgoutbox's cap per record",
+                           *table_->columns.headers, kMaxColumnHeaders, kMaxColumnHeaderBytes));
+          // Neither the record nor its dead-letter copy carries the excess.
+          rec.headers.resize(own);
+          break;
         }
       }
     }

@@ -76,6 +76,7 @@ tables:
     topic: "shop.${aggregate}.${kind}"
     null_payload: tombstone
     validate_json: true
+    topic_pattern: "shop\\.[a-z]+\\.[A-Za-z]+"
     columns:
       id: event_id
       aggregate_type: aggregate
@@ -101,6 +102,7 @@ poison:
   retry_backoff: 250ms
 shutdown_timeout: 45s
 metrics_address: "0.0.0.0:9300"
+metrics_topic_labels: 20
 log_format: json
 log_level: debug
 )";
@@ -148,6 +150,8 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(c.reconnect.factor, 1.5);
   EXPECT_EQ(c.shutdown_timeout, 45s);
   EXPECT_EQ(c.metrics_address, "0.0.0.0:9300");
+  EXPECT_EQ(c.metrics_topic_labels, 20U);
+  EXPECT_EQ(c.tables[0].topic_pattern, "shop\\.[a-z]+\\.[A-Za-z]+");
   EXPECT_EQ(c.log_format, "json");
   EXPECT_EQ(c.log_level, "debug");
 }
@@ -203,9 +207,42 @@ TEST(ConfigLoader, DurationsAndSizes) {
   };
   EXPECT_EQ(bytes("1048576"), 1048576U);
   EXPECT_EQ(bytes("512KiB"), 512U << 10);
-  EXPECT_EQ(bytes("2 GiB"), 2ULL << 30);
-  EXPECT_EQ(bytes("1TiB"), 1ULL << 40);
+  EXPECT_EQ(bytes("1 GiB"), 1ULL << 30);
   EXPECT_EQ(bytes("100B"), 100U);
+}
+
+// Issue 19 item 8: a cap too large to be reached is no backpressure; the producer's queue
+// properties are bounded the same way. Each is a configuration error naming the key.
+TEST(ConfigLoader, CapsAndQueueSizesHaveCeilings) {
+  const auto fails = [](const std::string& yaml, const std::string& says) {
+    try {
+      load_yaml(kMinimal + yaml);
+      ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  fails("limits:\n  max_in_flight_bytes: 1TiB\n", "limits.max_in_flight_bytes: must be at most 1GiB");
+  fails("limits:\n  max_in_flight_records: 18446744073709551615\n", "limits.max_in_flight_records: must be at most 1000000");
+  fails("limits:\n  max_in_flight_records: 1000001\n", "must be at most 1000000");
+  const std::string head = "postgres:\n  dsn: host=db dbname=app user=pgoutbox\n";
+  const std::string table = "tables:\n  - table: public.outbox\n";
+  const auto fails_whole = [](const std::string& yaml, const std::string& says) {
+    try {
+      load_yaml(yaml);
+      ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  fails_whole(head + table + "kafka:\n  brokers: k:9092\n  properties:\n    queue.buffering.max.messages: 99999999999\n",
+        "kafka.properties.queue.buffering.max.messages: must be a whole number from 1 to 10000000");
+  fails_whole(head + table + "kafka:\n  brokers: k:9092\n  properties:\n    queue.buffering.max.kbytes: lots\n",
+              "queue.buffering.max.kbytes: must be a whole number");
+  fails("metrics_topic_labels: 1000000\n", "metrics_topic_labels: must be at most 10000");
+  fails_whole(head + "kafka:\n  brokers: k:9092\ntables:\n  - table: t\n    topic_pattern: \"([a-z\"\n",
+              "topic_pattern: is not a valid regular expression");
+  EXPECT_EQ(load_yaml(kMinimal + "limits:\n  max_in_flight_records: 1000000\n").limits.max_in_flight_records, 1'000'000U);
 }
 
 struct TableNameCase {
@@ -385,7 +422,7 @@ INSTANTIATE_TEST_SUITE_P(
         UnknownKeyCase{"column_in_table", "tables:\n  - table: t\n    payload: body\n", "tables[0].payload", "did you mean tables[].columns.payload?"},
         UnknownKeyCase{"nothing_close", "colour: red\n", "colour",
                        "unknown key; the top level takes postgres, kafka, tables, provenance_headers, limits, reconnect, poison, shutdown_timeout, "
-                       "metrics_address, log_format, log_level"},
+                       "metrics_address, metrics_topic_labels, log_format, log_level"},
         UnknownKeyCase{"nothing_close_in_section", "reconnect:\n  jitter: 1\n", "reconnect.jitter", "unknown key; reconnect takes min, max, factor"}),
     [](const auto& test_case) { return test_case.param.label; });
 

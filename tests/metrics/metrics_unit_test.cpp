@@ -70,6 +70,35 @@ TEST_F(RelayProbeTest, EventsCountPerTopic) {
   EXPECT_EQ(sample_sum(text, "pgoutbox_sessions_started_total"), 1);
 }
 
+// Topics come from row values (SECURITY.md "Row values"): the series are bounded by the
+// configuration, labelled by the table whose template a topic fits, the excess as topic="other".
+TEST(RelayProbeLabels, SeriesAreBoundedByTheConfigurationNotByRowValues) {
+  prometheus::Registry registry;
+  TopicLabels labels;
+  labels.tables.push_back({"public.orders", config::parse_topic_template("orders.${aggregatetype}")});
+  labels.tables.push_back({"public.audit", config::parse_topic_template("audit")});
+  labels.max_topics = 5;
+  RelayProbe probe(registry, labels);
+  for (int i = 0; i < 1000; ++i) probe.event_received("orders.t" + std::to_string(i));
+  for (int i = 0; i < 1000; ++i) probe.event_poison("bad/" + std::to_string(i), relay::PoisonAction::skipped);
+  probe.event_poison("", relay::PoisonAction::skipped);
+  probe.event_received("audit");
+  const auto text = scrape(registry);
+  std::size_t series = 0;
+  for (auto at = text.find("\npgoutbox_events_received_total{"); at != std::string::npos;
+       at = text.find("\npgoutbox_events_received_total{", at + 1)) {
+    ++series;
+  }
+  EXPECT_LE(series, 5U + 3U) << text;
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "table=\"public.orders\""), 1000);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "table=\"public.orders\",topic=\"other\""), 995);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "topic=\"orders.t0\""), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_skipped_total", "table=\"unknown\",topic=\"other\""), 1001);
+  EXPECT_EQ(text.find("bad/"), std::string::npos) << "a refused topic never names a series";
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "table=\"public.audit\",topic=\"other\""), 1)
+      << "past the cap, a table's topics are still counted under its own table";
+}
+
 TEST_F(RelayProbeTest, CommitToAckFillsTheHistogramInSeconds) {
   observer.event_published("t", 500us);     // 0.0005 s: in the 1 ms bucket
   observer.event_published("t", 3ms);       // in 5 ms
@@ -295,6 +324,30 @@ TEST(HttpServer, RefusesAnAddressInUseOrMalformed) {
   }
   EXPECT_THROW(HttpServer("no-port", {}), std::runtime_error);
   EXPECT_THROW(HttpServer("127.0.0.1:notaport", {}), std::runtime_error);
+}
+
+// SECURITY.md "The metrics port": a client holding a connection open without a request costs
+// one of max_sessions slots for at most 5 s; clients beyond the cap wait in the backlog.
+TEST(HttpServer, IdleClientsHoldASlotForAtMostTheRequestDeadline) {
+  HttpServer server("127.0.0.1:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}},
+                    HttpLimits{.max_sessions = 1, .reserved_descriptors = 0});
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket idle(io);
+  idle.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(test::http_get("127.0.0.1", server.port(), "/healthz").status, 200U) << "served once the idle one is dropped";
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_GE(waited, std::chrono::seconds(4)) << "the cap of one session held the second client back";
+  EXPECT_LT(waited, std::chrono::seconds(8)) << "the idle client was dropped at the 5 s deadline";
+}
+
+// A connection that would leave too few descriptors for the relay is closed at once; the server
+// stays up and answers once descriptors are back.
+TEST(HttpServer, ClosesConnectionsThatWouldEatTheRelaysDescriptorReserve) {
+  HttpServer starved("127.0.0.1:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}},
+                     HttpLimits{.max_sessions = 16, .reserved_descriptors = std::uint64_t{1} << 40});
+  EXPECT_EQ(test::http_get("127.0.0.1", starved.port(), "/healthz").status, 0U);
+  EXPECT_EQ(test::http_get("127.0.0.1", starved.port(), "/healthz").status, 0U);
 }
 
 TEST(HttpServer, ListensOnIpv6Literals) {

@@ -1,5 +1,7 @@
 #include "pgoutbox/outbox/mapping.h"
 
+#include "pgoutbox/outbox/header_guard.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -368,6 +370,84 @@ TEST(MappingFamily, ANewDescriptionLooksTheAncestryUpAgain) {
   catalog.known[9501] = {{"public", "outbox"}};  // ALTER TABLE outbox ATTACH PARTITION outbox_next …
   EXPECT_NE(m.resolve(debezium_outbox_named(9501, "outbox_next")), nullptr);
   EXPECT_EQ(catalog.lookups, 2);
+}
+
+// Issue 19 (SECURITY.md "Row values"): a routing value that makes a topic Kafka refuses, or one
+// outside the table's allow-list, is poison INVALID_TOPIC with no topic left on the record.
+TEST(Mapping, InvalidOrDisallowedTopicIsPoisonWithoutATopic) {
+  auto t = table();
+  t.topic = "x.${aggregatetype}";
+  Mapping m({t}, false);
+  const auto* rt = m.resolve(debezium_outbox(7000));
+  for (const std::string_view bad : {"a/1", "a b", "a\nb", "\xc3\xa9"}) {
+    auto result = rt->build(tuple({"e", bad, "k", "Created", "{}"}), kTxn);
+    ASSERT_TRUE(std::holds_alternative<Poison>(result)) << bad;
+    const auto& poison = std::get<Poison>(result);
+    EXPECT_EQ(poison.code, "INVALID_TOPIC");
+    EXPECT_TRUE(poison.record.topic.empty());
+    EXPECT_EQ(poison.reason.find('\n'), std::string::npos) << "the reason quotes the value escaped";
+  }
+  const std::string long_value(260, 'a');
+  EXPECT_EQ(std::get<Poison>(rt->build(tuple({"e", long_value, "k", "Created", "{}"}), kTxn)).code, "INVALID_TOPIC");
+  EXPECT_EQ(build_ok(*rt, tuple({"e", "Order-1_x.y", "k", "Created", "{}"})).topic, "x.Order-1_x.y");
+
+  auto allow = table();
+  allow.topic = "${aggregatetype}";
+  allow.topic_pattern = "orders\\.[a-z]+";
+  Mapping allowed({allow}, false);
+  const auto* ra = allowed.resolve(debezium_outbox(7001));
+  EXPECT_EQ(build_ok(*ra, tuple({"e", "orders.created", "k", "Created", "{}"})).topic, "orders.created");
+  EXPECT_EQ(std::get<Poison>(ra->build(tuple({"e", "payments.created", "k", "Created", "{}"}), kTxn)).code,
+            "INVALID_TOPIC");
+  EXPECT_EQ(std::get<Poison>(ra->build(tuple({"e", ".", "k", "Created", "{}"}), kTxn)).code, "INVALID_TOPIC");
+}
+
+// The headers column cannot set id, type or pgoutbox.*: those keys are dropped and counted.
+TEST(Mapping, ReservedHeaderNamesFromTheColumnAreDroppedAndCounted) {
+  auto t = table("spoof_outbox");
+  t.columns.headers = "meta";
+  Mapping m({t}, true);
+  const auto& rel = relation(7100, "public", "spoof_outbox",
+                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText},
+                              {"payload", kText}, {"meta", kJsonb}});
+  const auto* rt = m.resolve(rel);
+  const auto rec = build_ok(*rt, tuple({"real-id", "A", "k", "Created", "p",
+                                        R"({"id": "SPOOFED", "ID": "x", "Type": "t", "pgoutbox.lsn": "0/0", "PGOUTBOX.xid": "1", "traceparent": "00-ab"})"}));
+  std::vector<std::string> names;
+  for (const auto& h : rec.headers) names.push_back(h.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"id", "type", "traceparent", "pgoutbox.lsn", "pgoutbox.commit_time_us",
+                                             "pgoutbox.xid"}));
+  EXPECT_EQ(rec.headers[0].value, "real-id");
+  std::uint64_t counted = 0;
+  for (const auto& [name, count] : dropped_header_counts()) {
+    if (name == "public.spoof_outbox") counted = count;
+  }
+  EXPECT_EQ(counted, 5U);
+}
+
+// More headers (or header bytes) than the cap is poison, and the poison record keeps none of them.
+TEST(Mapping, HeadersOverTheCapArePoison) {
+  auto t = table();
+  t.columns.headers = "meta";
+  Mapping m({t}, false);
+  const auto& rel = relation(7200, "public", "outbox",
+                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText},
+                              {"meta", kJsonb}});
+  const auto* rt = m.resolve(rel);
+  const auto object_with = [](std::size_t keys, std::size_t value_bytes) {
+    std::string json = "{";
+    for (std::size_t i = 0; i < keys; ++i) json += (i ? ",\"h" : "\"h") + std::to_string(i) + "\":\"" + std::string(value_bytes, 'v') + "\"";
+    return json + "}";
+  };
+  EXPECT_EQ(build_ok(*rt, tuple({"e", "A", "k", "p", object_with(kMaxColumnHeaders, 10)})).headers.size(),
+            kMaxColumnHeaders + 1);
+  const auto many = object_with(kMaxColumnHeaders + 1, 10);
+  auto result = rt->build(tuple({"e", "A", "k", "p", many}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(result));
+  EXPECT_EQ(std::get<Poison>(result).code, "TOO_MANY_HEADERS");
+  EXPECT_EQ(std::get<Poison>(result).record.headers.size(), 1U) << "only pgoutbox's own id header";
+  const auto big = object_with(2, kMaxColumnHeaderBytes / 2);
+  EXPECT_EQ(std::get<Poison>(rt->build(tuple({"e", "A", "k", "p", big}), kTxn)).code, "TOO_MANY_HEADERS");
 }
 
 TEST(Mapping, ByteaHexAndTimestampParsers) {

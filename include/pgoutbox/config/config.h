@@ -52,6 +52,9 @@ struct TableConfig {
   std::string topic = "outbox.event.${aggregatetype}";  // ${column} is replaced by that column's text
   NullPayload null_payload = NullPayload::poison;
   bool validate_json = false;  // a text/bytea payload that is not JSON is poison
+  // An ECMAScript regular expression every expanded topic of the table must match whole; a
+  // topic that does not is poison INVALID_TOPIC. Empty: any topic name Kafka accepts.
+  std::string topic_pattern;
 };
 
 struct LimitsConfig {
@@ -90,8 +93,12 @@ struct Config {
   // Where metrics_address was set, for messages: "FILE:LINE:COLUMN: metrics_address" or
   // "environment variable PGOUTBOX_METRICS_ADDRESS"; empty when it was not set.
   std::string metrics_address_origin;
+  std::uint64_t metrics_topic_labels = 100;  // topics with series of their own; the rest are "other"
   std::string log_format = "auto";  // auto (json unless a terminal), json, text
   std::string log_level = "info";
+  // What the loader accepted but an operator should see (a secret file readable by others):
+  // `check` shows each as a warning, `run` logs each once at start.
+  std::vector<std::string> warnings;
 };
 
 }  // namespace pgoutbox::config

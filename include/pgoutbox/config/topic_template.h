@@ -19,4 +19,9 @@ struct TopicPart {
 // that starts no reference, or a literal character Kafka does not allow in topic names.
 std::vector<TopicPart> parse_topic_template(std::string_view text);
 
+// Why `topic` is not a name Kafka accepts (Topic.java: 1 to 249 of [A-Za-z0-9._-], not "." or
+// ".."), or an empty string when it is. Routing values come from rows, so every expanded topic
+// is checked before it reaches the producer.
+std::string topic_name_problem(std::string_view topic);
+
 }  // namespace pgoutbox::config

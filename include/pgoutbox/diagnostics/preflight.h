@@ -31,4 +31,10 @@ std::vector<Finding> check_mappings(const config::Config& config);
 // SASL), and each static topic exists or the broker creates topics on first use.
 std::vector<Finding> check_kafka(const config::Config& config, std::chrono::milliseconds timeout);
 
+// Settings that weaken TLS or expose secrets, from the configuration alone: Postgres sslmode
+// disable/allow/prefer (libpq's default), Kafka certificate verification off, a SASL password
+// over a plaintext listener, and the loader's warnings (a secret file readable by others). Only
+// warnings: `check` prints them, `run` logs them once at start.
+std::vector<Finding> check_transport_security(const config::Config& config);
+
 }  // namespace pgoutbox::diagnostics

@@ -2,7 +2,10 @@
 
 // A small HTTP/1.1 server (Boost.Beast over Asio, one thread of its own) for /metrics, /healthz
 // and /readyz. GET and HEAD only; each route is a function that builds the response when asked.
-// Keep-alive is honoured; a connection idle for 30 s is closed.
+// Keep-alive is honoured; a request must arrive whole within 5 s and an idle connection is
+// closed after 5 s. At most HttpLimits::max_sessions connections are served at a time, and a
+// connection that would leave fewer than `reserved_descriptors` free under RLIMIT_NOFILE is
+// closed at once: the relay's own connections come first.
 
 #include <cstdint>
 #include <functional>
@@ -20,11 +23,16 @@ struct HttpResponse {
 
 using Routes = std::map<std::string, std::function<HttpResponse()>>;
 
+struct HttpLimits {
+  std::size_t max_sessions = 16;
+  std::uint64_t reserved_descriptors = 64;
+};
+
 class HttpServer {
  public:
   // Listens on `address`, "host:port" ("[v6]:port" for IPv6 literals; port 0 picks a free
   // one). Throws std::runtime_error naming the address when it cannot listen.
-  HttpServer(const std::string& address, Routes routes);
+  HttpServer(const std::string& address, Routes routes, HttpLimits limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -18,16 +18,35 @@
 #include <string>
 #include <unordered_map>
 
+#include "pgoutbox/config/config.h"
+#include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/lsn.h"
 #include "pgoutbox/relay/observer.h"
 
 namespace pgoutbox::metrics {
 
+// The label values the per-topic series may take. Topics come from row values, so a label per
+// topic would let whoever writes rows grow /metrics without bound (SECURITY.md "Row values").
+// Each series is labelled by the configured table whose topic template the topic fits
+// (`unknown` when none does, e.g. a refused topic) and by the topic itself only for the first
+// `max_topics` distinct names Kafka would accept; every other topic is counted under
+// topic="other". So the series number at most (max_topics + tables + 1) per family.
+struct TopicLabels {
+  struct Table {
+    std::string name;                       // schema.name
+    std::vector<config::TopicPart> topic;   // its topic template
+  };
+  std::vector<Table> tables;
+  std::size_t max_topics = 100;
+
+  static TopicLabels from(const config::Config& config);
+};
+
 enum class KafkaState { unknown, up, down };
 
 class RelayProbe final : public relay::Observer {
  public:
-  explicit RelayProbe(prometheus::Registry& registry);
+  explicit RelayProbe(prometheus::Registry& registry, TopicLabels labels = {});
 
   void session_started() override;
   void session_ended() override;
@@ -67,6 +86,8 @@ class RelayProbe final : public relay::Observer {
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   TopicSeries& topic(std::string_view name);
+  TopicSeries& series(const std::string& table, const std::string& topic);
+  std::string table_of(std::string_view topic) const;
   void set_kafka_state(KafkaState state);
 
   prometheus::Family<prometheus::Counter>& received_;
@@ -89,8 +110,12 @@ class RelayProbe final : public relay::Observer {
   prometheus::Family<prometheus::Gauge>& broker_rtt_avg_;
   prometheus::Family<prometheus::Gauge>& broker_rtt_p99_;
 
-  std::mutex mutex_;  // guards topics_ and brokers_
-  std::unordered_map<std::string, TopicSeries, TransparentHash, std::equal_to<>> topics_;
+  TopicLabels labels_;
+  std::mutex mutex_;  // guards topics_, others_ and brokers_
+  // At most labels_.max_topics topics with a label of their own, and one "other" per table.
+  std::unordered_map<std::string, TopicSeries*, TransparentHash, std::equal_to<>> topics_;
+  std::map<std::string, TopicSeries*> others_;
+  std::map<std::pair<std::string, std::string>, TopicSeries> series_;  // by (table, topic label)
   struct BrokerSeries {
     prometheus::Gauge* avg;
     prometheus::Gauge* p99;

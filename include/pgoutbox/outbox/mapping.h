@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -65,6 +66,7 @@ class ResolvedTable {
   PayloadKind payload_kind_ = PayloadKind::text;
   bool validate_json_ = false;
   std::vector<TopicPart> topic_;
+  std::optional<std::regex> topic_pattern_;  // the table's topic_pattern, when set
 };
 
 // The ancestors of a relation by OID through partitioning and inheritance, nearest first, as

@@ -36,7 +36,9 @@ struct Record {
 struct Poison {
   std::string event_id;
   std::string reason;
-  std::string code;  // NULL_ID, NULL_ROUTING_VALUE, NULL_PAYLOAD, INVALID_BYTEA, INVALID_JSON, INVALID_HEADERS
+  // NULL_ID, NULL_ROUTING_VALUE, INVALID_TOPIC, NULL_PAYLOAD, INVALID_BYTEA, INVALID_JSON,
+  // INVALID_HEADERS, TOO_MANY_HEADERS
+  std::string code;
   Record record;
 };
 
