@@ -1,7 +1,7 @@
-// libFuzzer target for the pgoutput decoder (STYLE.md §4: a hostile message is an error value,
+// libFuzzer target for the pgoutput decoder (docs/style.md §4: a hostile message is an error value,
 // never a crash). Each input is decoded under all four DecodeOptions combinations, since the
 // same bytes mean different layouts inside and outside a stream and with parallel streaming
-// (PGOUTPUT.md §3). libFuzzer hands over an exactly-sized heap copy of the input, so ASan
+// (docs/pgoutput.md §3). libFuzzer hands over an exactly-sized heap copy of the input, so ASan
 // reports any read past its end; every byte of every returned view is read for the same reason.
 // Relation results also go through RelationCache::apply.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the decoder fuzzer's seed corpus: one small, valid pgoutput message per kind.
 
-Layouts from PGOUTPUT.md §3 / postgres proto.c logicalrep_write_*: big-endian integers,
+Layouts from docs/pgoutput.md §3 / postgres proto.c logicalrep_write_*: big-endian integers,
 NUL-terminated strings, TupleData = Int16 ncols + per column 'n' | 'u' | 't'/'b' Int32 len bytes.
 Run from anywhere; rewrites fuzz/corpus/decoder/. The fuzzer decodes every input under all
 four DecodeOptions, so in-stream and parallel-abort variants need no marker byte.

@@ -1,4 +1,4 @@
-// librdkafka STATISTICS.md: top-level msg_cnt and msg_size are the producer queue (records and
+// librdkafka's statistics JSON (its documentation of the statistics callback): top-level msg_cnt and msg_size are the producer queue (records and
 // bytes handed to librdkafka and not yet delivered); brokers.<name>.rtt holds round-trip-time
 // percentiles in microseconds over the last interval (0 when there were no requests). Brokers
 // whose source is "internal" (the queue broker) or "logical" (coordinator stand-ins) are not

@@ -4,7 +4,7 @@
 //
 // pgoutput writes with pq_sendint8/16/32/64 and pq_sendstring (postgres libpq/pqformat.c):
 // integers are big-endian, strings are NUL-terminated, and byte strings are an Int32 length
-// followed by that many bytes (PGOUTPUT.md §3). Every read here either succeeds or records
+// followed by that many bytes (docs/pgoutput.md §3). Every read here either succeeds or records
 // the first fault (what went wrong, at which offset, in which field) and returns false, so a
 // truncated or hostile message can never make the decoder look past the end of its input.
 // Field names are static strings: recording a fault allocates nothing; the decoder turns it

@@ -11,7 +11,7 @@
 
 // Layouts follow the logicalrep_write_* / logicalrep_read_* pairs in postgres
 // src/backend/replication/logical/proto.c (REL_15_STABLE to REL_17_STABLE), summarised in
-// PGOUTPUT.md §3. The decoder checks the layout only; semantic checks Postgres's own apply
+// docs/pgoutput.md §3. The decoder checks the layout only; semantic checks Postgres's own apply
 // worker makes (flags == 0, non-zero LSNs) are left to the consumer, so a future flag bit is
 // not a decode error.
 

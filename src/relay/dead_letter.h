@@ -1,6 +1,6 @@
 #pragma once
 
-// The record written to the dead-letter topic for a poison record (SPEC.md I8): the original
+// The record written to the dead-letter topic for a poison record (docs/spec.md I8): the original
 // key, value and headers, plus headers that say what went wrong, where it was going, after how
 // many attempts and from which transaction — everything an operator needs to replay it.
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// What a Postgres failure means for the session (STYLE.md 7: classify once, at the edge).
+// What a Postgres failure means for the session (docs/style.md §7: classify once, at the edge).
 // The server's SQLSTATE decides; libpq's own failures (no SQLSTATE: connecting, TLS, a lost
 // connection) and the few SQLSTATEs that cover several causes are told apart by message text,
 // in one table (pg_failure.cpp) with its own test.

@@ -151,7 +151,7 @@ void Connection::create_publication(const std::string& name, const std::vector<T
     list += t.quoted();
     any_partitioned = any_partitioned || is_partitioned(t);
   }
-  // Inserts only: cleanup deletes of the outbox are neither blocked nor sent (PGOUTPUT.md §4.5).
+  // Inserts only: cleanup deletes of the outbox are neither blocked nor sent (docs/pgoutput.md §4.5).
   // Partitioned outboxes publish through their root, so rows arrive under the root's relid.
   std::string sql = "CREATE PUBLICATION " + identifier(name) + " FOR TABLE " + list + " WITH (publish = 'insert'";
   if (any_partitioned) sql += ", publish_via_partition_root = true";

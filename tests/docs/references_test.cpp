@@ -4,7 +4,8 @@
 //   - a path that leaves the repository (`../shared/…`, or a markdown link climbing above the root);
 //   - a `docs/NAME.md` citation, which must name an existing file;
 //   - a bare `NAME.md` in capitals (SPEC.md, SECURITY.md…), which must exist at the root or in docs/;
-// and, in markdown files, every relative link target must exist.
+// and, in markdown files, every relative link target must exist. A capitalised name may also sit
+// beside the file that names it (bench/RESULTS.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,6 +43,8 @@ std::vector<fs::path> tree_files() {
       it.disable_recursion_pending();
       continue;
     }
+    // This test's own source holds bad references on purpose (the checker's examples).
+    if (it->path().filename() == "references_test.cpp") continue;
     if (it->is_regular_file() && text_file(it->path())) out.push_back(it->path());
   }
   return out;
@@ -82,13 +85,14 @@ void check_md_names(const fs::path& file, const std::string& text, std::vector<P
       continue;
     }
     const auto base = token.substr(token.rfind('/') == std::string::npos ? 0 : token.rfind('/') + 1);
+    if (base.size() <= 3) continue;  // ".md" alone: an extension, not a file name
     const bool capitals = !base.empty() && std::all_of(base.begin(), base.end() - 3, [](char c) {
       return std::isupper(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
     });
     if (token.rfind("docs/", 0) == 0) {
       if (!fs::exists(root / token)) out.push_back({file, line_of(text, pos), "no such file: " + token});
     } else if (capitals && token == base) {
-      if (!fs::exists(root / base) && !fs::exists(root / "docs" / base)) {
+      if (!fs::exists(root / base) && !fs::exists(root / "docs" / base) && !fs::exists(file.parent_path() / base)) {
         out.push_back({file, line_of(text, pos), "no such file in the repository: " + base});
       }
     }

@@ -1,4 +1,4 @@
-// Poison records (SPEC.md I8): one payload above the topic's max.message.bytes (Kafka refuses it
+// Poison records (docs/spec.md I8): one payload above the topic's max.message.bytes (Kafka refuses it
 // for good) and one that is not JSON on a table with validate_json, among good records. Under
 // dead-letter both land in the DLQ with the original key and headers and the error headers
 // (the oversized one without its value, with its size and SHA-256), every good record arrives and the stream goes on; under stop pgoutbox exits with

@@ -21,7 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::sample_sum;
 
-// The shape librdkafka 2.0 emits (STATISTICS.md), trimmed: the internal queue broker, a
+// The shape librdkafka 2.0 emits (as its statistics documentation describes it), trimmed: the internal queue broker, a
 // bootstrap entry, a learned broker with RTT samples in microseconds.
 constexpr const char* kStatistics = R"({
   "name": "rdkafka#producer-1", "client_id": "pgoutbox", "type": "producer", "ts": 5311743416, "time": 1764412885,

@@ -1,5 +1,5 @@
 // One hand-built vector per message kind and per protocol-dependent variant, every field
-// asserted. Layouts: PGOUTPUT.md §3 and postgres proto.c logicalrep_write_*; the builder writes
+// asserted. Layouts: docs/pgoutput.md §3 and postgres proto.c logicalrep_write_*; the builder writes
 // them independently of the decoder. Values are chosen so that swapped fields or a wrong byte
 // order show up (top bits set, no repeated bytes).
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// Test-only writer of pgoutput messages, built from the wire layouts (PGOUTPUT.md §3, postgres
+// Test-only writer of pgoutput messages, built from the wire layouts (docs/pgoutput.md §3, postgres
 // proto.c logicalrep_write_*), never from the decoder: big-endian integers as pq_sendint*
 // writes them, NUL-terminated strings as pq_sendstring, and TupleData columns.
 

@@ -1,4 +1,4 @@
-// RelationCache: a Relation message replaces the description for its relid (PGOUTPUT.md §4.4),
+// RelationCache: a Relation message replaces the description for its relid (docs/pgoutput.md §4.4),
 // entries own their strings, and "" on the wire means pg_catalog (proto.c
 // logicalrep_write_namespace).
 

@@ -1,4 +1,4 @@
-// Poison records end to end (SPEC.md I8): real PostgreSQL 15 → relay → real Kafka. A record
+// Poison records end to end (docs/spec.md I8): real PostgreSQL 15 → relay → real Kafka. A record
 // Kafka refuses for good, or a payload that fails validation, is retried (Kafka refusals only)
 // and then handled by the policy; good records keep flowing, and nothing is confirmed past a
 // poison record until it is handled.

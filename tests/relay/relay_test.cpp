@@ -1,4 +1,4 @@
-// The relay end to end: real PostgreSQL 15 → pgoutbox → real Kafka (SPEC.md I1–I7).
+// The relay end to end: real PostgreSQL 15 → pgoutbox → real Kafka (docs/spec.md I1–I7).
 #include <gtest/gtest.h>
 
 #include <map>

@@ -1,6 +1,6 @@
 // States that retrying cannot fix end the session with their own cause (and so their own exit
 // code, relay/outcome.h) and a message that names the cause and the fix — never a crash, never
-// a silent stall, never an endless reconnect loop (SPEC.md "Operating it").
+// a silent stall, never an endless reconnect loop (docs/spec.md "Operating it").
 #include <gtest/gtest.h>
 
 #include <cstdlib>

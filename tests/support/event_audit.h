@@ -11,7 +11,7 @@
 
 namespace pgoutbox::test {
 
-// What Kafka holds, held against what was committed (SPEC.md I1, I4, I5). Records are matched
+// What Kafka holds, held against what was committed (docs/spec.md I1, I4, I5). Records are matched
 // by their header "id".
 struct AuditReport {
   std::size_t written = 0;     // committed events

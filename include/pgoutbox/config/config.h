@@ -31,7 +31,7 @@ struct KafkaConfig {
   std::map<std::string, std::string> properties;   // any librdkafka property, applied last
 };
 
-// Which column plays which role (SPEC.md "Attaching to existing outbox tables").
+// Which column plays which role (docs/spec.md "Attaching to existing outbox tables").
 struct ColumnRoles {
   std::string id = "id";
   std::string aggregate_type = "aggregatetype";  // routing value
@@ -69,7 +69,7 @@ struct RetryConfig {
   double factor = 2.0;
 };
 
-// What happens to a record Kafka rejects for good, or that fails validation (SPEC.md I8).
+// What happens to a record Kafka rejects for good, or that fails validation (docs/spec.md I8).
 enum class PoisonPolicy { stop, dead_letter, skip };
 
 struct PoisonConfig {

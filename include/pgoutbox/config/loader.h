@@ -1,7 +1,7 @@
 #pragma once
 
 // Loads the one YAML configuration file, applies PGOUTBOX_* environment overrides on top, reads
-// secret files and validates everything before anything connects (STYLE.md 9).
+// secret files and validates everything before anything connects (docs/style.md §9).
 //
 // Environment naming rule: PGOUTBOX_ + the key path upper-cased with '.' written as '_'
 // (postgres.dsn -> PGOUTBOX_POSTGRES_DSN); list entries by index (PGOUTBOX_TABLES_0_TOPIC);

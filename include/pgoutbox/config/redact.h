@@ -1,6 +1,6 @@
 #pragma once
 
-// Secrets are never logged (SPEC.md "The command line"): everything that prints configuration
+// Secrets are never logged (docs/spec.md "The command line"): everything that prints configuration
 // goes through these.
 
 #include <map>

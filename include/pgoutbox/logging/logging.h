@@ -1,6 +1,6 @@
 #pragma once
 
-// pgoutbox's logs: spdlog, JSON lines by default when stderr is not a terminal (SPEC.md
+// pgoutbox's logs: spdlog, JSON lines by default when stderr is not a terminal (docs/spec.md
 // "Operating it"), text for a terminal. Messages about one event carry its identity as fields:
 // in JSON as members, in text as key=value after the message.
 //

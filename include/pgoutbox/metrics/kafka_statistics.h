@@ -1,6 +1,6 @@
 #pragma once
 
-// The part of librdkafka's statistics JSON (STATISTICS.md, emitted every statistics.interval.ms)
+// The part of librdkafka's statistics JSON (emitted every statistics.interval.ms)
 // that pgoutbox turns into gauges: the producer queue, and per broker its state and round-trip
 // time. Parsed with simdjson.
 

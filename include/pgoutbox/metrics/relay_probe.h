@@ -1,6 +1,6 @@
 #pragma once
 
-// The relay's metrics (STYLE.md 10: the probe owns its counters, the caller passes the registry
+// The relay's metrics (docs/style.md §10: the probe owns its counters, the caller passes the registry
 // in). It is the relay::Observer that run passes to every session, so its series live across
 // reconnects. Every prometheus-cpp metric is thread-safe; the values readiness and the summary
 // need are also kept as atomics, readable from any thread.

@@ -1,6 +1,6 @@
 #pragma once
 
-// The mapping of one configured outbox table onto Kafka records (SPEC.md "Attaching to
+// The mapping of one configured outbox table onto Kafka records (docs/spec.md "Attaching to
 // existing outbox tables"): which column is the event id, routing value, key, payload, type,
 // headers and timestamp, and the topic template. Resolved against the Relation message the
 // stream sent for the table — a missing column or an unusable type is an error naming the table

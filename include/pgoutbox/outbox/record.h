@@ -1,6 +1,6 @@
 #pragma once
 
-// One outbox row turned into a Kafka record: the user-facing contract of SPEC.md's column-role
+// One outbox row turned into a Kafka record: the user-facing contract of docs/spec.md's column-role
 // table. Built by outbox::Mapping from a decoded Insert; consumed by the producer.
 
 #include <cstdint>
@@ -30,7 +30,7 @@ struct Record {
   std::size_t weight() const;
 };
 
-// A row that cannot become a record (SPEC.md I8): named by its event id when it has one. The
+// A row that cannot become a record (docs/spec.md I8): named by its event id when it has one. The
 // record holds what could be built (original key, payload bytes and headers), so the poison
 // policy can dead-letter it; its topic is empty when the routing value was the problem.
 struct Poison {

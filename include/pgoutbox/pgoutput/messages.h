@@ -2,7 +2,7 @@
 
 // Typed pgoutput messages, protocol versions 1–4, named after Postgres's own structs in
 // src/include/replication/logicalproto.h (LogicalRepBeginData, LogicalRepRelation, …).
-// Layouts: ../shared/PGOUTPUT.md §3 and postgres src/backend/replication/logical/proto.c.
+// Layouts: docs/pgoutput.md §3 and postgres src/backend/replication/logical/proto.c.
 //
 // Every std::string_view points into the bytes that were decoded: the caller keeps that
 // buffer alive while it uses the message (no copies on the hot path).

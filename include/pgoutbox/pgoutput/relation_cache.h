@@ -2,7 +2,7 @@
 
 // Relation descriptions by relid. A Relation message replaces the entry for its relid
 // (sent before a relation's first change in a session and again after any relcache
-// invalidation, not only DDL: PGOUTPUT.md §4.4). Entries own their strings, since the
+// invalidation, not only DDL: docs/pgoutput.md §4.4). Entries own their strings, since the
 // message bytes they came from are gone by the time a later Insert refers to them.
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 
-// Confirm-after-ack bookkeeping (SPEC.md I2, I7). Transactions enter in commit order as they
+// Confirm-after-ack bookkeeping (docs/spec.md I2, I7). Transactions enter in commit order as they
 // arrive from the stream; each counts its records not yet acknowledged by Kafka. The durable
 // position is the commit end_lsn of the newest transaction such that it and every earlier one
 // are fully acknowledged — the only value ever handed to the stream as its flush position.

@@ -13,7 +13,7 @@
 
 namespace pgoutbox::relay {
 
-// Why a record left the normal path (SPEC.md I8).
+// Why a record left the normal path (docs/spec.md I8).
 enum class PoisonAction {
   retried,        // a permanent error, retried after a backoff
   dead_lettered,  // the DLQ write was acknowledged: the record counts as handled

@@ -2,7 +2,7 @@
 
 // The libpq side of logical replication: a connection with replication=database set up like
 // Postgres's own subscriber (libpqwalreceiver.c), the replication commands, and the slot and
-// publication checks that must pass before START_REPLICATION (PGOUTPUT.md §1).
+// publication checks that must pass before START_REPLICATION (docs/pgoutput.md §1).
 
 #include <libpq-fe.h>
 

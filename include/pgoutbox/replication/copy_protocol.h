@@ -1,6 +1,6 @@
 #pragma once
 
-// The CopyBoth sub-protocol of a logical walsender (PGOUTPUT.md §2; postgres walsender.c,
+// The CopyBoth sub-protocol of a logical walsender (docs/pgoutput.md §2; postgres walsender.c,
 // pg_recvlogical.c): server→client XLogData 'w' and keepalive 'k', client→server standby
 // status update 'r'. Pure parsing and building, no I/O.
 

@@ -5,7 +5,7 @@
 // PQgetCopyData without blocking, hand each XLogData payload to the handler, answer keepalives
 // that ask for a reply, and send standby status updates on a timer.
 //
-// "Received" and "durable" are different positions (STYLE.md 6). The flush position sent to
+// "Received" and "durable" are different positions (docs/style.md §6). The flush position sent to
 // the server is an input (set_flush), never derived here from what was merely received: the
 // server moves the slot's confirmed_flush to it, and WAL before it may be recycled.
 //
