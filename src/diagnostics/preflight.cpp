@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "checks.h"
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/diagnostics/slot_status.h"
+#include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::diagnostics {
 
@@ -32,12 +35,26 @@ std::vector<Finding> check_postgres(const config::Config& config) {
   }
   findings.push_back(
       Finding::ok("postgres", fmt::format("connected to {} as {}, PostgreSQL {}", where, who.at(0), who.at(2))));
+  try {
+    replication::require_supported_server(conn->server_version());
+  } catch (const replication::PgError& e) {
+    // Every later check would query catalogs this server lays out differently: stop here.
+    findings.push_back(Finding::blocking(kServerVersionSubject, e.what(), "upgrade PostgreSQL to 14 or later."));
+    return findings;
+  }
+  findings.push_back(Finding::ok(kServerVersionSubject, replication::features_of(conn->server_version()).describe()));
   detail::CheckContext ctx{config, *conn, who.at(0), who.at(1), findings};
   detail::check_server(ctx);
   detail::check_role(ctx);
   detail::check_tables(ctx);
   detail::check_slot(ctx);
   return findings;
+}
+
+bool unsupported_server(const std::vector<Finding>& findings) {
+  return std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+    return f.severity == Severity::blocking && f.subject == kServerVersionSubject;
+  });
 }
 
 }  // namespace pgoutbox::diagnostics

@@ -8,6 +8,7 @@
 #include "dead_letter.h"
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/pgoutput/decoder.h"
+#include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::relay {
 namespace {
@@ -31,6 +32,7 @@ Outcome classify(const replication::PgError& e) {
     return Outcome::fatal(cause, what.find(fix) == std::string::npos ? fmt::format("{}. Fix: {}", what, fix) : what);
   };
   if (state == "55006") return Outcome::waiting_as_standby(what);  // the slot is active in another instance
+  if (state == "0A000") return Outcome::fatal(Fatal::unsupported_server, what);  // a server too old for a feature
   if (state == "28P01" || state == "28000" || contains(what, "password authentication failed") ||
       contains(what, "no pg_hba.conf entry")) {
     return fatal(Fatal::authentication,
@@ -86,6 +88,9 @@ Relay::~Relay() {
 void Relay::connect() {
   const auto& pg = config_.postgres;
   connection_.emplace(replication::Connection::open(pg.dsn, true, pg.application_name, pg.password));
+  replication::require_supported_server(connection_->server_version());
+  const auto features = replication::features_of(connection_->server_version());
+  spdlog::info("server: {}", features.describe());
   const auto identity = connection_->identify_system();
   const auto tables = table_names(config_);
   if (!connection_->publication(pg.publication) && pg.create_publication) {
@@ -129,8 +134,8 @@ void Relay::connect() {
   replication::StartOptions start;
   start.slot = pg.slot;
   start.publications = {pg.publication};
-  start.proto_version = connection_->max_proto_version();
-  start.messages = true;
+  start.proto_version = features.proto_version;
+  start.messages = features.messages;
   connection_->start_replication(start);
   spdlog::info("streaming from slot {} (server {}, proto_version {}, system {})", pg.slot,
                connection_->server_version(), start.proto_version, identity.system_id);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "pgoutbox/replication/server_features.h"
+
 namespace pgoutbox::replication {
 namespace {
 
@@ -55,13 +57,7 @@ Connection Connection::open(const std::string& dsn, bool replication, const std:
   return conn;
 }
 
-int Connection::max_proto_version() const {
-  const int version = server_version();
-  if (version >= 160000) return 4;
-  if (version >= 150000) return 3;
-  if (version >= 140000) return 2;
-  return 1;
-}
+int Connection::max_proto_version() const { return features_of(server_version()).proto_version; }
 
 PgResultPtr Connection::exec(const std::string& sql) const {
   PgResultPtr res(PQexec(conn_.get(), sql.c_str()));
@@ -99,12 +95,20 @@ SystemIdentity Connection::identify_system() const {
 }
 
 std::optional<SlotState> Connection::slot(const std::string& name) const {
-  auto res = exec(
-      "SELECT plugin, database, active, active_pid, confirmed_flush_lsn, restart_lsn, wal_status "
-      "FROM pg_catalog.pg_replication_slots WHERE slot_name = " +
-      literal(name));
+  // Only the columns this major has: naming a later one fails the whole query (42703).
+  const auto features = features_of(server_version());
+  const std::string two_phase = features.slot_two_phase ? "two_phase" : "NULL::bool";
+  const std::string failover = features.slot_failover ? "failover, synced, invalidation_reason"
+                                                      : "NULL::bool, NULL::bool, NULL::text";
+  auto res = exec("SELECT plugin, database, active, active_pid, confirmed_flush_lsn, restart_lsn, wal_status, " +
+                  two_phase + ", " + failover + " FROM pg_catalog.pg_replication_slots WHERE slot_name = " +
+                  literal(name));
   if (PQntuples(res.get()) == 0) return std::nullopt;
   const auto text = [&](int col) { return PQgetisnull(res.get(), 0, col) ? std::string() : PQgetvalue(res.get(), 0, col); };
+  const auto flag = [&](int col) -> std::optional<bool> {
+    if (PQgetisnull(res.get(), 0, col)) return std::nullopt;
+    return text(col) == "t";
+  };
   SlotState s;
   s.plugin = text(0);
   s.database = text(1);
@@ -113,11 +117,26 @@ std::optional<SlotState> Connection::slot(const std::string& name) const {
   s.confirmed_flush = parse_lsn_or_zero(PQgetvalue(res.get(), 0, 4));
   s.restart_lsn = parse_lsn_or_zero(PQgetvalue(res.get(), 0, 5));
   s.wal_status = text(6);
+  s.two_phase = flag(7);
+  s.failover = flag(8);
+  s.synced = flag(9);
+  if (!PQgetisnull(res.get(), 0, 10)) s.invalidation_reason = text(10);
   return s;
 }
 
-Lsn Connection::create_slot(const std::string& name) const {
-  auto res = exec("CREATE_REPLICATION_SLOT " + identifier(name) + " LOGICAL pgoutput (SNAPSHOT 'nothing')");
+Lsn Connection::create_slot(const std::string& name, bool failover) const {
+  const auto features = features_of(server_version());
+  if (failover && !features.failover_slots) {
+    throw PgError(fmt::format("postgres.failover_slot needs PostgreSQL 17 or later; this server is {}. Fix: set "
+                              "postgres.failover_slot: false, or upgrade to 17",
+                              version_text(features.server_version)),
+                  "0A000");
+  }
+  // 14 answers the option list with a syntax error (42601); its keyword form is NOEXPORT_SNAPSHOT.
+  const std::string options = !features.slot_options_list ? " NOEXPORT_SNAPSHOT"
+                              : failover                  ? " (SNAPSHOT 'nothing', FAILOVER true)"
+                                                          : " (SNAPSHOT 'nothing')";
+  auto res = exec("CREATE_REPLICATION_SLOT " + identifier(name) + " LOGICAL pgoutput" + options);
   if (PQntuples(res.get()) != 1 || PQnfields(res.get()) < 2) {
     throw PgError("CREATE_REPLICATION_SLOT returned an unexpected result", "");
   }

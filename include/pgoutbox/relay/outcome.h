@@ -20,6 +20,7 @@ enum class Fatal : int {
   authentication = 16,       // wrong password, or no pg_hba.conf entry
   mapping = 17,              // a configured column is missing or has an unusable type
   kafka_config = 18,         // librdkafka refused a property
+  unsupported_server = 19,   // PostgreSQL 13 or older, or a feature the server's major lacks
 };
 
 struct Outcome {
