@@ -69,7 +69,8 @@ if ! command -v npm >/dev/null; then
   # Debian's nodejs comes without npm (a build of Node.js that bundles npm needs nothing more).
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm
 fi
-pg_versions=(14.23.0-beta.17 16.14.0-beta.17 17.10.0-beta.17 18.4.0-beta.17)
+# 13 is there only for the test that pgoutbox refuses it (versions_pg13_refused_test).
+pg_versions=(13.23.0-beta.16 14.23.0-beta.17 16.14.0-beta.17 17.10.0-beta.17 18.4.0-beta.17)
 for version in "${pg_versions[@]}"; do
   major=${version%%.*}
   dest="$root/.deps/postgres/$major"

@@ -58,7 +58,7 @@ PgCluster::PgCluster(std::map<std::string, std::string> settings)
       port_(free_loopback_port()),
       settings_(std::move(settings)) {
   ChildProcess initdb({.argv = {bindir_ + "/initdb", "-D", data_dir_, "-U", "postgres", "--auth=trust",
-                                "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions"},
+                                "--encoding=UTF8", "--locale=C.UTF-8"},
                        .log_path = scratch_.path() + "/initdb.log",
                        .run_as = account_,
                        .extra_env = {}});
