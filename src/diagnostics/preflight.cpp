@@ -7,6 +7,7 @@
 #include "checks.h"
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/diagnostics/slot_status.h"
+#include "pgoutbox/replication/connect_failure.h"
 #include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::diagnostics {
@@ -19,10 +20,14 @@ std::vector<Finding> check_postgres(const config::Config& config) {
     conn.emplace(connect_ordinary(config, "check"));
   } catch (const replication::PgError& e) {
     // libpq's message names host, port, user and the reason, never the password.
+    std::string message = e.what();
+    message = message.substr(0, message.find(". Fix: "));
+    const auto diagnosis = replication::diagnose_connect_failure(message);
     findings.push_back(Finding::blocking(
-        "postgres", fmt::format("{} ({})", e.what(), where),
-        "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD or "
-        "postgres.password_file) and pg_hba.conf."));
+        "postgres", fmt::format("{} ({})", message, where),
+        diagnosis.fix.empty() ? "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD "
+                                "or postgres.password_file) and pg_hba.conf."
+                              : diagnosis.fix + "."));
     return findings;
   }
   std::vector<std::string> who;

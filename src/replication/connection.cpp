@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "pgoutbox/replication/connect_failure.h"
 #include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::replication {
@@ -52,7 +53,15 @@ Connection Connection::open(const std::string& dsn, bool replication, const std:
   Connection conn(raw);
   if (raw == nullptr) throw PgError("out of memory creating a libpq connection", "");
   if (PQstatus(raw) != CONNECTION_OK) {
-    throw PgError(fmt::format("cannot connect to PostgreSQL: {}", trim(PQerrorMessage(raw))), "");
+    const std::string message = trim(PQerrorMessage(raw));
+    // A TLS failure carries its fix here: it has no SQLSTATE for a caller to classify by.
+    const auto diagnosis = diagnose_connect_failure(message);
+    const bool tls = diagnosis.kind == ConnectFailure::tls_untrusted ||
+                     diagnosis.kind == ConnectFailure::tls_host_mismatch ||
+                     diagnosis.kind == ConnectFailure::tls_client_cert;
+    throw PgError(tls ? fmt::format("cannot connect to PostgreSQL: {}. Fix: {}", message, diagnosis.fix)
+                      : fmt::format("cannot connect to PostgreSQL: {}", message),
+                  "");
   }
   return conn;
 }

@@ -49,7 +49,7 @@ void exec_on(PGconn* conn, const std::string& sql) {
   }
 }
 
-PgCluster::PgCluster(std::map<std::string, std::string> settings)
+PgCluster::PgCluster(std::map<std::string, std::string> settings, const std::string& hba_lines)
     : account_(service_account()),
       scratch_("pg", account_),
       data_dir_(scratch_.path() + "/data"),
@@ -69,9 +69,13 @@ PgCluster::PgCluster(std::map<std::string, std::string> settings)
   // Loopback TCP with trust for the tests' own connections, replication included.
   server_major_ = read_major(data_dir_ + "/PG_VERSION");
   std::ofstream hba(data_dir_ + "/pg_hba.conf", std::ios::trunc);
-  hba << "local all all trust\n"
-         "host all all 127.0.0.1/32 trust\n"
-         "host replication all 127.0.0.1/32 trust\n";
+  if (!hba_lines.empty()) {
+    hba << hba_lines;
+  } else {
+    hba << "local all all trust\n"
+           "host all all 127.0.0.1/32 trust\n"
+           "host replication all 127.0.0.1/32 trust\n";
+  }
   hba.close();
   start();
 }

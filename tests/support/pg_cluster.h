@@ -30,8 +30,9 @@ class PgCluster {
  public:
   enum class Stop { smart, fast, immediate };
 
-  // `settings` are extra postgresql.conf lines (name → value), applied at every start.
-  explicit PgCluster(std::map<std::string, std::string> settings = {});
+  // `settings` are extra postgresql.conf lines (name → value), applied at every start. `hba`,
+  // when given, is the whole pg_hba.conf instead of trust for every loopback connection.
+  explicit PgCluster(std::map<std::string, std::string> settings = {}, const std::string& hba = {});
   ~PgCluster();
   PgCluster(const PgCluster&) = delete;
   PgCluster& operator=(const PgCluster&) = delete;
