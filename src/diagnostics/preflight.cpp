@@ -40,14 +40,20 @@ std::vector<Finding> check_postgres(const config::Config& config) {
   }
   findings.push_back(
       Finding::ok("postgres", fmt::format("connected to {} as {}, PostgreSQL {}", where, who.at(0), who.at(2))));
+  const auto features = replication::features_of(conn->server_version());
   try {
-    replication::require_supported_server(conn->server_version());
+    replication::require_supported_server(features.server_version);
+    replication::require_failover_support(features, config.postgres.failover_slot);
   } catch (const replication::PgError& e) {
-    // Every later check would query catalogs this server lays out differently: stop here.
-    findings.push_back(Finding::blocking(kServerVersionSubject, e.what(), "upgrade PostgreSQL to 14 or later."));
+    // Every later check would query catalogs this server lays out differently: stop here. The
+    // error's text is "<what>. Fix: <fix>".
+    const std::string what = e.what();
+    const auto at = what.find(". Fix: ");
+    findings.push_back(Finding::blocking(kServerVersionSubject, what.substr(0, at + 1),
+                                         at == std::string::npos ? std::string() : what.substr(at + 7)));
     return findings;
   }
-  findings.push_back(Finding::ok(kServerVersionSubject, replication::features_of(conn->server_version()).describe()));
+  findings.push_back(Finding::ok(kServerVersionSubject, features.describe()));
   detail::CheckContext ctx{config, *conn, who.at(0), who.at(1), findings};
   detail::check_server(ctx);
   detail::check_role(ctx);

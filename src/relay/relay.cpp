@@ -91,6 +91,7 @@ void Relay::connect() {
   replication::require_supported_server(connection_->server_version());
   const auto features = replication::features_of(connection_->server_version());
   spdlog::info("server: {}", features.describe());
+  replication::require_failover_support(features, pg.failover_slot);
   const auto identity = connection_->identify_system();
   const auto tables = table_names(config_);
   if (!connection_->publication(pg.publication) && pg.create_publication) {
@@ -108,7 +109,7 @@ void Relay::connect() {
                                              pg.slot, pg.slot),
                                  "42704");
     }
-    const auto at = connection_->create_slot(pg.slot);
+    const auto at = connection_->create_slot(pg.slot, pg.failover_slot);
     spdlog::info("created replication slot {} at {}", pg.slot, at.to_string());
   } else {
     if (slot->plugin != "pgoutput") {

@@ -135,12 +135,7 @@ std::optional<SlotState> Connection::slot(const std::string& name) const {
 
 Lsn Connection::create_slot(const std::string& name, bool failover) const {
   const auto features = features_of(server_version());
-  if (failover && !features.failover_slots) {
-    throw PgError(fmt::format("postgres.failover_slot needs PostgreSQL 17 or later; this server is {}. Fix: set "
-                              "postgres.failover_slot: false, or upgrade to 17",
-                              version_text(features.server_version)),
-                  "0A000");
-  }
+  require_failover_support(features, failover);
   // 14 answers the option list with a syntax error (42601); its keyword form is NOEXPORT_SNAPSHOT.
   const std::string options = !features.slot_options_list ? " NOEXPORT_SNAPSHOT"
                               : failover                  ? " (SNAPSHOT 'nothing', FAILOVER true)"

@@ -46,4 +46,13 @@ void require_supported_server(int server_version) {
                 "0A000");
 }
 
+void require_failover_support(const ServerFeatures& features, bool failover_slot) {
+  if (!failover_slot || features.failover_slots) return;
+  throw PgError(fmt::format("postgres.failover_slot needs PostgreSQL 17 or later; this server is {}. Fix: set "
+                            "postgres.failover_slot: false (a failover then needs a new slot, and events committed "
+                            "since the last confirmation are lost), or upgrade to 17",
+                            version_text(features.server_version)),
+                "0A000");
+}
+
 }  // namespace pgoutbox::replication

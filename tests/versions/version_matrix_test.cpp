@@ -68,7 +68,7 @@ class VersionMatrixTest : public ::testing::Test {
 
   int expected_proto() const { return pg.server_major() >= 16 ? 4 : pg.server_major() == 15 ? 3 : 2; }
 
-  void stop(PgoutboxProcess& process) {
+  static void stop(PgoutboxProcess& process) {
     process.signal(SIGTERM);
     EXPECT_EQ(process.wait_exit(30s), 0);
   }
@@ -205,6 +205,44 @@ TEST_F(VersionMatrixTest, CheckNamesTheServerFeaturesAndStatusReadsTheSlot) {
     EXPECT_EQ(pg.query_value("SELECT failover FROM pg_replication_slots WHERE slot_name = 'mx_ops_slot'"), "f");
   }
   pg.drop_slot_when_free("mx_ops_slot");
+}
+
+TEST_F(VersionMatrixTest, AFailoverSlotIsCreatedFrom17AndRefusedBefore) {
+  outbox_table("mx_failover");
+  const auto cfg = config("mx_failover", {"mx_failover"});
+  const std::vector<std::string> env = {"PGOUTBOX_POSTGRES_FAILOVER_SLOT=true"};
+  PgoutboxProcess process(PGOUTBOX_BINARY, cfg, dir.path() + "/failover.log", env);
+  if (pg.server_major() < 17) {
+    EXPECT_EQ(process.wait_exit(60s), 19) << log_of("failover.log");
+    EXPECT_NE(log_of("failover.log").find("postgres.failover_slot needs PostgreSQL 17 or later"), std::string::npos)
+        << log_of("failover.log");
+    EXPECT_FALSE(pg.query_value("SELECT slot_name FROM pg_replication_slots WHERE slot_name = 'mx_failover_slot'"));
+    const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg}, env);
+    EXPECT_EQ(check.exit_code, 19) << check.output;
+    EXPECT_NE(line_starting(check.output, "FAIL  postgres version: postgres.failover_slot needs PostgreSQL 17")
+                  .find("Fix: set postgres.failover_slot: false"),
+              std::string::npos)
+        << check.output;
+    return;
+  }
+  PGOUTBOX_ASSERT_EVENTUALLY(slot_active("mx_failover_slot"), 60s);
+  EXPECT_EQ(pg.query_value("SELECT failover FROM pg_replication_slots WHERE slot_name = 'mx_failover_slot'"), "t");
+  stop(process);
+  const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg}, env);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_TRUE(check.printed("ok    slot mx_failover_slot: failover = true")) << check.output;
+  pg.drop_slot_when_free("mx_failover_slot");
+
+  // A slot without failover while a standby's physical slot exists: check warns what a failover loses.
+  pg.exec("SELECT pg_create_physical_replication_slot('mx_standby');"
+          "SELECT pg_create_logical_replication_slot('mx_failover_slot', 'pgoutput')");
+  const auto warned = run_pgoutbox(dir.path(), {"check", "-c", cfg});
+  EXPECT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(line_starting(warned.output, "WARN  slot mx_failover_slot: failover = false").find("would be lost"),
+            std::string::npos)
+      << warned.output;
+  pg.exec("SELECT pg_drop_replication_slot('mx_standby')");
+  pg.drop_slot_when_free("mx_failover_slot");
 }
 
 }  // namespace

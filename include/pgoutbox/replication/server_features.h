@@ -39,4 +39,8 @@ std::string version_text(int server_version);
 // lacks when `server_version` is older than kOldestSupportedServer.
 void require_supported_server(int server_version);
 
+// Throws PgError 0A000 when `failover_slot` is asked of a server before 17, whose slots cannot
+// be synchronised to a standby.
+void require_failover_support(const ServerFeatures& features, bool failover_slot);
+
 }  // namespace pgoutbox::replication
