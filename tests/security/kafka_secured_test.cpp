@@ -1,7 +1,7 @@
 // pgoutbox publishing to a Kafka that only admits authenticated clients: an SSL listener that
 // requires client certificates, with the standard authorizer on and ACLs that let pgoutbox's
 // user write only its own topics. An untrusted broker certificate and a topic without an ACL
-// each say so in `run`, and `check` blocks on them.
+// each say so in `run`, and `check` blocks on them (naming the missing ACL).
 //
 // Not here yet: SASL_SSL with SCRAM-SHA-512. A user made with `kafka-storage format --add-scram`
 // is in the bootstrap metadata, yet Kafka 4.1.1 refused its password ("invalid credentials")
@@ -142,12 +142,18 @@ TEST_F(KafkaSecuredTest, AnUntrustedBrokerCertificateIsNamedInRunAndBlocksCheck)
   EXPECT_NE(line_starting(check.output, "FAIL  kafka").find("ssl.*"), std::string::npos) << check.output;
 }
 
-TEST_F(KafkaSecuredTest, ATopicWithoutAnAclIsNamedInRun) {
+TEST_F(KafkaSecuredTest, ATopicWithoutAnAclIsNamedInRunAndCheck) {
   const auto cfg = config("ks_no_acl", "denied_topic", "SSL", mtls_properties());
   run_until("ks_no_acl", cfg, {}, [](const std::string& text) {
     return text.find("Topic authorization failed") != std::string::npos;
   });
   EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "denied_topic"), 0);
+  const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg});
+  EXPECT_EQ(check.exit_code, 1) << check.output;
+  const auto line = line_starting(check.output, "FAIL  table public.ks_no_acl: topic denied_topic");
+  EXPECT_NE(line.find("Topic authorization failed"), std::string::npos) << check.output;
+  EXPECT_NE(line.find("Fix: grant pgoutbox's principal WRITE and DESCRIBE on topic denied_topic"), std::string::npos)
+      << check.output;
 }
 
 }  // namespace
