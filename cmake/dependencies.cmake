@@ -19,5 +19,9 @@ if(PGOUTBOX_BUILD_TESTS)
   if(NOT pg_config_rc EQUAL 0 OR NOT EXISTS "${PG_BINDIR}/initdb")
     message(FATAL_ERROR "PostgreSQL server binaries not found through pg_config (${PG_BINDIR}); run scripts/setup.sh")
   endif()
+  # Its major, so that PGOUTBOX_TEST_PG_MAJOR naming it needs nothing from .deps/postgres.
+  execute_process(COMMAND "${PG_BINDIR}/postgres" --version OUTPUT_VARIABLE pg_server_version
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  string(REGEX MATCH "[0-9]+" PG_SYSTEM_MAJOR "${pg_server_version}")
   find_program(JAVA_EXECUTABLE java REQUIRED)
 endif()

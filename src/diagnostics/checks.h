@@ -29,6 +29,8 @@ void check_role(CheckContext& ctx);
 void check_tables(CheckContext& ctx);
 // The slot: exists or will be created, pgoutput, this database, not lost, who holds it, lag.
 void check_slot(CheckContext& ctx);
+// PostgreSQL 17+: whether the slot is synchronised to standbys (failover, synced).
+void check_slot_failover(CheckContext& ctx);
 
 // A query's first row as text (NULL as ""); throws replication::PgError.
 std::vector<std::string> first_row(const replication::Connection& conn, const std::string& sql);

@@ -69,6 +69,8 @@ Client make_client(const config::Config& config, ClientErrors& errors, std::vect
       return nullptr;
     }
   }
+  // Looking a topic up by name must not create it (the broker would, for a producer's request).
+  rd_kafka_conf_set(conf, "allow.auto.create.topics", "false", err, sizeof err);
   rd_kafka_conf_set_opaque(conf, &errors);
   rd_kafka_conf_set_error_cb(conf, &on_error);
   rd_kafka_conf_set_log_cb(conf, &on_log);
@@ -128,8 +130,23 @@ std::optional<std::string> static_topic(const std::string& topic_template) {
   return topic;
 }
 
-void check_topic(const std::string& subject, const std::string& topic, const rd_kafka_metadata_t& md,
-                 std::optional<bool> auto_create, std::vector<Finding>& findings) {
+// The error the broker gives for `topic` asked by name. A listing of all topics leaves out those
+// the principal may not describe; only a request naming one answers TOPIC_AUTHORIZATION_FAILED.
+rd_kafka_resp_err_t named_topic_error(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+  std::unique_ptr<rd_kafka_topic_t, decltype(&rd_kafka_topic_destroy)> handle(
+      rd_kafka_topic_new(rk, topic.c_str(), nullptr), &rd_kafka_topic_destroy);
+  if (!handle) return RD_KAFKA_RESP_ERR_NO_ERROR;
+  const rd_kafka_metadata_t* raw = nullptr;
+  if (rd_kafka_metadata(rk, 0, handle.get(), &raw, static_cast<int>(timeout.count())) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+      raw == nullptr) {
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+  }
+  const std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> md(raw);
+  return md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+void check_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const std::string& subject, const std::string& topic,
+                 const rd_kafka_metadata_t& md, std::optional<bool> auto_create, std::vector<Finding>& findings) {
   for (int i = 0; i < md.topic_cnt; ++i) {
     const auto& t = md.topics[i];
     if (topic != t.topic) continue;
@@ -142,6 +159,16 @@ void check_topic(const std::string& subject, const std::string& topic, const rd_
                                            "grant the producer Describe and Write on the topic (ACLs)."));
       return;
     }
+  }
+  if (named_topic_error(rk, topic, timeout) == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+    findings.push_back(Finding::blocking(
+        subject, fmt::format("topic {}: {}; this principal may not describe it.", topic,
+                             rd_kafka_err2str(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)),
+        fmt::format("grant pgoutbox's principal WRITE and DESCRIBE on topic {} (and IDEMPOTENT_WRITE on the cluster), "
+                    "e.g. kafka-acls.sh --add --allow-principal User:<name> --operation Write --operation Describe "
+                    "--topic {}.",
+                    topic, topic)));
+    return;
   }
   if (auto_create == true) {
     findings.push_back(Finding::ok(subject, fmt::format("topic {} does not exist; the broker creates it on first use "
@@ -193,7 +220,7 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
   for (const auto& table : config.tables) {
     const std::string subject = "table " + table.schema + "." + table.name;
     if (const auto topic = static_topic(table.topic)) {
-      if (seen.insert(*topic).second) check_topic(subject, *topic, *md, auto_create, findings);
+      if (seen.insert(*topic).second) check_topic(client.get(), timeout, subject, *topic, *md, auto_create, findings);
       continue;
     }
     if (auto_create == false) {
@@ -210,7 +237,8 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
     }
   }
   if (config.poison.policy == config::PoisonPolicy::dead_letter && seen.insert(config.poison.dead_letter_topic).second) {
-    check_topic("poison.dead_letter_topic", config.poison.dead_letter_topic, *md, auto_create, findings);
+    check_topic(client.get(), timeout, "poison.dead_letter_topic", config.poison.dead_letter_topic, *md, auto_create,
+                findings);
   }
   return findings;
 }

@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "checks.h"
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/diagnostics/slot_status.h"
+#include "pgoutbox/replication/connect_failure.h"
+#include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::diagnostics {
 
@@ -16,10 +20,14 @@ std::vector<Finding> check_postgres(const config::Config& config) {
     conn.emplace(connect_ordinary(config, "check"));
   } catch (const replication::PgError& e) {
     // libpq's message names host, port, user and the reason, never the password.
+    std::string message = e.what();
+    message = message.substr(0, message.find(". Fix: "));
+    const auto diagnosis = replication::diagnose_connect_failure(message);
     findings.push_back(Finding::blocking(
-        "postgres", fmt::format("{} ({})", e.what(), where),
-        "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD or "
-        "postgres.password_file) and pg_hba.conf."));
+        "postgres", fmt::format("{} ({})", message, where),
+        diagnosis.fix.empty() ? "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD "
+                                "or postgres.password_file) and pg_hba.conf."
+                              : diagnosis.fix + "."));
     return findings;
   }
   std::vector<std::string> who;
@@ -32,12 +40,32 @@ std::vector<Finding> check_postgres(const config::Config& config) {
   }
   findings.push_back(
       Finding::ok("postgres", fmt::format("connected to {} as {}, PostgreSQL {}", where, who.at(0), who.at(2))));
+  const auto features = replication::features_of(conn->server_version());
+  try {
+    replication::require_supported_server(features.server_version);
+    replication::require_failover_support(features, config.postgres.failover_slot);
+  } catch (const replication::PgError& e) {
+    // Every later check would query catalogs this server lays out differently: stop here. The
+    // error's text is "<what>. Fix: <fix>".
+    const std::string what = e.what();
+    const auto at = what.find(". Fix: ");
+    findings.push_back(Finding::blocking(kServerVersionSubject, what.substr(0, at + 1),
+                                         at == std::string::npos ? std::string() : what.substr(at + 7)));
+    return findings;
+  }
+  findings.push_back(Finding::ok(kServerVersionSubject, features.describe()));
   detail::CheckContext ctx{config, *conn, who.at(0), who.at(1), findings};
   detail::check_server(ctx);
   detail::check_role(ctx);
   detail::check_tables(ctx);
   detail::check_slot(ctx);
   return findings;
+}
+
+bool unsupported_server(const std::vector<Finding>& findings) {
+  return std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+    return f.severity == Severity::blocking && f.subject == kServerVersionSubject;
+  });
 }
 
 }  // namespace pgoutbox::diagnostics

@@ -4,6 +4,7 @@
 
 #include "checks.h"
 #include "pgoutbox/diagnostics/slot_status.h"
+#include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::diagnostics::detail {
 
@@ -52,6 +53,38 @@ void check_slot(CheckContext& ctx) {
                     slot->active_pid ? std::to_string(*slot->active_pid) : std::string("?")),
         "nothing if that is your running pgoutbox; otherwise find the client in pg_stat_replication and stop it."));
   }
+  check_slot_failover(ctx);
+}
+
+void check_slot_failover(CheckContext& ctx) {
+  // 17 and later: is the slot synchronised to a physical standby (failover), or is this the
+  // standby's copy (synced)? Without failover a promoted standby has no slot, and whatever was
+  // committed after pgoutbox's last confirmation never reaches Kafka.
+  if (!replication::features_of(ctx.conn.server_version()).slot_failover) return;
+  const auto& pg = ctx.config.postgres;
+  const std::string subject = "slot " + pg.slot;
+  const auto slot = ctx.conn.slot(pg.slot);
+  if (!slot || !slot->failover) return;
+  if (*slot->failover) {
+    ctx.findings.push_back(Finding::ok(
+        subject, fmt::format("failover = true{}: a physical standby with sync_replication_slots = on keeps a copy",
+                             slot->synced.value_or(false) ? ", synced (this server is the standby)" : "")));
+    return;
+  }
+  const auto standbys = detail::first_row(
+      ctx.conn, "SELECT count(*) FROM pg_catalog.pg_replication_slots WHERE slot_type = 'physical'");
+  const std::string message = "failover = false: a standby promoted after a failover has no copy of this slot";
+  if (standbys.empty() || standbys.at(0) == "0") {
+    ctx.findings.push_back(Finding::ok(subject, message + " (no physical replication slot here)"));
+    return;
+  }
+  ctx.findings.push_back(Finding::warning(
+      subject, fmt::format("{}, and {} physical replication slot(s) serve standbys here: events committed since the "
+                           "last confirmation would be lost on failover.",
+                           message, standbys.at(0)),
+      "set postgres.failover_slot: true and recreate the slot (pgoutbox slot drop -c FILE --yes while pgoutbox is "
+      "stopped and caught up), then on the standby sync_replication_slots = on, hot_standby_feedback = on, and on "
+      "the primary synchronized_standby_slots = '<standby's physical slot>'."));
 }
 
 }  // namespace pgoutbox::diagnostics::detail

@@ -56,6 +56,7 @@ PgCause cause_of(const replication::PgError& error) {
   if (state == "42P01") return PgCause::table_missing;
   if (state == "53400") return PgCause::slot_limit;
   if (state == "42601") return PgCause::server_version;
+  if (state == "0A000") return PgCause::unsupported_feature;  // replication::ServerFeatures refused it
   return cause_of_text(state, error.what());
 }
 
@@ -105,11 +106,13 @@ Outcome classify(const replication::PgError& error, const SessionContext& contex
     case PgCause::server_version:
       return Outcome::fatal(
           Fatal::server_version,
-          fmt::format("{}. PostgreSQL {} does not understand a replication command pgoutbox sends: "
-                      "CREATE_REPLICATION_SLOT … (SNAPSHOT 'nothing') needs PostgreSQL 15, and pgoutput's "
-                      "proto_version 3 with messages needs 15 too. Fix: run pgoutbox against PostgreSQL 15 or later",
+          fmt::format("{}. PostgreSQL {} does not understand a replication command pgoutbox sends (pgoutbox chooses "
+                      "the slot syntax and proto_version by the server's major, 14 and later). Fix: run pgoutbox "
+                      "against PostgreSQL 14 or later, and report this if the server is 14 or later",
                       what, context.server_version == 0 ? std::string("(version unknown)")
                                                         : std::to_string(context.server_version / 10000)));
+    case PgCause::unsupported_feature:
+      return Outcome::fatal(Fatal::server_version, what);  // the message names the version and the fix
   }
   return Outcome::reconnect(what);
 }

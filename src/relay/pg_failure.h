@@ -25,6 +25,7 @@ enum class PgCause {
   slot_limit,        // max_replication_slots reached (53400)
   publication,       // missing, or does not cover the tables
   server_version,    // the server does not understand a command pgoutbox sends (42601)
+  unsupported_feature,  // 0A000: a server too old for pgoutbox (13 and older) or for an option (failover slots)
 };
 
 // By SQLSTATE, then libpq's message text.

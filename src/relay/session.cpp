@@ -6,6 +6,7 @@
 #include "pg_failure.h"
 #include "pgoutbox/kafka/producer_sink.h"
 #include "pgoutbox/replication/catalog.h"
+#include "pgoutbox/replication/server_features.h"
 #include "pgoutbox/replication/stream.h"
 
 namespace pgoutbox::relay {
@@ -89,6 +90,10 @@ class Session::Setup {
     const auto& pg = config_.postgres;
     connection.emplace(replication::Connection::open(pg.dsn, true, pg.application_name, pg.password));
     context.server_version = connection->server_version();
+    replication::require_supported_server(context.server_version);
+    const auto features = replication::features_of(context.server_version);
+    spdlog::info("server: {}", features.describe());
+    replication::require_failover_support(features, pg.failover_slot);
     const auto identity = connection->identify_system();
     const auto tables = table_names(config_);
     const auto slot = connection->slot(pg.slot);
@@ -132,7 +137,7 @@ class Session::Setup {
                                           "postgres.create_slot: true",
                                           pg.slot, pg.slot));
       }
-      slot_confirmed = connection->create_slot(pg.slot);
+      slot_confirmed = connection->create_slot(pg.slot, pg.failover_slot);
       spdlog::info("created replication slot {} at {}", pg.slot, slot_confirmed.to_string());
     } else {
       slot_confirmed = slot->confirmed_flush;
@@ -140,8 +145,8 @@ class Session::Setup {
     replication::StartOptions start;
     start.slot = pg.slot;
     start.publications = {pg.publication};
-    start.proto_version = connection->max_proto_version();
-    start.messages = true;
+    start.proto_version = features.proto_version;
+    start.messages = features.messages;
     connection->start_replication(start);
     spdlog::info("streaming from slot {} at {} (server {}, proto_version {}, system {})", pg.slot,
                  slot_confirmed.to_string(), connection->server_version(), start.proto_version, identity.system_id);

@@ -7,6 +7,9 @@
 
 #include "pgoutbox/replication/catalog.h"
 
+#include "pgoutbox/replication/connect_failure.h"
+#include "pgoutbox/replication/server_features.h"
+
 namespace pgoutbox::replication {
 namespace {
 
@@ -57,19 +60,20 @@ Connection Connection::open(const std::string& dsn, bool replication, const std:
   Connection conn(raw);
   if (raw == nullptr) throw PgError("out of memory creating a libpq connection", "");
   if (PQstatus(raw) != CONNECTION_OK) {
-    throw PgError(fmt::format("cannot connect to PostgreSQL: {}", trim(PQerrorMessage(raw))),
+    const std::string message = trim(PQerrorMessage(raw));
+    // A TLS failure carries its fix here: it has no SQLSTATE for a caller to classify by.
+    const auto diagnosis = diagnose_connect_failure(message);
+    const bool tls = diagnosis.kind == ConnectFailure::tls_untrusted ||
+                     diagnosis.kind == ConnectFailure::tls_host_mismatch ||
+                     diagnosis.kind == ConnectFailure::tls_client_cert;
+    throw PgError(tls ? fmt::format("cannot connect to PostgreSQL: {}. Fix: {}", message, diagnosis.fix)
+                      : fmt::format("cannot connect to PostgreSQL: {}", message),
                   PgError::Fields{{}, {}, {}, true});
   }
   return conn;
 }
 
-int Connection::max_proto_version() const {
-  const int version = server_version();
-  if (version >= 160000) return 4;
-  if (version >= 150000) return 3;
-  if (version >= 140000) return 2;
-  return 1;
-}
+int Connection::max_proto_version() const { return features_of(server_version()).proto_version; }
 
 PgResultPtr Connection::exec(const std::string& sql) const {
   PgResultPtr res(PQexec(conn_.get(), sql.c_str()));
@@ -112,8 +116,14 @@ std::optional<SlotState> Connection::slot(const std::string& name) const {
   return slot_state(res.get(), 0);
 }
 
-Lsn Connection::create_slot(const std::string& name) const {
-  auto res = exec("CREATE_REPLICATION_SLOT " + identifier(name) + " LOGICAL pgoutput (SNAPSHOT 'nothing')");
+Lsn Connection::create_slot(const std::string& name, bool failover) const {
+  const auto features = features_of(server_version());
+  require_failover_support(features, failover);
+  // 14 answers the option list with a syntax error (42601); its keyword form is NOEXPORT_SNAPSHOT.
+  const std::string options = !features.slot_options_list ? " NOEXPORT_SNAPSHOT"
+                              : failover                  ? " (SNAPSHOT 'nothing', FAILOVER true)"
+                                                          : " (SNAPSHOT 'nothing')";
+  auto res = exec("CREATE_REPLICATION_SLOT " + identifier(name) + " LOGICAL pgoutput" + options);
   if (PQntuples(res.get()) != 1 || PQnfields(res.get()) < 2) {
     throw PgError("CREATE_REPLICATION_SLOT returned an unexpected result", "");
   }

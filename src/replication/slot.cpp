@@ -47,7 +47,8 @@ std::string_view to_string(WalStatus status) {
 std::string slot_query(std::string_view slot_literal, int server_version) {
   // On a standby the server's position is the replayed one (pg_current_wal_lsn() would fail).
   // Differences are clamped at 0: an idle slot's confirmed position may be reported a few
-  // bytes past the last insert. two_phase exists from PostgreSQL 14 on.
+  // bytes past the last insert. two_phase exists from PostgreSQL 14 on; failover, synced and
+  // invalidation_reason from 17 (docs/pgoutput.md §1).
   return fmt::format(
       "WITH here AS (SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() "
       "ELSE pg_catalog.pg_current_wal_lsn() END AS lsn) "
@@ -55,9 +56,11 @@ std::string slot_query(std::string_view slot_literal, int server_version) {
       "s.wal_status, here.lsn, "
       "GREATEST(COALESCE(pg_catalog.pg_wal_lsn_diff(here.lsn, s.confirmed_flush_lsn), 0), 0)::bigint, "
       "GREATEST(COALESCE(pg_catalog.pg_wal_lsn_diff(here.lsn, s.restart_lsn), 0), 0)::bigint, "
-      "s.safe_wal_size, {} "
+      "s.safe_wal_size, {}, {} "
       "FROM pg_catalog.pg_replication_slots s, here WHERE s.slot_name = {}",
-      server_version >= 140000 ? "s.two_phase" : "false", slot_literal);
+      server_version >= 140000 ? "s.two_phase" : "false",
+      server_version >= 170000 ? "s.failover, s.synced, s.invalidation_reason" : "NULL::bool, NULL::bool, NULL::text",
+      slot_literal);
 }
 
 SlotState slot_state(const pg_result* result, int row) {
@@ -76,6 +79,9 @@ SlotState slot_state(const pg_result* result, int row) {
   s.retained_wal_bytes = int_at(r, row, 10).value_or(0);
   s.safe_wal_size_bytes = int_at(r, row, 11);
   s.two_phase = text_at(r, row, 12) == "t";
+  if (!PQgetisnull(r, row, 13)) s.failover = text_at(r, row, 13) == "t";
+  if (!PQgetisnull(r, row, 14)) s.synced = text_at(r, row, 14) == "t";
+  if (!PQgetisnull(r, row, 15)) s.invalidation_reason = text_at(r, row, 15);
   return s;
 }
 

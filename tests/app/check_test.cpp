@@ -90,6 +90,9 @@ TEST_F(CheckCommandTest, AMissingStaticTopicIsFineWhenTheBrokerCreatesTopics) {
                                          "not exist; the broker creates it on first use"),
             "")
       << result.output;
+  // Looking the topic up by name did not create it.
+  const auto again = check(write_config("chk_autotopic", "chk_autotopic.never.created"));
+  EXPECT_TRUE(again.printed("topic chk_autotopic.never.created does not exist")) << again.output;
 }
 
 TEST_F(CheckCommandTest, WalLevelReplicaBlocksWithTheFix) {

@@ -63,6 +63,7 @@ const std::string kEverything = R"(postgres:
   slot: shop_slot
   publication: shop_pub
   create_slot: false
+  failover_slot: true
   create_publication: true
   status_interval: 2s
   application_name: relay-1
@@ -113,6 +114,7 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(c.postgres.slot, "shop_slot");
   EXPECT_EQ(c.postgres.publication, "shop_pub");
   EXPECT_FALSE(c.postgres.create_slot);
+  EXPECT_TRUE(c.postgres.failover_slot);
   EXPECT_TRUE(c.postgres.create_publication);
   EXPECT_EQ(c.postgres.status_interval, 2s);
   EXPECT_EQ(c.postgres.application_name, "relay-1");

@@ -76,21 +76,30 @@ std::vector<std::string> java_argv(const std::string& scratch, const std::string
 
 }  // namespace
 
-KafkaBroker::KafkaBroker()
+KafkaBroker::KafkaBroker() : KafkaBroker(Options{}) {}
+
+KafkaBroker::KafkaBroker(const Options& options)
     : scratch_("kafka", std::nullopt),
       log_path_(scratch_.path() + "/broker.log"),
       config_path_(scratch_.path() + "/server.properties"),
       port_(free_loopback_port()),
       controller_port_(free_loopback_port()) {
+  std::string listeners = "PLAINTEXT://127.0.0.1:" + std::to_string(port_);
+  std::string protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT";
+  for (const auto& name : options.listeners) {
+    const int port = listener_ports_[name] = free_loopback_port();
+    listeners += "," + name + "://127.0.0.1:" + std::to_string(port);
+    protocols += "," + name + ":" + name;
+  }
   std::ofstream conf(config_path_, std::ios::trunc);
   conf << "process.roles=broker,controller\n"
        << "node.id=1\n"
        << "controller.quorum.voters=1@127.0.0.1:" << controller_port_ << "\n"
-       << "listeners=PLAINTEXT://127.0.0.1:" << port_ << ",CONTROLLER://127.0.0.1:" << controller_port_ << "\n"
-       << "advertised.listeners=PLAINTEXT://127.0.0.1:" << port_ << "\n"
+       << "listeners=" << listeners << ",CONTROLLER://127.0.0.1:" << controller_port_ << "\n"
+       << "advertised.listeners=" << listeners << "\n"
        << "controller.listener.names=CONTROLLER\n"
        << "inter.broker.listener.name=PLAINTEXT\n"
-       << "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
+       << "listener.security.protocol.map=" << protocols << "\n"
        << "log.dirs=" << scratch_.path() << "/data\n"
        << "num.partitions=1\n"
        << "auto.create.topics.enable=true\n"
@@ -101,7 +110,8 @@ KafkaBroker::KafkaBroker()
        << "share.coordinator.state.topic.replication.factor=1\n"
        << "share.coordinator.state.topic.min.isr=1\n"
        << "group.initial.rebalance.delay.ms=0\n"
-       << "log.flush.interval.messages=9223372036854775807\n";
+       << "log.flush.interval.messages=9223372036854775807\n"
+       << options.properties;
   conf.close();
 
   auto argv = java_argv(scratch_.path(), "kafka.tools.StorageTool");
@@ -109,6 +119,7 @@ KafkaBroker::KafkaBroker()
   argv.push_back(random_cluster_id());
   argv.emplace_back("-c");
   argv.push_back(config_path_);
+  argv.insert(argv.end(), options.format_args.begin(), options.format_args.end());
   ChildProcess format({.argv = argv, .log_path = scratch_.path() + "/format.log", .run_as = std::nullopt, .extra_env = {}});
   const auto status = format.wait(std::chrono::seconds(120));
   if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
@@ -149,6 +160,10 @@ void KafkaBroker::resume() { server_.signal_group(SIGCONT); }
 bool KafkaBroker::running() { return server_.running(); }
 
 std::string KafkaBroker::bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
+
+std::string KafkaBroker::bootstrap(const std::string& listener) const {
+  return "127.0.0.1:" + std::to_string(listener_ports_.at(listener));
+}
 
 bool KafkaBroker::answers_metadata(std::chrono::milliseconds timeout) const {
   char err[512];

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "child_process.h"
 
@@ -12,7 +14,16 @@ namespace pgoutbox::test {
 // warnings-only logs. Can be stopped, killed, frozen and restarted mid-test; keeps its data.
 class KafkaBroker {
  public:
+  // A listener beside PLAINTEXT (which the harness uses, and which a secured test makes its super
+  // user's): its name is also its security protocol (SASL_SSL, SSL).
+  struct Options {
+    std::vector<std::string> listeners;
+    std::string properties;                // more server.properties lines
+    std::vector<std::string> format_args;  // more `kafka-storage format` arguments (--add-scram …)
+  };
+
   KafkaBroker();
+  explicit KafkaBroker(const Options& options);
   ~KafkaBroker();
   KafkaBroker(const KafkaBroker&) = delete;
   KafkaBroker& operator=(const KafkaBroker&) = delete;
@@ -29,8 +40,9 @@ class KafkaBroker {
   bool running();
   pid_t pid() const { return server_.pid(); }
 
-  // "127.0.0.1:PORT", for bootstrap.servers.
+  // "127.0.0.1:PORT", for bootstrap.servers: the PLAINTEXT listener, or the one named.
   std::string bootstrap() const;
+  std::string bootstrap(const std::string& listener) const;
   const std::string& log_path() const { return log_path_; }
 
   // True when a metadata request answers within `timeout`.
@@ -42,6 +54,7 @@ class KafkaBroker {
   std::string config_path_;
   int port_;
   int controller_port_;
+  std::map<std::string, int> listener_ports_;
   ChildProcess server_;
 };
 

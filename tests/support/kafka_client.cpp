@@ -186,3 +186,44 @@ void create_topic(const std::string& bootstrap, const std::string& topic, int pa
 }
 
 }  // namespace pgoutbox::test
+
+namespace pgoutbox::test {
+
+void allow_acls(const std::string& bootstrap, const std::string& principal, const std::vector<AclGrant>& grants) {
+  auto admin = make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap}});
+  char err[512];
+  std::vector<rd_kafka_AclBinding_t*> bindings;
+  for (const auto& g : grants) {
+    rd_kafka_AclBinding_t* binding =
+        rd_kafka_AclBinding_new(g.type, g.name.c_str(), g.pattern, principal.c_str(), "*", g.operation,
+                                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, err, sizeof err);
+    if (binding == nullptr) throw std::runtime_error(std::string("AclBinding: ") + err);
+    bindings.push_back(binding);
+  }
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(admin.get());
+  rd_kafka_CreateAcls(admin.get(), bindings.data(), bindings.size(), nullptr, queue);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 30000);
+  std::string failure;
+  if (ev == nullptr) {
+    failure = "no CreateAcls result in 30 s";
+  } else {
+    if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      failure = rd_kafka_event_error_string(ev);
+    } else {
+      size_t n = 0;
+      const rd_kafka_acl_result_t** results =
+          rd_kafka_CreateAcls_result_acls(rd_kafka_event_CreateAcls_result(ev), &n);
+      for (size_t i = 0; i < n && failure.empty(); ++i) {
+        if (const rd_kafka_error_t* e = rd_kafka_acl_result_error(results[i]); e != nullptr) {
+          failure = rd_kafka_error_string(e);
+        }
+      }
+    }
+    rd_kafka_event_destroy(ev);
+  }
+  rd_kafka_queue_destroy(queue);
+  for (auto* b : bindings) rd_kafka_AclBinding_destroy(b);
+  if (!failure.empty()) throw std::runtime_error("create ACLs for " + principal + ": " + failure);
+}
+
+}  // namespace pgoutbox::test

@@ -40,6 +40,18 @@ struct ConsumedRecord {
 std::vector<ConsumedRecord> read_topic(const std::string& bootstrap, const std::string& topic,
                                        std::size_t expected, std::chrono::milliseconds timeout);
 
+// One ALLOW ACL: `operation` on a resource, for any host.
+struct AclGrant {
+  rd_kafka_ResourceType_t type;
+  std::string name;
+  rd_kafka_ResourcePatternType_t pattern;
+  rd_kafka_AclOperation_t operation;
+};
+
+// Creates `grants` for `principal` ("User:name") through the admin API of `bootstrap` (a
+// listener whose principal is a super user) and waits for the result.
+void allow_acls(const std::string& bootstrap, const std::string& principal, const std::vector<AclGrant>& grants);
+
 // Creates a topic with the admin API and waits for the result.
 void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
                   const std::map<std::string, std::string>& config = {});

@@ -1,6 +1,7 @@
 #include "pg_cluster.h"
 
 #include <signal.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -14,9 +15,18 @@
 namespace pgoutbox::test {
 namespace {
 
+// The server's bin directory: PGOUTBOX_PG_BINDIR wins; else PGOUTBOX_TEST_PG_MAJOR picks one of
+// the majors scripts/setup.sh unpacks into .deps/postgres/<major>; else the system's server
+// (`pg_config --bindir` at configure time, Debian's 15).
 std::string pg_bindir() {
   if (const char* dir = std::getenv("PGOUTBOX_PG_BINDIR"); dir != nullptr && *dir != '\0') return dir;
-  return PGOUTBOX_PG_BINDIR;  // from `pg_config --bindir` at configure time
+  const std::string major = requested_pg_major();
+  if (major.empty()) return PGOUTBOX_PG_BINDIR;
+  const std::string matrix = std::string(PGOUTBOX_PG_MATRIX_DIR) + "/" + major + "/native/bin";
+  if (::access((matrix + "/postgres").c_str(), X_OK) == 0) return matrix;
+  if (major == PGOUTBOX_PG_SYSTEM_MAJOR) return PGOUTBOX_PG_BINDIR;
+  throw std::runtime_error("PGOUTBOX_TEST_PG_MAJOR=" + major + ": no server at " + matrix +
+                           " (scripts/setup.sh installs Postgres 14, 16, 17 and 18 there)");
 }
 
 struct PgResultDeleter {
@@ -26,6 +36,11 @@ using PgResultPtr = std::unique_ptr<PGresult, PgResultDeleter>;
 
 }  // namespace
 
+std::string requested_pg_major() {
+  const char* major = std::getenv("PGOUTBOX_TEST_PG_MAJOR");
+  return major != nullptr ? major : "";
+}
+
 void exec_on(PGconn* conn, const std::string& sql) {
   PgResultPtr res(PQexec(conn, sql.c_str()));
   const auto status = PQresultStatus(res.get());
@@ -34,7 +49,7 @@ void exec_on(PGconn* conn, const std::string& sql) {
   }
 }
 
-PgCluster::PgCluster(std::map<std::string, std::string> settings)
+PgCluster::PgCluster(std::map<std::string, std::string> settings, const std::string& hba_lines)
     : account_(service_account()),
       scratch_("pg", account_),
       data_dir_(scratch_.path() + "/data"),
@@ -43,7 +58,7 @@ PgCluster::PgCluster(std::map<std::string, std::string> settings)
       port_(free_loopback_port()),
       settings_(std::move(settings)) {
   ChildProcess initdb({.argv = {bindir_ + "/initdb", "-D", data_dir_, "-U", "postgres", "--auth=trust",
-                                "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions"},
+                                "--encoding=UTF8", "--locale=C.UTF-8"},
                        .log_path = scratch_.path() + "/initdb.log",
                        .run_as = account_,
                        .extra_env = {}});
@@ -52,12 +67,24 @@ PgCluster::PgCluster(std::map<std::string, std::string> settings)
     throw std::runtime_error("initdb failed:\n" + tail_of(scratch_.path() + "/initdb.log"));
   }
   // Loopback TCP with trust for the tests' own connections, replication included.
+  server_major_ = read_major(data_dir_ + "/PG_VERSION");
   std::ofstream hba(data_dir_ + "/pg_hba.conf", std::ios::trunc);
-  hba << "local all all trust\n"
-         "host all all 127.0.0.1/32 trust\n"
-         "host replication all 127.0.0.1/32 trust\n";
+  if (!hba_lines.empty()) {
+    hba << hba_lines;
+  } else {
+    hba << "local all all trust\n"
+           "host all all 127.0.0.1/32 trust\n"
+           "host replication all 127.0.0.1/32 trust\n";
+  }
   hba.close();
   start();
+}
+
+int PgCluster::read_major(const std::string& pg_version_file) {
+  std::ifstream in(pg_version_file);
+  int major = 0;
+  if (!(in >> major)) throw std::runtime_error("cannot read " + pg_version_file);
+  return major;
 }
 
 PgCluster::~PgCluster() {

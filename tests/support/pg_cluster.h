@@ -18,15 +18,21 @@ struct PgConnDeleter {
 };
 using PgConnPtr = std::unique_ptr<PGconn, PgConnDeleter>;
 
-// A throwaway PostgreSQL 15 cluster for tests: initdb into a scratch directory, a free port on
-// 127.0.0.1, wal_level=logical, fsync on. Runs the server as an unprivileged account when the
-// tests run as root. Can be stopped, crashed, frozen and restarted mid-test.
+// The major version PGOUTBOX_TEST_PG_MAJOR asks for ("14", "16", …), or "" for the system's.
+std::string requested_pg_major();
+
+// A throwaway PostgreSQL cluster for tests: initdb into a scratch directory, a free port on
+// 127.0.0.1, wal_level=logical, fsync on. The system's server (Debian's 15) unless
+// PGOUTBOX_TEST_PG_MAJOR names another major that scripts/setup.sh installed. Runs the server as
+// an unprivileged account when the tests run as root. Can be stopped, crashed, frozen and
+// restarted mid-test.
 class PgCluster {
  public:
   enum class Stop { smart, fast, immediate };
 
-  // `settings` are extra postgresql.conf lines (name → value), applied at every start.
-  explicit PgCluster(std::map<std::string, std::string> settings = {});
+  // `settings` are extra postgresql.conf lines (name → value), applied at every start. `hba`,
+  // when given, is the whole pg_hba.conf instead of trust for every loopback connection.
+  explicit PgCluster(std::map<std::string, std::string> settings = {}, const std::string& hba = {});
   ~PgCluster();
   PgCluster(const PgCluster&) = delete;
   PgCluster& operator=(const PgCluster&) = delete;
@@ -43,6 +49,8 @@ class PgCluster {
   bool running();
 
   int port() const { return port_; }
+  // The server's major version (PG_VERSION of the data directory: 14, 15, …).
+  int server_major() const { return server_major_; }
   const std::string& data_dir() const { return data_dir_; }
   const std::string& log_path() const { return log_path_; }
   // libpq conninfo for the superuser "postgres" on `dbname`.
@@ -61,12 +69,14 @@ class PgCluster {
 
  private:
   void wait_ready(std::chrono::seconds timeout);
+  static int read_major(const std::string& pg_version_file);
   std::optional<RunAs> account_;
   ScratchDir scratch_;
   std::string data_dir_;
   std::string log_path_;
   std::string bindir_;
   int port_;
+  int server_major_ = 0;
   std::map<std::string, std::string> settings_;
   ChildProcess server_;
 };

@@ -21,6 +21,7 @@ struct PostgresConfig {
   std::string slot = "pgoutbox";
   std::string publication = "pgoutbox";
   bool create_slot = true;          // create the slot when missing
+  bool failover_slot = false;       // create it with failover (PostgreSQL 17+): synchronised to standbys
   bool create_publication = false;  // create the publication when missing (needs table ownership)
   std::chrono::milliseconds status_interval{10'000};
   std::string application_name = "pgoutbox";

@@ -27,6 +27,13 @@ std::vector<Finding> check_postgres(const config::Config& config);
 // Postgres cannot be reached or queried: the relay's connection then decides.
 std::vector<Finding> check_mappings(const config::Config& config);
 
+// The subject of the finding that names the server's version and what pgoutbox uses of it; it
+// blocks for PostgreSQL 13 and older, and `check` then exits with run's code for that case.
+inline constexpr const char* kServerVersionSubject = "postgres version";
+
+// True when `findings` hold the blocking server-version finding.
+bool unsupported_server(const std::vector<Finding>& findings);
+
 // The brokers answer a metadata request within `timeout` with the configured properties (TLS,
 // SASL), and each static topic exists or the broker creates topics on first use.
 std::vector<Finding> check_kafka(const config::Config& config, std::chrono::milliseconds timeout);

@@ -22,7 +22,7 @@ enum class Fatal : int {
   kafka_config = 18,         // librdkafka refused a property
   slot_two_phase = 19,       // the slot decodes prepared transactions (two_phase), which pgoutbox refuses
   tls = 20,                  // the server's TLS certificate failed verification
-  server_version = 21,       // the server does not understand pgoutbox's replication commands
+  server_version = 21,       // PostgreSQL 13 or older, or a feature the server's major lacks (failover slots before 17)
 };
 
 struct Outcome {

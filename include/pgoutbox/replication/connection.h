@@ -102,7 +102,7 @@ class Connection {
 
   PGconn* raw() const { return conn_.get(); }
   int server_version() const { return PQserverVersion(conn_.get()); }
-  // The highest pgoutput proto_version this server accepts: 15 → 3, 16 and later → 4.
+  // The highest pgoutput proto_version this server accepts: 14 → 2, 15 → 3, 16 and later → 4.
   int max_proto_version() const;
 
   // Simple-protocol statements; throw PgError on failure.
@@ -112,8 +112,10 @@ class Connection {
 
   SystemIdentity identify_system() const;
   std::optional<SlotState> slot(const std::string& name) const;
-  // CREATE_REPLICATION_SLOT … LOGICAL pgoutput (SNAPSHOT 'nothing'); returns the consistent point.
-  Lsn create_slot(const std::string& name) const;
+  // CREATE_REPLICATION_SLOT … LOGICAL pgoutput without a snapshot, in the syntax the server
+  // understands (the option list from 15, the keyword form before); `failover` (17) marks the
+  // slot for synchronisation to standbys. Returns the consistent point.
+  Lsn create_slot(const std::string& name, bool failover = false) const;
   std::optional<PublicationState> publication(const std::string& name) const;
   void create_publication(const std::string& name, const std::vector<TableName>& tables) const;
   // True when `table` is partitioned (relkind 'p').

@@ -30,6 +30,11 @@ struct SlotState {
   Lsn restart_lsn;
   WalStatus wal_status = WalStatus::unknown;
   bool two_phase = false;  // PG14+: decodes PREPARE TRANSACTION (Begin Prepare … Commit Prepared)
+  // PostgreSQL 17 and later only (nullopt before): synchronised to physical standbys (failover),
+  // this server's copy is such a synchronised one (synced), and why the slot was invalidated.
+  std::optional<bool> failover;
+  std::optional<bool> synced;
+  std::optional<std::string> invalidation_reason;
   // Measured against the server's current WAL position (the replayed one on a standby),
   // clamped at 0: WAL written since the last confirmation, and WAL the slot pins.
   Lsn current_wal;
