@@ -9,6 +9,7 @@
 #include "pgoutbox/diagnostics/preflight.h"
 #include "pgoutbox/metrics/http_server.h"
 #include "pgoutbox/relay/outcome.h"
+#include "load_config.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
@@ -32,13 +33,9 @@ std::optional<diagnostics::Finding> check_metrics_address(const config::Config& 
 }  // namespace
 
 int check(const std::string& config_path, std::chrono::milliseconds kafka_timeout) {
-  config::Config cfg;
-  try {
-    cfg = config::load(config_path, config::Environment::from_process());
-  } catch (const config::ConfigError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return kExitConfig;
-  }
+  const auto loaded = load_config_or_report(config_path);
+  if (!loaded) return kExitConfig;
+  const config::Config& cfg = *loaded;
   fmt::print("configuration {}: valid\n", config_path);
   auto findings = diagnostics::check_postgres(cfg);
   if (auto metrics = check_metrics_address(cfg)) findings.push_back(std::move(*metrics));

@@ -5,6 +5,7 @@
 #include "operator_commands.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/diagnostics/slot_status.h"
+#include "load_config.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
@@ -19,13 +20,9 @@ std::string pid_text(const std::optional<int>& pid) { return pid ? std::to_strin
 // starts at the WAL position of its creation. So: refuse while someone streams from it, and
 // say what would be lost unless the operator confirms.
 int slot_drop(const std::string& config_path, bool confirmed) {
-  config::Config cfg;
-  try {
-    cfg = config::load(config_path, config::Environment::from_process());
-  } catch (const config::ConfigError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return kExitConfig;
-  }
+  const auto loaded = load_config_or_report(config_path);
+  if (!loaded) return kExitConfig;
+  const config::Config& cfg = *loaded;
   const auto& name = cfg.postgres.slot;
   try {
     const auto conn = diagnostics::connect_ordinary(cfg, "slot-drop");

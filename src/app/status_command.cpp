@@ -5,18 +5,15 @@
 #include "operator_commands.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/diagnostics/slot_status.h"
+#include "load_config.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
 
 int status(const std::string& config_path, bool json) {
-  config::Config cfg;
-  try {
-    cfg = config::load(config_path, config::Environment::from_process());
-  } catch (const config::ConfigError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return kExitConfig;
-  }
+  const auto loaded = load_config_or_report(config_path);
+  if (!loaded) return kExitConfig;
+  const config::Config& cfg = *loaded;
   std::optional<diagnostics::SlotStatus> slot;
   try {
     const auto conn = diagnostics::connect_ordinary(cfg, "status");
