@@ -8,6 +8,10 @@
 #include "pgoutbox/version.h"
 #include "run_command.h"
 
+// Every command catches the failures it expects and returns its exit code; what still escapes
+// (CLI11's ConstructionError on a malformed option, bad_alloc, a bug) is left to std::terminate,
+// whose abort and core are the report wanted for a bug.
+// NOLINTNEXTLINE(bugprone-exception-escape): only bugs and out-of-memory reach here, see above
 int main(int argc, char** argv) {
   using namespace pgoutbox::app;
   CLI::App app{"pgoutbox: relays transactional-outbox rows from a PostgreSQL logical replication slot to Apache Kafka"};

@@ -142,7 +142,7 @@ void Loader::walk_map(const YAML::Node& map, const Origin& map_origin, const std
     const YAML::Node value = pair.second;
     const Origin key_origin = at(key_node.Mark());
     if (!key_node.IsScalar()) fail(key_origin, section, "has a key that is not a plain name");
-    const std::string key = key_node.Scalar();
+    const std::string& key = key_node.Scalar();
     const std::string shown = shown_prefix + key;
     if (!seen.insert(key).second) fail(key_origin, shown, "is given twice");
     const std::string relative = relative_prefix + key;
@@ -188,6 +188,7 @@ void Loader::unknown_key(const Origin& origin, const std::string& key, const std
   // Written in the wrong section: suggest where it belongs.
   const auto paths = all_file_paths();
   std::vector<std::string> last_segments;
+  last_segments.reserve(paths.size());
   for (const auto& path : paths) last_segments.push_back(last_segment(path));
   if (const auto close = closest(key, last_segments)) {
     const auto index = std::find(last_segments.begin(), last_segments.end(), *close) - last_segments.begin();
@@ -208,8 +209,8 @@ void Loader::read_properties(const YAML::Node& node, const Origin& origin) {
     const YAML::Node value = pair.second;
     const Origin key_origin = at(key_node.Mark());
     if (!key_node.IsScalar() || key_node.Scalar().empty()) fail(key_origin, path, "has a key that is not a property name");
-    const std::string name = key_node.Scalar();
-    const std::string shown = path + "." + name;
+    const std::string& name = key_node.Scalar();
+    const std::string shown = fmt::format("{}.{}", path, name);
     if (name.find_first_of(" \t") != std::string::npos) fail(key_origin, shown, "is not a librdkafka property name (it has a space)");
     if (file_properties_.contains(name)) fail(key_origin, shown, "is given twice");
     const Origin value_origin = at(value, key_node);

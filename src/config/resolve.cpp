@@ -134,14 +134,14 @@ void Loader::resolve_properties() {
   for (const auto* layer : {&file_properties_, &env_properties_}) {
     for (const auto& [name, property] : *layer) {
       if (is_file_variant(name) && layer->contains(without_file_suffix(name))) {
-        fail(property.origin, path + "." + name, fmt::format("is set as well as {}; set only one", without_file_suffix(name)));
+        fail(property.origin, fmt::format("{}.{}", path, name), fmt::format("is set as well as {}; set only one", without_file_suffix(name)));
       }
     }
   }
   // Secret properties never come from the configuration file, whatever overrides them.
   for (const auto& [name, property] : file_properties_) {
     if (is_file_variant(name) || !is_secret_property(name)) continue;
-    fail(property.origin, path + "." + name,
+    fail(property.origin, fmt::format("{}.{}", path, name),
          fmt::format("is a secret and is not read from the configuration file; set {} or name a file in {}.{}_file",
                      env_name("kafka.property." + name), path, name));
   }
@@ -155,7 +155,7 @@ void Loader::resolve_properties() {
   }
   auto& properties = draft_.config.kafka.properties;
   for (const auto& [name, property] : merged) {
-    const std::string shown = path + "." + name;
+    const std::string shown = fmt::format("{}.{}", path, name);
     if (is_file_variant(name)) {
       const std::string base = without_file_suffix(name);
       if (!is_secret_property(base)) {
@@ -177,11 +177,11 @@ void Loader::resolve_properties() {
     return it != merged.end() ? it->second.origin : merged.at(name + std::string(kFileSuffix)).origin;
   };
   for (const std::string name : {"bootstrap.servers", "metadata.broker.list"}) {
-    if (properties.contains(name)) fail(origin_of(name), path + "." + name, "duplicates kafka.brokers; set the brokers there");
+    if (properties.contains(name)) fail(origin_of(name), fmt::format("{}.{}", path, name), "duplicates kafka.brokers; set the brokers there");
   }
   for (const auto& [name, value] : properties) {
     if (const auto refusal = refuse_kafka_property(name, value)) {
-      fail(origin_of(name), path + "." + name, fmt::format("{} (got {})", *refusal, quote(value)));
+      fail(origin_of(name), fmt::format("{}.{}", path, name), fmt::format("{} (got {})", *refusal, quote(value)));
     }
   }
   // The producer's queue holds what is in flight; unbounded, it is unbounded memory.
@@ -195,7 +195,7 @@ void Loader::resolve_properties() {
     } catch (const Invalid&) {
     }
     if (value == 0 || value > ceiling) {
-      fail(origin_of(name), path + "." + name,
+      fail(origin_of(name), fmt::format("{}.{}", path, name),
            fmt::format("must be a whole number from 1 to {} (got {})", ceiling, quote(it->second)));
     }
   }
@@ -212,7 +212,7 @@ void Loader::resolve_properties() {
       return;  // librdkafka refuses what is not a number, naming the property
     }
     if (value * unit < needed) {
-      fail(origin_of(name), path + "." + name,
+      fail(origin_of(name), fmt::format("{}.{}", path, name),
            fmt::format("must hold at least limits.{} ({}{}) (got {}); raise it or lower the limit", cap,
                        (needed + unit - 1) / unit, unit == 1 ? "" : " KiB", quote(it->second)));
     }

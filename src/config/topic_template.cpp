@@ -17,7 +17,7 @@ constexpr std::size_t kMaxColumnBytes = 63;
 }  // namespace
 
 std::vector<TopicPart> parse_topic_template(std::string_view text) {
-  const auto bad = [](std::string why) { return std::invalid_argument(std::move(why)); };
+  const auto bad = [](const std::string& why) { return std::invalid_argument(why); };
   if (text.empty()) throw bad("is empty");
   std::vector<TopicPart> parts;
   std::size_t literal_length = 0;

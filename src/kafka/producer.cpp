@@ -146,6 +146,8 @@ Producer::Produced Producer::produce(const outbox::Record& record, std::uint64_t
   const auto rc = rd_kafka_producev(rk_, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_KEY(key, key_len),
                                     RD_KAFKA_V_VALUE(value, value_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                                     RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
+                                    // The message's opaque carries the integer cookie itself, read back as one.
+                                    // NOLINTNEXTLINE(performance-no-int-to-ptr): the pointer is never dereferenced
                                     RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(cookie))),
                                     RD_KAFKA_V_END);
   if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return Produced::ok;  // headers now belong to the message

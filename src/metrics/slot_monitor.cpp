@@ -137,7 +137,7 @@ class SlotMonitor::Reader {
   bool reported_problem_ = false;
 };
 
-SlotMonitor::SlotMonitor(SlotMonitorSettings settings, SlotProbe& probe)
+SlotMonitor::SlotMonitor(const SlotMonitorSettings& settings, SlotProbe& probe)
     : reader_(std::make_unique<Reader>(settings, probe)),
       periodic_(settings.interval, [reader = reader_.get()] { reader->tick(); }) {}
 

@@ -180,7 +180,7 @@ Outcome Session::run() {
   StreamSource source(io_, *setup.connection, config_, setup.context);
   streamed_ = true;
   streaming_ = true;
-  const auto outcome = relay_.run(source, setup.slot_confirmed);
+  auto outcome = relay_.run(source, setup.slot_confirmed);
   streaming_ = false;
   return outcome;
 }

@@ -68,6 +68,7 @@ std::optional<std::vector<std::pair<std::string, std::string>>> Catalog::query(s
       "SELECT n.nspname, c.relname, min(up.depth) FROM up JOIN pg_catalog.pg_class c ON c.oid = up.relid "
       "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY 1, 2 ORDER BY 3, 1, 2");
   std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(static_cast<std::size_t>(PQntuples(res.get())));
   for (int r = 0; r < PQntuples(res.get()); ++r) out.emplace_back(PQgetvalue(res.get(), r, 0), PQgetvalue(res.get(), r, 1));
   return out;
 }

@@ -32,7 +32,7 @@ Stream::Stream(boost::asio::io_context& io, Connection& connection, StreamHandle
   PQsetnonblocking(connection_.raw(), 1);
 }
 
-Stream::~Stream() {
+Stream::~Stream() {  // NOLINT(bugprone-exception-escape): timer cancel() cannot fail (stream.h)
   boost::system::error_code ignored;
   status_timer_.cancel();
   liveness_timer_.cancel();
@@ -275,10 +275,10 @@ void Stream::finish_copy() {
     }
     PQclear(res);
   }
-  end(std::move(result));
+  end(result);
 }
 
-void Stream::end(StreamEnd result) {
+void Stream::end(const StreamEnd& result) {
   if (ended_) return;
   ended_ = true;
   boost::system::error_code ignored;

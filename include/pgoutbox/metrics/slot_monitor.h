@@ -26,7 +26,7 @@ struct SlotMonitorSettings {
 
 class SlotMonitor {
  public:
-  SlotMonitor(SlotMonitorSettings settings, SlotProbe& probe);
+  SlotMonitor(const SlotMonitorSettings& settings, SlotProbe& probe);
   ~SlotMonitor();
   SlotMonitor(const SlotMonitor&) = delete;
   SlotMonitor& operator=(const SlotMonitor&) = delete;

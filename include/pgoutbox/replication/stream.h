@@ -56,7 +56,8 @@ class Stream {
   Stream(boost::asio::io_context& io, Connection& connection, StreamHandler& handler, StreamOptions options = {});
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
-  ~Stream();
+  // Only the timers' cancel() has a throwing signature; it reports no error on any reactor.
+  ~Stream();  // NOLINT(bugprone-exception-escape): cannot throw, see above
 
   // Silence after which the connection is presumed dead (a frozen server, a half-open TCP
   // connection): the stream ends with Reason::timeout. Half-way through, a status update asks
@@ -102,7 +103,7 @@ class Stream {
   void arm_liveness_timer();
   void put_copy_end();
   void finish_copy();
-  void end(StreamEnd result);
+  void end(const StreamEnd& result);
 
   boost::asio::io_context& io_;
   Connection& connection_;
