@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's test command: sets up a bare machine, builds, and runs every test twice — once
-# in the release build, once under AddressSanitizer + UndefinedBehaviorSanitizer — then fuzzes
-# the pgoutput decoder for a bounded time (PGOUTBOX_FUZZ_SECONDS, default 60).
+# The README's test command: sets up a bare machine, checks formatting and clang-tidy
+# (scripts/lint.sh), fuzzes the pgoutput decoder for a bounded time (PGOUTBOX_FUZZ_SECONDS,
+# default 60), then builds and runs every test twice — once in the release build, once under
+# AddressSanitizer + UndefinedBehaviorSanitizer.
 #
 #   scripts/test.sh            # everything (what CI runs)
 #   scripts/test.sh -L unit    # extra arguments go to ctest, e.g. one label
@@ -14,8 +15,10 @@ bash scripts/setup.sh
 
 jobs=$(nproc)
 status=0
-# The fuzzer first, so that ctest's summary lines close the output.
+# Lint and the fuzzer first, so that ctest's summary lines close the output.
 if [ $# -eq 0 ]; then
+  echo "=== lint: clang-format, clang-tidy"
+  bash scripts/lint.sh || status=1
   echo "=== fuzz: pgoutput decoder"
   bash scripts/fuzz.sh "${PGOUTBOX_FUZZ_SECONDS:-60}" || status=1
 fi
