@@ -149,7 +149,7 @@ void Relay::arm_queue_full() {
 
 void Relay::on_delivery(const kafka::Delivery& delivery) {
   const auto cookie = DeliveryCookie::unpack(delivery.cookie);
-  const std::string topic = delivery.record ? delivery.record->topic : delivery.topic;
+  const std::string& topic = delivery.record ? delivery.record->topic : delivery.topic;
   if (is_batched(cookie)) {
     const auto it = topics_.find(topic);
     if (it != topics_.end() && it->second.in_flight > 0) --it->second.in_flight;
@@ -171,7 +171,14 @@ void Relay::on_delivery(const kafka::Delivery& delivery) {
     complete(cookie.txn, delivery.weight);
     if (cookie.isolated && !cookie.dead_letter) settle_head(topic);  // a failed record, now acknowledged
   }
-  if (is_batched(cookie) && !closing_) post_pump(topic);  // the last report of a held topic starts its re-sends
+  if (!is_batched(cookie) || closing_) return;
+  const auto it = topics_.find(topic);
+  if (it == topics_.end() || it->second.in_flight > 0) return;
+  if (it->second.held()) {
+    post_pump(topic);  // the last report of a held topic starts its re-sends
+  } else {
+    topics_.erase(it);
+  }
 }
 
 // Carries out what decide() says about a failed delivery (docs/spec.md I8). `reported`: from a
