@@ -217,7 +217,15 @@ void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* msg, void* opa
         record.headers.push_back({name, std::move(text)});
       }
     }
-    record.timestamp_ms = rd_kafka_message_timestamp(msg, nullptr);
+    // rd_kafka_message_timestamp() answers -1 for a failed message, yet the timestamp given to
+    // produce() is still in it: read it with the error cleared for the call, so a record sent
+    // again keeps its mapped timestamp (without it, a record refused with INVALID_TIMESTAMP was
+    // taken the second time, timestamp-less). The report is ours alone during this callback.
+    auto* mutable_msg = const_cast<rd_kafka_message_t*>(msg);
+    const auto err = mutable_msg->err;
+    mutable_msg->err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    record.timestamp_ms = rd_kafka_message_timestamp(mutable_msg, nullptr);
+    mutable_msg->err = err;
     report.record = std::move(record);
   }
   self->on_report_(report);

@@ -16,6 +16,11 @@ using namespace std::chrono_literals;
 namespace {
 // How soon a send the sink had no room for is tried again; the sink is served meanwhile.
 constexpr auto kQueueFullRetry = 20ms;
+// How many records one handler run sends from the retry queue or a released topic before it
+// yields to the io_context, so keepalives and acks are served between rounds (docs/spec.md I6).
+constexpr std::size_t kSendsPerRound = 64;
+// A record's first send, through the batched sink (not a re-send alone, not a dead-letter write).
+bool is_batched(DeliveryCookie cookie) { return !cookie.isolated && !cookie.dead_letter; }
 }  // namespace
 
 // A safety net beside the wake-up descriptors: serve the sinks and notice fatal errors.
@@ -81,7 +86,7 @@ kafka::Sink& Relay::sink_for(DeliveryCookie cookie) {
 }
 
 void Relay::send(const outbox::Record& record, DeliveryCookie cookie) {
-  // Sends the queue could not take go first, in their order (per-key order, I3).
+  // Sends the queue could not take go first, in their order (per-key order, I4).
   if (blocked_.empty() && try_send(record, cookie)) return;
   blocked_.push_back({record, cookie});
   if (blocked_.size() == 1) arm_queue_full();
@@ -91,9 +96,21 @@ void Relay::send(const outbox::Record& record, DeliveryCookie cookie) {
 // False when the sink's queue is full: the caller keeps the record and a timer tries again, so
 // the io thread never blocks (keepalives, signals and acks go on meanwhile).
 bool Relay::try_send(const outbox::Record& record, DeliveryCookie cookie) {
+  if (is_batched(cookie)) {
+    const auto it = topics_.find(record.topic);
+    if (it != topics_.end() && it->second.held()) {  // behind a failed record of its topic (I4)
+      it->second.waiting.push_back({record, cookie});
+      return true;
+    }
+  }
+  return produce_now(record, cookie);
+}
+
+bool Relay::produce_now(const outbox::Record& record, DeliveryCookie cookie) {
   kafka::DeliveryError error;
   switch (sink_for(cookie).produce(record, cookie.pack(), error)) {
     case kafka::Sink::Produced::ok:
+      if (is_batched(cookie)) ++topics_[record.topic].in_flight;
       return true;
     case kafka::Sink::Produced::queue_full:
       ++counters_.queue_full;
@@ -103,7 +120,7 @@ bool Relay::try_send(const outbox::Record& record, DeliveryCookie cookie) {
   }
   // Refused before sending (e.g. larger than message.max.bytes): the same path as a failed
   // delivery, so the same policy applies.
-  on_failure(record, cookie, error);
+  on_failure(record, cookie, error, false);
   return true;
 }
 
@@ -122,34 +139,58 @@ void Relay::arm_queue_full() {
       }
       blocked_.pop_front();
     }
-    if (!closing_) apply_backpressure();
+    if (closing_) return;
+    for (const auto& [topic, state] : topics_) {
+      if (state.held() && !state.head_busy) post_pump(topic);  // a released topic may have met the full queue
+    }
+    apply_backpressure();
   });
 }
 
 void Relay::on_delivery(const kafka::Delivery& delivery) {
   const auto cookie = DeliveryCookie::unpack(delivery.cookie);
+  const std::string& topic = delivery.record ? delivery.record->topic : delivery.topic;
+  if (is_batched(cookie)) {
+    const auto it = topics_.find(topic);
+    if (it != topics_.end() && it->second.in_flight > 0) --it->second.in_flight;
+  }
   if (delivery.error) {
-    if (delivery.record) on_failure(*delivery.record, cookie, *delivery.error);
-    return;
-  }
-  if (cookie.dead_letter) {
-    ++counters_.dead_lettered;
-    observer_.event_poison(delivery.record ? delivery.record->topic : delivery.topic, PoisonAction::dead_lettered);
+    if (delivery.record) on_failure(*delivery.record, cookie, *delivery.error, true);
   } else {
-    ++counters_.records_acked;
-    const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-    const auto latency = std::max<std::int64_t>(0, now_us - tracker_.commit_time_us(cookie.txn));
-    observer_.event_published(delivery.topic, std::chrono::microseconds(latency));
+    if (cookie.dead_letter) {
+      ++counters_.dead_lettered;
+      observer_.event_poison(delivery.record ? delivery.record->topic : delivery.topic, PoisonAction::dead_lettered);
+    } else {
+      ++counters_.records_acked;
+      const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      const auto latency = std::max<std::int64_t>(0, now_us - tracker_.commit_time_us(cookie.txn));
+      observer_.event_published(delivery.topic, std::chrono::microseconds(latency));
+    }
+    complete(cookie.txn, delivery.weight);
+    if (cookie.isolated && !cookie.dead_letter) settle_head(topic);  // a failed record, now acknowledged
   }
-  complete(cookie.txn, delivery.weight);
+  if (!is_batched(cookie) || closing_) return;
+  const auto it = topics_.find(topic);
+  if (it == topics_.end() || it->second.in_flight > 0) return;
+  if (it->second.held()) {
+    post_pump(topic);  // the last report of a held topic starts its re-sends
+  } else {
+    topics_.erase(it);
+  }
 }
 
-// Carries out what decide() says about a failed delivery (docs/spec.md I8).
-void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error) {
+// Carries out what decide() says about a failed delivery (docs/spec.md I8). `reported`: from a
+// delivery report (else refused by produce()).
+void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error,
+                       bool reported) {
   if (closing_) return;  // nothing more is sent; it stays unconfirmed and comes again after a restart
   if (check_sink_fatal()) return;
+  if (is_batched(cookie)) {
+    hold(record, cookie, error, reported);
+    return;
+  }
   const auto action = decide(error.kind, cookie, rules_);
   switch (action.kind) {
     case Action::Kind::rebuild:
@@ -158,9 +199,9 @@ void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, cons
                                             error.code)));
       return;
     case Action::Kind::send_alone:
-      schedule_retry(record, action.next, action.delay);
-      return;
     case Action::Kind::retry_after:
+      // A failed record sent alone stays its topic's head meanwhile (or a dead-letter write is
+      // sent again).
       if (error.kind == kafka::DeliveryFailure::retriable) {
         log_event(spdlog::level::warn, record, cookie.txn,
                   fmt::format("delivery failed ({}: {}); sending it again", error.code, error.text));
@@ -190,6 +231,95 @@ void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, cons
       break;
   }
   apply_policy(record, cookie.txn, error, cookie.attempt + 1);
+  // Skipped, or on its way to the dead-letter topic: it will never reach its own topic, so the
+  // records behind it may go (stop ends the session instead).
+  if (!cookie.dead_letter) settle_head(record.topic);
+}
+
+// A record's first send failed: its topic is held (see TopicState), and the record waits there
+// to be sent again alone, in its place.
+void Relay::hold(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error,
+                 bool reported) {
+  const auto action = decide(error.kind, cookie, rules_);
+  if (action.kind == Action::Kind::rebuild) {
+    finish(Outcome::reconnect(fmt::format("the Kafka producer hit error {}; rebuilding it and resuming from the "
+                                          "slot's confirmed position",
+                                          error.code)));
+    return;
+  }
+  if (error.kind == kafka::DeliveryFailure::retriable) {
+    log_event(spdlog::level::warn, record, cookie.txn,
+              fmt::format("delivery failed ({}: {}); sending it again after the records before it", error.code,
+                          error.text));
+  }
+  Pending failed{record, DeliveryCookie::alone(cookie.txn, 0), std::chrono::steady_clock::now() + action.delay};
+  auto& state = topics_[record.topic];
+  // A report comes after every earlier report of its partition, and before anything held was
+  // sent; a refusal by produce() is the newest record of its topic that left the hold.
+  if (reported) {
+    state.failed.push_back(std::move(failed));
+  } else {
+    state.waiting.push_front(std::move(failed));
+  }
+  post_pump(record.topic);
+}
+
+void Relay::settle_head(const std::string& topic) {
+  const auto it = topics_.find(topic);
+  if (it == topics_.end()) return;
+  it->second.head_busy = false;
+  if (!closing_) post_pump(topic);
+}
+
+// pump() runs from the io_context, never inside a delivery report or a send: a chain of
+// refusals cannot recurse, and keepalives are served between rounds.
+void Relay::post_pump(const std::string& topic) {
+  to_pump_.insert(topic);
+  if (pump_armed_) return;
+  pump_armed_ = true;
+  pump_timer_.expires_after(0ms);
+  pump_timer_.async_wait([this](const boost::system::error_code& ec) {
+    pump_armed_ = false;
+    if (ec || closing_) return;
+    const auto topics = std::move(to_pump_);
+    to_pump_.clear();
+    for (const auto& held : topics) pump(held);
+  });
+}
+
+// Moves a held topic on: the failed records first, alone, once every earlier send of the topic
+// has reported; then the later ones, batched, in their order; the topic is released when empty.
+void Relay::pump(const std::string& topic) {
+  const auto it = topics_.find(topic);
+  if (it == topics_.end()) return;
+  auto& state = it->second;
+  std::size_t sent = 0;
+  while (!closing_ && !state.head_busy) {
+    auto& queue = state.failed.empty() ? state.waiting : state.failed;
+    if (queue.empty()) break;
+    if (queue.front().cookie.isolated) {
+      if (state.in_flight > 0) return;  // an earlier record of the topic may still land or fail
+      auto head = std::move(queue.front());
+      queue.pop_front();
+      state.head_busy = true;
+      const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(head.due - std::chrono::steady_clock::now());
+      schedule_retry(head.record, head.cookie, std::max(delay, std::chrono::milliseconds(0)));
+      return;
+    }
+    if (sent == kSendsPerRound) {
+      post_pump(topic);
+      return;
+    }
+    auto next = std::move(queue.front());
+    queue.pop_front();
+    if (!produce_now(next.record, next.cookie)) {
+      state.waiting.push_front(std::move(next));
+      if (blocked_.empty()) arm_queue_full();
+      return;
+    }
+    ++sent;
+  }
+  if (!state.held() && state.in_flight == 0) topics_.erase(it);
 }
 
 void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn, const kafka::DeliveryError& error,
@@ -242,7 +372,7 @@ void Relay::arm_retry() {
   retry_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || closing_) return;
     const auto now = std::chrono::steady_clock::now();
-    while (!retries_.empty() && retries_.begin()->first <= now) {
+    for (std::size_t sent = 0; sent < kSendsPerRound && !retries_.empty() && retries_.begin()->first <= now; ++sent) {
       auto node = retries_.extract(retries_.begin());
       send(node.mapped().record, node.mapped().cookie);
       if (closing_) return;

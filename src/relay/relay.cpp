@@ -21,7 +21,8 @@ Relay::Relay(const config::Config& config, boost::asio::io_context& io, kafka::S
       poll_timer_(io),
       stop_deadline_(io),
       retry_timer_(io),
-      queue_full_timer_(io) {}
+      queue_full_timer_(io),
+      pump_timer_(io) {}
 
 Relay::~Relay() {
   for (auto* slot : {&main_, &isolated_}) {
@@ -52,7 +53,7 @@ Outcome Relay::run(ChangeSource& source, Lsn slot_confirmed) {
     outcome_ = Outcome::fatal(Fatal::internal, std::string("internal error: ") + e.what());
   }
   observer_.session_ended();
-  for (auto* timer : {&poll_timer_, &stop_deadline_, &retry_timer_, &queue_full_timer_}) timer->cancel();
+  for (auto* timer : {&poll_timer_, &stop_deadline_, &retry_timer_, &queue_full_timer_, &pump_timer_}) timer->cancel();
   for (auto* slot : {&main_, &isolated_}) {
     if (slot->wakeup) slot->wakeup->cancel();
   }

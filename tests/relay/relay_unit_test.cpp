@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "../pgoutput/message_builder.h"
 #include "pgoutbox/relay/relay.h"
@@ -39,11 +40,11 @@ Bytes begin(std::uint64_t final_lsn, std::uint32_t xid) {
 Bytes commit(std::uint64_t commit_lsn, std::uint64_t end_lsn) {
   return MessageBuilder('C').int8(0).int64(commit_lsn).int64(end_lsn).int64(0);
 }
-Bytes insert(int n, std::string_view key = "k", std::string_view payload = "{}") {
+Bytes insert(int n, std::string_view key = "k", std::string_view payload = "{}", std::string_view type = "E") {
   const std::string id = fmt::format("00000000-0000-0000-0000-{:012d}", n);
   MessageBuilder m('I');
   m.int32(kRelid).int8('N').int16(5);
-  m.text_column(id).text_column("E").text_column(key).text_column("Created").text_column(payload);
+  m.text_column(id).text_column(type).text_column(key).text_column("Created").text_column(payload);
   return m;
 }
 
@@ -89,6 +90,15 @@ class FakeSource final : public ChangeSource {
     boost::asio::post(io_, [this] { on_end_(Outcome::stopped()); });
   }
   bool drained() const { return queue_.empty(); }
+  // A keepalive that comes while the relay is busy: like the real source, it is answered from
+  // the io_context whether the stream is paused or not. `then` runs after it was handled.
+  void keepalive_soon(Lsn wal_end, std::function<void()> then) {
+    boost::asio::post(io_, [this, wal_end, then = std::move(then)] {
+      if (handler_ == nullptr || stopped_) return;
+      handler_->on_keepalive(replication::Keepalive{wal_end, 0, false});
+      then();
+    });
+  }
 
   std::vector<Lsn> flushes;  // every set_flush, in order
   Lsn flush;                 // what the server would hold: the highest
@@ -123,6 +133,14 @@ struct SinkScript {
   };
   int queue_full = 0;     // so many produce() calls find the queue full
   bool hold = false;      // keep deliveries until release()
+  bool hold_isolated = false;  // keep only the isolated sink's deliveries until release()
+  // Called at each produce() that is accepted, after it is recorded.
+  std::function<void(const Produced&)> on_produce = [](const Produced&) {};
+  // produce() refuses these records at once (as librdkafka does one above message.max.bytes).
+  std::function<bool(const outbox::Record&)> refuse = [](const outbox::Record&) { return false; };
+  // Records acknowledged, in the order their acknowledgements were written: what a consumer of
+  // the topic would read.
+  std::vector<outbox::Record> landed;
   std::optional<std::string> fatal;
   std::vector<Produced> produced;
   std::vector<std::function<void()>> held;
@@ -146,7 +164,11 @@ class FakeSink final : public kafka::Sink {
   FakeSink(SinkScript& script, kafka::SinkOptions options)
       : script_(script), options_(std::move(options)), fd_(::eventfd(0, EFD_NONBLOCK)) {}
   ~FakeSink() override { ::close(fd_); }
-  Produced produce(const outbox::Record& record, std::uint64_t cookie, kafka::DeliveryError&) override {
+  Produced produce(const outbox::Record& record, std::uint64_t cookie, kafka::DeliveryError& error) override {
+    if (script_.refuse(record)) {
+      error = {kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", "Local: Message size too large", true};
+      return Produced::failed;
+    }
     if (script_.queue_full > 0) {
       --script_.queue_full;
       return Produced::queue_full;
@@ -159,12 +181,14 @@ class FakeSink final : public kafka::Sink {
     d.weight = record.weight();
     d.error = script_.verdict(p);
     if (d.error) d.record = record;
-    auto deliver = [this, d] {
+    auto deliver = [this, d, record] {
+      if (!d.error) script_.landed.push_back(record);
       ready_.push_back(d);
       const std::uint64_t one = 1;
       EXPECT_EQ(::write(fd_, &one, sizeof one), 8);
     };
-    if (script_.hold) {
+    script_.on_produce(p);
+    if (script_.hold || (script_.hold_isolated && options_.isolated)) {
       script_.held.push_back(deliver);
     } else {
       deliver();
@@ -535,6 +559,160 @@ TEST(RelayUnit, AnUndecodableMessageEndsTheSessionAsAnInternalError) {
   const auto outcome = h.run();
   EXPECT_EQ(outcome.kind, Outcome::Kind::fatal);
   EXPECT_EQ(outcome.cause, Fatal::internal);
+}
+
+std::string event(int n) { return fmt::format("00000000-0000-0000-0000-{:012d}", n); }
+
+// The event numbers of key `key`, in the order a consumer of their topic would read them.
+std::vector<int> landed_of(const SinkScript& script, std::string_view key) {
+  std::vector<int> out;
+  for (const auto& r : script.landed) {
+    if (r.key && *r.key == key && r.topic != "dlq") out.push_back(std::stoi(r.event_id.substr(24)));
+  }
+  return out;
+}
+
+// Issue 12 #11: per-key order (I4) on every failure path. Transaction 1 writes k1, p2 (a record
+// Kafka refuses for itself) and k3; their batch is refused, or times out. Transaction 2 (k4, k5)
+// is read after that failure was reported, while the failed records wait to be sent again
+// (alone, through the isolated sink, whose acks the test releases later). Key k must be read
+// 1, 3, 4, 5 whatever the trigger.
+TEST(RelayUnit, AFailedRecordHoldsTheLaterRecordsOfItsTopicUntilSettled) {
+  struct Case {
+    const char* name;
+    kafka::DeliveryError batch_error;  // what every record of transaction 1's first send gets
+    bool poison_alone;                 // p2 is refused alone too (then dead-lettered)
+  };
+  const std::vector<Case> cases = {
+      {"MSG_SIZE_TOO_LARGE", refused_for_size(), true},
+      {"INVALID_TIMESTAMP",
+       {kafka::DeliveryFailure::permanent, "INVALID_TIMESTAMP", "Broker: Invalid timestamp", false},
+       true},
+      {"INVALID_RECORD", {kafka::DeliveryFailure::permanent, "INVALID_RECORD", "Broker: Invalid record", false}, true},
+      {"retriable (timed out)", {kafka::DeliveryFailure::retriable, "MSG_TIMED_OUT", "Local: Message timed out", false},
+       false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Harness h;
+    h.config.poison.policy = config::PoisonPolicy::dead_letter;
+    h.config.poison.max_retries = 0;
+    h.config.poison.retry_backoff = 20ms;
+    h.script.hold_isolated = true;
+    std::set<std::string> sent;  // a timed-out record goes through when sent again
+    h.script.verdict = [&c, &sent](const Produced& p) -> std::optional<kafka::DeliveryError> {
+      const bool first_send = sent.insert(p.record.event_id).second;
+      if (!p.isolated && first_send && p.record.event_id <= event(3)) return c.batch_error;
+      if (p.isolated && !p.cookie.dead_letter && c.poison_alone && p.record.event_id == event(2)) {
+        return c.batch_error;
+      }
+      return std::nullopt;
+    };
+    h.source.push(relation());
+    h.source.push(begin(0x1000 - 8, 1));
+    h.source.push(insert(1, "k"));
+    h.source.push(insert(2, "p"));
+    h.source.push(insert(3, "k"));
+    h.source.push(commit(0x1000 - 8, 0x1000), Lsn{0x1000});
+    std::vector<std::function<void()>> steps = {[] {}, [] {}, [&h] {
+                                                  h.source.push(begin(0x2000 - 8, 2));
+                                                  h.source.push(insert(4, "k"));
+                                                  h.source.push(insert(5, "k"));
+                                                  h.source.push(commit(0x2000 - 8, 0x2000), Lsn{0x2000});
+                                                  h.source.pump();
+                                                },
+                                                [] {}};
+    for (int i = 0; i < 40; ++i) steps.push_back([&h] { h.script.release_all(); });
+    const auto outcome = h.run(steps);
+    EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+    EXPECT_FALSE(h.timed_out);
+    EXPECT_EQ(landed_of(h.script, "k"), (std::vector<int>{1, 3, 4, 5}));
+    EXPECT_EQ(h.counters.dead_lettered, c.poison_alone ? 1U : 0U);
+    EXPECT_EQ(landed_of(h.script, "p"), c.poison_alone ? std::vector<int>{} : std::vector<int>{2});
+    EXPECT_EQ(h.source.flush, Lsn{0x2000});
+  }
+}
+
+// A refusal by produce() itself (the record is larger than the producer accepts) while earlier
+// records of its key are in flight and fail: the failures reported later still go first.
+TEST(RelayUnit, ARefusalAtProduceGoesAfterTheEarlierFailuresOfItsTopic) {
+  Harness h;
+  h.config.poison.policy = config::PoisonPolicy::dead_letter;
+  h.config.poison.max_retries = 0;
+  h.script.hold = true;
+  std::set<std::string> sent;  // a timed-out record goes through when sent again
+  h.script.verdict = [&sent](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (sent.insert(p.record.event_id).second && p.record.event_id == event(1)) {
+      return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "MSG_TIMED_OUT", "Local: Message timed out", false};
+    }
+    return std::nullopt;
+  };
+  h.script.refuse = [](const outbox::Record& r) { return r.event_id == event(2) && r.topic != "dlq"; };
+  h.source.push(relation());
+  h.txn(0x1000, 3);
+  std::vector<std::function<void()>> steps;
+  for (int i = 0; i < 40; ++i) steps.push_back([&h] { h.script.release_all(); });
+  const auto outcome = h.run(steps);
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  // 2 is dead-lettered (refused alone too); 1 goes again before 3.
+  EXPECT_EQ(landed_of(h.script, "k"), (std::vector<int>{1, 3}));
+  EXPECT_EQ(h.counters.dead_lettered, 1U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
+// Issue 19 #2: a burst of failing records (every row its own topic, so all their retries fall
+// due together), under a byte cap that holds a tenth of them, then under one that holds all.
+// Everything held for a retry, or on its way to the dead-letter topic, counts against the caps
+// (the stream pauses); one round of retry work is bounded, so a keepalive that comes meanwhile is
+// answered between rounds, not after the whole burst.
+TEST(RelayUnit, ABurstOfFailingRecordsStaysUnderTheCapsAndKeepalivesAreAnswered) {
+  constexpr int kRows = 400;
+  const std::string payload = "{\"pad\": \"" + std::string(100, 'x') + "\"}";
+  const std::uint64_t weight = payload.size() + 1;  // key "k" + value
+  for (const std::uint64_t cap : {weight * kRows / 10, weight * kRows * 2}) {
+    SCOPED_TRACE(cap);
+    Harness h;
+    h.config.poison.policy = config::PoisonPolicy::dead_letter;
+    h.config.poison.max_retries = 1;
+    h.config.limits.max_in_flight_bytes = cap;
+    h.config.limits.max_in_flight_records = 10 * kRows;
+    h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+      if (p.cookie.dead_letter) return std::nullopt;
+      return kafka::DeliveryError{kafka::DeliveryFailure::permanent, "INVALID_RECORD", "Broker: Invalid record", false};
+    };
+    std::uint64_t most_bytes = 0;
+    std::size_t isolated_before_keepalive = 0, isolated_total = 0;
+    bool keepalive_asked = false, keepalive_answered = false;
+    h.script.on_produce = [&](const Produced& p) {
+      most_bytes = std::max(most_bytes, h.relay().in_flight_bytes());
+      if (!p.isolated) return;
+      ++isolated_total;
+      if (!keepalive_asked) {
+        keepalive_asked = true;
+        h.source.keepalive_soon(Lsn{0x100}, [&] {
+          keepalive_answered = true;
+          isolated_before_keepalive = isolated_total;
+        });
+      }
+    };
+    h.source.push(relation());
+    for (int i = 1; i <= kRows; ++i) {
+      const auto end = 0x1000 * static_cast<std::uint64_t>(i);
+      h.source.push(begin(end - 8, static_cast<std::uint32_t>(i)));
+      h.source.push(insert(i, "k", payload, fmt::format("T{}", i)));
+      h.source.push(commit(end - 8, end), Lsn{end});
+    }
+    const auto outcome = h.run();
+    EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+    EXPECT_FALSE(h.timed_out);
+    EXPECT_EQ(h.counters.dead_lettered, static_cast<std::uint64_t>(kRows));
+    EXPECT_EQ(h.source.flush, Lsn{0x1000 * static_cast<std::uint64_t>(kRows)});
+    EXPECT_LE(most_bytes, cap + weight);  // the cap is checked after a record is read
+    EXPECT_GT(most_bytes, 0U);
+    ASSERT_TRUE(keepalive_answered);
+    EXPECT_LE(isolated_before_keepalive, 64U + 1U)
+        << "a keepalive waited for " << isolated_before_keepalive << " retry sends";
+  }
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "pgoutbox/config/config.h"
@@ -75,7 +76,24 @@ class Relay : private ChangeHandler {
  private:
   struct Pending {
     outbox::Record record;
-    DeliveryCookie cookie;
+    DeliveryCookie cookie;  // isolated: it failed and goes again alone; batched: a later record held
+    std::chrono::steady_clock::time_point due{};  // not sent before (a failed record's backoff)
+  };
+  // Per-key order (docs/spec.md I4) around a failed record. Records already handed to librdkafka
+  // cannot be recalled, and the relay learns a record's partition only from its report, so the
+  // unit held is the topic: on a failure, nothing more of the topic goes to the batched sink; the
+  // records still in flight report (acks pass, failures queue in report order, which is per
+  // partition the send order); then the failed ones go alone, one at a time, each settled
+  // (acknowledged, dead-lettered, skipped) before the next; then the held later records go in
+  // their original order and the topic is released. Holding per key would need an entry for
+  // every live key of every in-flight record; per topic costs one counter per topic in flight and
+  // stalls only the topic of the failure, for as long as its record takes to settle.
+  struct TopicState {
+    std::uint64_t in_flight = 0;   // in the batched sink, not yet reported
+    std::deque<Pending> failed;    // reported failures of the batched sink, in report order
+    std::deque<Pending> waiting;   // later records (and refusals at produce time), in send order
+    bool head_busy = false;        // a failed record was sent alone (or waits for its backoff)
+    bool held() const { return head_busy || !failed.empty() || !waiting.empty(); }
   };
   struct SinkSlot {
     std::unique_ptr<kafka::Sink> sink;
@@ -91,7 +109,14 @@ class Relay : private ChangeHandler {
   bool try_send(const outbox::Record& record, DeliveryCookie cookie);
   void arm_queue_full();
   void complete(ConfirmTracker::TxnId txn, std::size_t weight);
-  void on_failure(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error);
+  void on_failure(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error,
+                  bool reported);
+  void hold(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error, bool reported);
+  void settle_head(const std::string& topic);
+  void post_pump(const std::string& topic);
+  bool produce_now(const outbox::Record& record, DeliveryCookie cookie);
+  void pump(const std::string& topic);
+  void forget_if_idle(const std::string& topic);
   void apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn, const kafka::DeliveryError& error,
                     std::uint32_t attempts);
   void schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay);
@@ -123,8 +148,12 @@ class Relay : private ChangeHandler {
   boost::asio::steady_timer stop_deadline_;
   boost::asio::steady_timer retry_timer_;
   boost::asio::steady_timer queue_full_timer_;
+  boost::asio::steady_timer pump_timer_;  // runs pump() for to_pump_ from the io_context
+  std::set<std::string> to_pump_;
+  bool pump_armed_ = false;
   std::multimap<std::chrono::steady_clock::time_point, Pending> retries_;  // by due time
   std::deque<Pending> blocked_;  // refused with queue_full, in send order; sent before anything new
+  std::map<std::string, TopicState, std::less<>> topics_;  // topics with records in flight or held
 
   std::optional<ConfirmTracker::TxnId> txn_;
   outbox::TxnContext txn_context_;
