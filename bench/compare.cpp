@@ -38,8 +38,9 @@ struct Scenario {
   int payload_bytes;
   std::int64_t events;
   std::string label() const {
-    return fmt::format("{} × {}", events_per_txn, payload_bytes >= 1024 ? fmt::format("{} KB", payload_bytes / 1024)
-                                                                        : fmt::format("{} B", payload_bytes));
+    return fmt::format(
+        "{} × {}", events_per_txn,
+        payload_bytes >= 1024 ? fmt::format("{} KB", payload_bytes / 1024) : fmt::format("{} B", payload_bytes));
   }
   std::string tag() const { return fmt::format("t{}_{}", events_per_txn, payload_bytes); }
 };
@@ -67,18 +68,18 @@ void create_schema(const test::PgCluster& pg, const std::string& source_dir, int
   // The polling relay's table: the same columns plus what polling needs — an ordering column,
   // a status, a shard per worker (a hash of the key, so a key stays with one worker) and a
   // partial index that holds only pending rows.
-  pg.exec(fmt::format(
-      "CREATE TABLE outbox_polled (LIKE outbox INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES, "
-      "seq bigserial NOT NULL, status smallint NOT NULL DEFAULT 0, "
-      "shard smallint NOT NULL GENERATED ALWAYS AS ((hashtext(aggregateid) & 2147483647) % {}) STORED);"
-      "CREATE INDEX outbox_polled_pending ON outbox_polled (shard, seq) WHERE status = 0;"
-      "ALTER TABLE outbox SET (autovacuum_enabled = false);"
-      "ALTER TABLE outbox_polled SET (autovacuum_enabled = false);",
-      polling_workers));
-  pg.exec(fmt::format(
-      "CREATE ROLE {0} LOGIN REPLICATION; CREATE ROLE {1} LOGIN REPLICATION; CREATE ROLE {2} LOGIN;"
-      "GRANT SELECT ON outbox TO {0}; GRANT SELECT, UPDATE, DELETE ON outbox_polled TO {2};",
-      kPgoutboxRole, kRecvlogicalRole, kPollingRole));
+  pg.exec(
+      fmt::format("CREATE TABLE outbox_polled (LIKE outbox INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES, "
+                  "seq bigserial NOT NULL, status smallint NOT NULL DEFAULT 0, "
+                  "shard smallint NOT NULL GENERATED ALWAYS AS ((hashtext(aggregateid) & 2147483647) % {}) STORED);"
+                  "CREATE INDEX outbox_polled_pending ON outbox_polled (shard, seq) WHERE status = 0;"
+                  "ALTER TABLE outbox SET (autovacuum_enabled = false);"
+                  "ALTER TABLE outbox_polled SET (autovacuum_enabled = false);",
+                  polling_workers));
+  pg.exec(
+      fmt::format("CREATE ROLE {0} LOGIN REPLICATION; CREATE ROLE {1} LOGIN REPLICATION; CREATE ROLE {2} LOGIN;"
+                  "GRANT SELECT ON outbox TO {0}; GRANT SELECT, UPDATE, DELETE ON outbox_polled TO {2};",
+                  kPgoutboxRole, kRecvlogicalRole, kPollingRole));
 }
 
 std::int64_t wal_position_bytes(const test::PgCluster& pg) {
@@ -113,16 +114,18 @@ std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario
   log(fmt::format("throughput {} ({} events)", s.label(), s.events));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
   const std::string ours = s.tag() + "_pgoutbox", recv = s.tag() + "_recv";
-  bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput'), "
-                            "pg_create_logical_replication_slot('{}', 'pgoutput')",
-                            ours, recv));
+  bench.pg.exec(
+      fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput'), "
+                  "pg_create_logical_replication_slot('{}', 'pgoutput')",
+                  ours, recv));
   const double wal = write_backlog(bench, s, "outbox");
   const Lsn end = *Lsn::parse(*bench.pg.query_value("SELECT pg_logical_emit_message(false, 'bench-end', '')"));
   bench.pg.exec("SELECT txid_current()");
 
   std::vector<ThroughputRow> rows;
   auto add = [&](Contender c, double workload_wal, DrainResult r) {
-    log(fmt::format("  {}: {:.2f} s, {:.0f} events/s", name_of(c), r.seconds, static_cast<double>(s.events) / r.seconds));
+    log(fmt::format("  {}: {:.2f} s, {:.0f} events/s", name_of(c), r.seconds,
+                    static_cast<double>(s.events) / r.seconds));
     rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, workload_wal, c, r});
   };
   if (only.recvlogical) add(Contender::recvlogical, wal, drain(bench, Contender::recvlogical, recv, end, "", s.events));
@@ -278,7 +281,8 @@ int main(int argc, char** argv) {
   app.add_option("--polling-batch", polling.batch, "rows the polling relay claims per transaction");
   app.add_option("--polling-workers", polling.workers, "polling relay workers");
   app.add_option("--polling-interval-ms", polling.poll_interval_ms, "polling relay sleep after a short batch");
-  app.add_option("--polling-mark", polling.mark, "delete or update sent rows")->check(CLI::IsMember({"delete", "update"}));
+  app.add_option("--polling-mark", polling.mark, "delete or update sent rows")
+      ->check(CLI::IsMember({"delete", "update"}));
   CLI11_PARSE(app, argc, argv);
   if (smoke) {
     events_10 = 2'000;
@@ -315,9 +319,10 @@ int main(int argc, char** argv) {
     std::vector<Scenario> scenarios = {{1, 200, events_1}, {10, 200, events_10}, {1000, 200, events_1000}};
     if (large_share > 0) {
       for (const auto& s : std::vector<Scenario>(scenarios)) {
-        scenarios.push_back({s.events_per_txn, 2048,
-                             std::max<std::int64_t>(s.events_per_txn,
-                                                    static_cast<std::int64_t>(static_cast<double>(s.events) * large_share))});
+        scenarios.push_back(
+            {s.events_per_txn, 2048,
+             std::max<std::int64_t>(s.events_per_txn,
+                                    static_cast<std::int64_t>(static_cast<double>(s.events) * large_share))});
       }
     }
     for (const auto& s : scenarios) {
@@ -327,8 +332,10 @@ int main(int argc, char** argv) {
       for (auto& row : measure_throughput(bench, s, only)) report.throughput.push_back(std::move(row));
     }
     for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
-      if (only.pgoutbox) report.latency.push_back(measure_latency(bench, Contender::pgoutbox, rate, latency_seconds, dump_dir));
-      if (only.polling) report.latency.push_back(measure_latency(bench, Contender::polling, rate, latency_seconds, dump_dir));
+      if (only.pgoutbox)
+        report.latency.push_back(measure_latency(bench, Contender::pgoutbox, rate, latency_seconds, dump_dir));
+      if (only.polling)
+        report.latency.push_back(measure_latency(bench, Contender::polling, rate, latency_seconds, dump_dir));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench failed: %s\n", e.what());
@@ -340,6 +347,7 @@ int main(int argc, char** argv) {
   std::printf("%s", markdown.c_str());
   write_between_markers(out_dir + "/RESULTS.md", markdown);
   std::ofstream(out_dir + "/results/results.json", std::ios::trunc) << to_json(report);
-  log(fmt::format("wrote {}/RESULTS.md and {}/results/results.json in {:.0f} s", out_dir, out_dir, report.total_seconds));
+  log(fmt::format("wrote {}/RESULTS.md and {}/results/results.json in {:.0f} s", out_dir, out_dir,
+                  report.total_seconds));
   return 0;
 }

@@ -1,9 +1,9 @@
 #include "contenders.h"
 
+#include <sys/wait.h>
 #include <csignal>
 #include <fstream>
 #include <stdexcept>
-#include <sys/wait.h>
 
 #include <fmt/format.h>
 
@@ -44,13 +44,21 @@ test::ChildProcess spawn_relay(const Bench& bench, Contender kind, const std::st
     argv = {bench.pgoutbox_bin, "run", "-c", write_pgoutbox_config(bench, topic, slot)};
   } else if (kind == Contender::polling) {
     const auto& t = bench.polling;
-    argv = {bench.polling_bin,  "--dsn",        bench.dsn_as(kPollingRole),
-            "--brokers",        bench.kafka.bootstrap(),
-            "--topic",          topic,
-            "--batch",          std::to_string(t.batch),
-            "--workers",        std::to_string(t.workers),
-            "--poll-interval-ms", std::to_string(t.poll_interval_ms),
-            "--mark",           t.mark};
+    argv = {bench.polling_bin,
+            "--dsn",
+            bench.dsn_as(kPollingRole),
+            "--brokers",
+            bench.kafka.bootstrap(),
+            "--topic",
+            topic,
+            "--batch",
+            std::to_string(t.batch),
+            "--workers",
+            std::to_string(t.workers),
+            "--poll-interval-ms",
+            std::to_string(t.poll_interval_ms),
+            "--mark",
+            t.mark};
   } else {
     throw std::logic_error("pg_recvlogical is not a relay");
   }
@@ -65,15 +73,19 @@ std::string Bench::dsn_as(const std::string& role) const {
 
 const char* name_of(Contender c) {
   switch (c) {
-    case Contender::pgoutbox: return "pgoutbox";
-    case Contender::polling: return "polling relay";
-    case Contender::recvlogical: return "pg_recvlogical";
+    case Contender::pgoutbox:
+      return "pgoutbox";
+    case Contender::polling:
+      return "polling relay";
+    case Contender::recvlogical:
+      return "pg_recvlogical";
   }
   return "?";
 }
 
 RelayProcess::RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot)
-    : log_path_(fmt::format("{}/{}-{}.log", bench.scratch, kind == Contender::pgoutbox ? "pgoutbox" : "polling", topic)),
+    : log_path_(
+          fmt::format("{}/{}-{}.log", bench.scratch, kind == Contender::pgoutbox ? "pgoutbox" : "polling", topic)),
       child_(spawn_relay(bench, kind, topic, slot, log_path_)) {}
 
 ProcessCost RelayProcess::finish() {

@@ -69,7 +69,7 @@ class RelayProcess {
 struct DrainResult {
   double seconds = 0;  // from the contender's start to its last event acknowledged (or read)
   DbCost db;
-  ProcessCost process;  // pgoutbox's or the polling relay's own
+  ProcessCost process;      // pgoutbox's or the polling relay's own
   double broker_cpu_s = 0;  // the Kafka broker's CPU over the drain
 };
 

@@ -67,9 +67,12 @@ DbCost DbProbe::end() {
   for (const auto& [pid, cpu] : cpu_by_pid_) cost.backend_cpu_s += cpu;
   // The contender's sessions flush their table statistics when they exit.
   test::eventually(
-      [&] { return int_value(pg_, fmt::format("SELECT count(*) FROM pg_stat_activity WHERE usename = '{}'", role_)) == 0; },
+      [&] {
+        return int_value(pg_, fmt::format("SELECT count(*) FROM pg_stat_activity WHERE usename = '{}'", role_)) == 0;
+      },
       std::chrono::seconds(10));
-  cost.wal_bytes = int_value(pg_, fmt::format("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '{}')::bigint", wal_start_));
+  cost.wal_bytes =
+      int_value(pg_, fmt::format("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '{}')::bigint", wal_start_));
   const auto calls = pg_.query(fmt::format(
       "SELECT coalesce(sum(calls), 0), coalesce(sum(calls) FILTER (WHERE query ~* '\\moutbox(_polled)?\\M'), 0) "
       "FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = '{}'",
@@ -77,7 +80,8 @@ DbCost DbProbe::end() {
   cost.statements = std::stoll(*calls.at(0).at(0));
   cost.outbox_statements = std::stoll(*calls.at(0).at(1));
   cost.dead_tuples =
-      int_value(pg_, fmt::format("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = '{}'", table_)) - dead_start_;
+      int_value(pg_, fmt::format("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = '{}'", table_)) -
+      dead_start_;
   return cost;
 }
 

@@ -20,13 +20,13 @@ namespace pgoutbox::bench {
 inline double drain_with_pg_recvlogical(const std::string& dsn, const std::string& slot, const std::string& publication,
                                         Lsn end, int proto_version) {
   const auto t0 = std::chrono::steady_clock::now();
-  test::ChildProcess child({.argv = {std::string(PGOUTBOX_PG_BINDIR) + "/pg_recvlogical", "-d", dsn, "--slot", slot,
-                                     "--start", "-f", "/dev/null", "--endpos", end.to_string(), "-o",
-                                     "proto_version=" + std::to_string(proto_version), "-o",
-                                     "publication_names=" + publication, "-o", "messages=true", "--no-loop"},
-                            .log_path = "/tmp/pgoutbox-bench-recvlogical.log",
-                            .run_as = std::nullopt,
-                            .extra_env = {}});
+  test::ChildProcess child(
+      {.argv = {std::string(PGOUTBOX_PG_BINDIR) + "/pg_recvlogical", "-d", dsn, "--slot", slot, "--start", "-f",
+                "/dev/null", "--endpos", end.to_string(), "-o", "proto_version=" + std::to_string(proto_version), "-o",
+                "publication_names=" + publication, "-o", "messages=true", "--no-loop"},
+       .log_path = "/tmp/pgoutbox-bench-recvlogical.log",
+       .run_as = std::nullopt,
+       .extra_env = {}});
   const auto status = child.wait(std::chrono::minutes(30));
   if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
     throw std::runtime_error("pg_recvlogical failed: " + test::tail_of("/tmp/pgoutbox-bench-recvlogical.log"));

@@ -30,8 +30,8 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "pgoutbox/kafka/producer.h"
 
@@ -107,7 +107,8 @@ std::string claim_sql(const Options& o) {
   const std::string pending = fmt::format(
       "SELECT seq FROM {0} WHERE status = 0 AND shard = $1 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED", o.table);
   const std::string returning = " RETURNING seq, id, aggregateid, type, payload";
-  if (o.mark == "update") return fmt::format("UPDATE {} SET status = 1 WHERE seq IN ({}){}", o.table, pending, returning);
+  if (o.mark == "update")
+    return fmt::format("UPDATE {} SET status = 1 WHERE seq IN ({}){}", o.table, pending, returning);
   return fmt::format("DELETE FROM {} WHERE seq IN ({}){}", o.table, pending, returning);
 }
 

@@ -38,8 +38,8 @@ std::string throughput_table(const Report& r) {
     const bool relay = row.contender != Contender::recvlogical;
     const auto& db = row.result.db;
     out += fmt::format(
-        "| {} | {} | {} | {:.0f} | {} | {:.1f} | {} | {:.0f} | {:.1f} | {:.2f} | {} | {} | {} |\n", row.scenario, row.events,
-        name_of(row.contender), row.events_per_second(),
+        "| {} | {} | {} | {:.0f} | {} | {:.1f} | {} | {:.0f} | {:.1f} | {:.2f} | {} | {} | {} |\n", row.scenario,
+        row.events, name_of(row.contender), row.events_per_second(),
         ceiling ? fmt::format("{:.0f}%", 100.0 * row.events_per_second() / ceiling->events_per_second()) : "—",
         1e6 * per_event(db.backend_cpu_s, row.events),
         fmt::format("{:.3f} ({:.3f})", per_event(static_cast<double>(db.statements), row.events),
@@ -59,12 +59,13 @@ std::string latency_table(const Report& r) {
       "DB backend CPU µs/event | relay CPU % of a core | relay peak RSS MiB |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.latency) {
-    out += fmt::format("| {:.0f} | {:.0f} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.3f} ({:.3f}) | {:.1f} | {:.1f} | {} |\n",
-                       row.offered_eps, row.achieved_eps, name_of(row.contender), row.events, row.p50_ms, row.p99_ms,
-                       row.max_ms, per_event(static_cast<double>(row.db.statements), row.events),
-                       per_event(static_cast<double>(row.db.outbox_statements), row.events),
-                       1e6 * per_event(row.db.backend_cpu_s, row.events),
-                       row.seconds > 0 ? 100.0 * row.process.cpu_s / row.seconds : 0, mib(row.process.peak_rss_kib));
+    out += fmt::format(
+        "| {:.0f} | {:.0f} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.3f} ({:.3f}) | {:.1f} | {:.1f} | {} |\n",
+        row.offered_eps, row.achieved_eps, name_of(row.contender), row.events, row.p50_ms, row.p99_ms, row.max_ms,
+        per_event(static_cast<double>(row.db.statements), row.events),
+        per_event(static_cast<double>(row.db.outbox_statements), row.events),
+        1e6 * per_event(row.db.backend_cpu_s, row.events),
+        row.seconds > 0 ? 100.0 * row.process.cpu_s / row.seconds : 0, mib(row.process.peak_rss_kib));
   }
   return out;
 }
@@ -88,9 +89,9 @@ std::string targets(const Report& r) {
       out += fmt::format("| ≥ 5× the polling relay, {} | {:.1f}× | {} |\n", row.scenario, times, verdict(times >= 5));
     }
     const double wal = per_event(static_cast<double>(row.result.db.wal_bytes), row.events);
-    out += fmt::format("| no statements on the outbox, no extra WAL per event, {} | {} statements, {:.2f} B/event | {} |\n",
-                       row.scenario, row.result.db.outbox_statements, wal,
-                       verdict(row.result.db.outbox_statements == 0 && wal < 1.0));
+    out += fmt::format(
+        "| no statements on the outbox, no extra WAL per event, {} | {} statements, {:.2f} B/event | {} |\n",
+        row.scenario, row.result.db.outbox_statements, wal, verdict(row.result.db.outbox_statements == 0 && wal < 1.0));
   }
   for (const auto& row : r.latency) {
     if (row.contender == Contender::pgoutbox && row.offered_eps == 1000) {
@@ -98,7 +99,8 @@ std::string targets(const Report& r) {
                          verdict(row.p99_ms <= 25));
     }
   }
-  out += fmt::format("| peak RSS ≤ 64 MiB at full speed | {} MiB | {} |\n", mib(peak_kib), verdict(peak_kib <= 64 * 1024));
+  out +=
+      fmt::format("| peak RSS ≤ 64 MiB at full speed | {} MiB | {} |\n", mib(peak_kib), verdict(peak_kib <= 64 * 1024));
   return out;
 }
 
@@ -111,13 +113,15 @@ std::string to_markdown(const Report& r) {
   out += fmt::format(
       "Polling relay settings: batch {}, {} worker(s), poll interval {} ms after a short batch, sent rows {}d.\n\n",
       r.polling.batch, r.polling.workers, r.polling.poll_interval_ms, r.polling.mark == "delete" ? "delete" : "update");
-  out += "**Throughput** — a committed backlog drained by each contender; events/s from the contender's start to its "
-         "last event acknowledged by Kafka (pg_recvlogical: read to the end position). Costs are per event, over the "
-         "drain.\n\n";
+  out +=
+      "**Throughput** — a committed backlog drained by each contender; events/s from the contender's start to its "
+      "last event acknowledged by Kafka (pg_recvlogical: read to the end position). Costs are per event, over the "
+      "drain.\n\n";
   out += throughput_table(r);
-  out += "\n**Commit-to-ack latency** — the workload writes at a fixed rate (1-event transactions below 5,000 events/s, "
-         "10-event ones from 5,000 on) while the relay runs; "
-         "latency = the broker's LogAppendTime minus the client's commit time (same clock, 1 ms resolution).\n\n";
+  out +=
+      "\n**Commit-to-ack latency** — the workload writes at a fixed rate (1-event transactions below 5,000 events/s, "
+      "10-event ones from 5,000 on) while the relay runs; "
+      "latency = the broker's LogAppendTime minus the client's commit time (same clock, 1 ms resolution).\n\n";
   out += latency_table(r);
   out += "\n**Targets (pgoutbox)**\n\n";
   out += targets(r);
@@ -136,7 +140,8 @@ std::string to_json(const Report& r) {
   for (std::size_t i = 0; i < r.latency.size(); ++i) {
     const auto& row = r.latency[i];
     out += fmt::format(
-        "    {{\"offered\": {:.0f}, \"contender\": \"{}\", \"p50_ms\": {:.2f}, \"p99_ms\": {:.2f}, \"max_ms\": {:.2f}}}{}\n",
+        "    {{\"offered\": {:.0f}, \"contender\": \"{}\", \"p50_ms\": {:.2f}, \"p99_ms\": {:.2f}, \"max_ms\": "
+        "{:.2f}}}{}\n",
         row.offered_eps, name_of(row.contender), row.p50_ms, row.p99_ms, row.max_ms,
         i + 1 < r.latency.size() ? "," : "");
   }
@@ -184,10 +189,11 @@ std::string describe_machine() {
   }
   utsname uts{};
   ::uname(&uts);
-  return fmt::format("{} × {}, {:.0f} GiB RAM, Linux {} ({}); Postgres, Kafka, the workload and the contenders share the "
-                     "cores",
-                     ::sysconf(_SC_NPROCESSORS_ONLN), model, static_cast<double>(mem_kib) / (1024.0 * 1024.0),
-                     uts.release, uts.machine);
+  return fmt::format(
+      "{} × {}, {:.0f} GiB RAM, Linux {} ({}); Postgres, Kafka, the workload and the contenders share the "
+      "cores",
+      ::sysconf(_SC_NPROCESSORS_ONLN), model, static_cast<double>(mem_kib) / (1024.0 * 1024.0), uts.release,
+      uts.machine);
 }
 
 }  // namespace pgoutbox::bench

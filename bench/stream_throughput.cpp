@@ -6,16 +6,16 @@
 // Two slots are created at the same position before N outbox inserts (in transactions of 100
 // rows), so both contenders decode exactly the same WAL. Each reads from its slot to the last
 // commit. The table printed is Markdown.
+#include <sys/wait.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <sys/wait.h>
 
 #include <fmt/format.h>
 
-#include "pg_recvlogical.h"
 #include "pg_cluster.h"
+#include "pg_recvlogical.h"
 #include "pgoutbox/pgoutput/decoder.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/replication/connection.h"
@@ -101,8 +101,10 @@ int main(int argc, char** argv) {
       "CREATE PUBLICATION bench_pub FOR TABLE bench_outbox WITH (publish = 'insert')");
   const int proto = 3;
   for (int r = 0; r < rounds; ++r) {
-    pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('ours_{0}', 'pgoutput'), "
-                        "pg_create_logical_replication_slot('recv_{0}', 'pgoutput')", r));
+    pg.exec(
+        fmt::format("SELECT pg_create_logical_replication_slot('ours_{0}', 'pgoutput'), "
+                    "pg_create_logical_replication_slot('recv_{0}', 'pgoutput')",
+                    r));
   }
   std::fprintf(stderr, "writing %d outbox inserts…\n", rows);
   const std::string pad(static_cast<std::size_t>(std::max(payload - 40, 1)), 'x');
@@ -133,8 +135,9 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.2f | %.0f | %.1f | %.1f%% |\n", name, r.seconds, r.messages / r.seconds,
                 r.bytes / r.seconds / 1e6, 100.0 * best_recv.seconds / r.seconds);
   };
-  std::printf("\nWAL: %d outbox inserts (%d-byte payloads, 100 per transaction), %.0f MB of WAL, %llu pgoutput messages\n\n",
-              rows, payload, static_cast<double>(wal_bytes) / 1e6, static_cast<unsigned long long>(best_ours.messages));
+  std::printf(
+      "\nWAL: %d outbox inserts (%d-byte payloads, 100 per transaction), %.0f MB of WAL, %llu pgoutput messages\n\n",
+      rows, payload, static_cast<double>(wal_bytes) / 1e6, static_cast<unsigned long long>(best_ours.messages));
   std::printf("| reader | seconds | messages/s | MB/s (pgoutput) | of pg_recvlogical |\n|---|---|---|---|---|\n");
   row("pg_recvlogical -f /dev/null", best_recv);
   row("pgoutbox stream + decoder", best_ours);

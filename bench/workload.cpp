@@ -3,8 +3,8 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <chrono>
 #include <charconv>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 
@@ -58,8 +58,9 @@ void writer(const WorkloadSpec& spec, int index, std::int64_t txns, WorkloadResu
   const double txn_interval_s = spec.events_per_second > 0 ? spec.events_per_txn / spec.events_per_second : 0;
   for (std::int64_t t = index; t < txns; t += spec.connections) {
     if (txn_interval_s > 0) {
-      std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                std::chrono::duration<double>(txn_interval_s * static_cast<double>(t))));
+      std::this_thread::sleep_until(start +
+                                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        std::chrono::duration<double>(txn_interval_s * static_cast<double>(t))));
     }
     const std::int64_t first = spec.first_seq + t * spec.events_per_txn;
     const std::int64_t last = std::min(first + spec.events_per_txn, spec.first_seq + spec.events) - 1;
@@ -67,7 +68,8 @@ void writer(const WorkloadSpec& spec, int index, std::int64_t txns, WorkloadResu
     const char* params[4] = {first_s.c_str(), last_s.c_str(), spec.aggregate_type.c_str(), pad.c_str()};
     conn.check(PQexecPrepared(conn.pg, "emit", 4, params, nullptr, nullptr, 0), "insert");
     const std::int64_t now = realtime_us();
-    for (std::int64_t seq = first; seq <= last; ++seq) out.commit_us[static_cast<std::size_t>(seq - spec.first_seq)] = now;
+    for (std::int64_t seq = first; seq <= last; ++seq)
+      out.commit_us[static_cast<std::size_t>(seq - spec.first_seq)] = now;
   }
 }
 

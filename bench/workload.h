@@ -18,7 +18,7 @@ namespace pgoutbox::bench {
 
 struct WorkloadSpec {
   std::string dsn;
-  std::string outbox_table = "outbox";  // public.outbox (Debezium shape) or the polling relay's table
+  std::string outbox_table = "outbox";   // public.outbox (Debezium shape) or the polling relay's table
   std::string aggregate_type = "Order";  // the routing value
   int events_per_txn = 10;
   int payload_bytes = 200;  // approximate length of the payload's jsonb text

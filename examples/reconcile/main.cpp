@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
     }
     const auto stock_rows = stock_db.exec(
         "SELECT s.sku, s.initial, s.available, "
-        "       coalesce((SELECT sum(m.quantity) FROM stock_movements m WHERE m.sku = s.sku AND m.outcome = 'applied'), 0) "
+        "       coalesce((SELECT sum(m.quantity) FROM stock_movements m WHERE m.sku = s.sku AND m.outcome = "
+        "'applied'), 0) "
         "FROM stock s ORDER BY s.sku");
     for (int i = 0; i < PQntuples(stock_rows.get()); ++i) {
       stock.push_back({cell(stock_rows, i, 0), std::stoll(cell(stock_rows, i, 1)), std::stoll(cell(stock_rows, i, 2)),

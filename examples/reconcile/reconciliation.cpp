@@ -31,7 +31,8 @@ Report reconcile(const std::vector<OrderFact>& orders, const std::map<std::int64
 
 std::string summary_line(const Report& report) {
   const std::string rejected =
-      report.rejected > 0 ? fmt::format(" ({} of them rejected: insufficient stock or unknown sku)", report.rejected) : "";
+      report.rejected > 0 ? fmt::format(" ({} of them rejected: insufficient stock or unknown sku)", report.rejected)
+                          : "";
   return fmt::format("{} orders, {} applied{}, {} lost, {} applied twice", report.orders, report.took_effect, rejected,
                      report.lost.size(), report.applied_twice.size());
 }

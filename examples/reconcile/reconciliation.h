@@ -28,8 +28,8 @@ struct Report {
   std::int64_t orders = 0;
   std::int64_t took_effect = 0;  // applied or rejected, exactly once
   std::int64_t rejected = 0;
-  std::vector<OrderFact> lost;          // no movement: the event never took effect
-  std::vector<OrderFact> applied_twice;  // more than one movement for one order
+  std::vector<OrderFact> lost;                // no movement: the event never took effect
+  std::vector<OrderFact> applied_twice;       // more than one movement for one order
   std::vector<std::string> stock_mismatches;  // initial - applied != available
   bool clean() const { return lost.empty() && applied_twice.empty() && stock_mismatches.empty(); }
 };

@@ -59,10 +59,10 @@ bool SideProducer::send(const std::string& topic, std::optional<std::string_view
   const std::size_t key_size = key ? key->size() : 0;
   void* value_data = value ? const_cast<char*>(value->data()) : nullptr;
   const std::size_t value_size = value ? value->size() : 0;
-  const auto error = rd_kafka_producev(
-      rk_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key_data, key_size), RD_KAFKA_V_VALUE(value_data, value_size),
-      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(&delivery),
-      RD_KAFKA_V_END);
+  const auto error =
+      rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key_data, key_size),
+                        RD_KAFKA_V_VALUE(value_data, value_size), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(&delivery), RD_KAFKA_V_END);
   if (error != RD_KAFKA_RESP_ERR_NO_ERROR) {
     rd_kafka_headers_destroy(hdrs);
     throw std::runtime_error("produce to " + topic + ": " + rd_kafka_err2str(error));

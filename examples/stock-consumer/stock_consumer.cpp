@@ -68,8 +68,8 @@ StockConsumer::StockConsumer(ConsumerSettings settings)
   set(conf, "enable.auto.offset.store", "false");
   // A record may sit in its retry schedule this long without polling; the group must not
   // evict us meanwhile.
-  const auto poll_interval = std::max<std::chrono::milliseconds>(settings_.retry.total() + std::chrono::minutes(1),
-                                                                 std::chrono::minutes(5));
+  const auto poll_interval =
+      std::max<std::chrono::milliseconds>(settings_.retry.total() + std::chrono::minutes(1), std::chrono::minutes(5));
   set(conf, "max.poll.interval.ms", std::to_string(poll_interval.count()));
   char error[512];
   rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, error, sizeof error);
@@ -104,7 +104,8 @@ int StockConsumer::run() {
     rd_kafka_message_t* record = rd_kafka_consumer_poll(rk_, 200);
     if (record == nullptr) continue;
     if (record->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      if (record->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) spdlog::warn("consumer: {}", rd_kafka_message_errstr(record));
+      if (record->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        spdlog::warn("consumer: {}", rd_kafka_message_errstr(record));
       rd_kafka_message_destroy(record);
       continue;
     }
@@ -140,7 +141,8 @@ StockConsumer::Disposition StockConsumer::handle(const rd_kafka_message_t& recor
 
   ApplyOutcome outcome = ApplyOutcome::applied;
   std::string error;
-  switch (with_retries(event, [&] { outcome = store_.apply(event); }, error)) {
+  switch (with_retries(
+      event, [&] { outcome = store_.apply(event); }, error)) {
     case Attempt::stopped:
       return Disposition::stop;
     case Attempt::exhausted:
@@ -178,7 +180,8 @@ StockConsumer::Disposition StockConsumer::reject(const rd_kafka_message_t& recor
                              {"causation_id", event.msg_id}};
   if (!side_.send(settings_.reject_topic, key_of(record), value_of(record), headers)) return Disposition::stop;
   std::string error;
-  switch (with_retries(event, [&] { store_.record_rejection(event, reason); }, error)) {
+  switch (with_retries(
+      event, [&] { store_.record_rejection(event, reason); }, error)) {
     case Attempt::stopped:
       return Disposition::stop;
     case Attempt::exhausted:
@@ -257,7 +260,8 @@ void StockConsumer::refresh_lag() {
     const auto& tp = assigned->elems[i];
     int64_t low = 0, high = 0;
     // Cached from fetch responses: no request to the broker.
-    if (rd_kafka_get_watermark_offsets(rk_, tp.topic, tp.partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (rd_kafka_get_watermark_offsets(rk_, tp.topic, tp.partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      continue;
     const auto handled = next_offsets_.find({tp.topic, tp.partition});
     const int64_t position = handled != next_offsets_.end() ? handled->second : (tp.offset >= 0 ? tp.offset : low);
     if (high > position) lag += high - position;

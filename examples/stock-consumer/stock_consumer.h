@@ -25,7 +25,7 @@ struct ConsumerSettings {
   std::string dlq_topic = "stock.dlq";
   std::string reject_topic = "stock.rejected";
   RetrySchedule retry = RetrySchedule::production();
-  std::string stats_file;  // empty: none
+  std::string stats_file;                                             // empty: none
   std::vector<std::pair<std::string, std::string>> kafka_properties;  // extra librdkafka properties (TLS, SASL, ...)
 };
 

@@ -4,12 +4,12 @@
 
 #include <fmt/format.h>
 
+#include "load_config.h"
 #include "operator_commands.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/diagnostics/preflight.h"
 #include "pgoutbox/metrics/http_server.h"
 #include "pgoutbox/relay/outcome.h"
-#include "load_config.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {

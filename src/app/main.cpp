@@ -43,16 +43,19 @@ int main(int argc, char** argv) {
                                    "preflight: server settings, role rights, publication, columns, slot, Kafka and "
                                    "topics; one line per finding with its fix; exit 1 when something blocks");
   config_option(check);
-  check->footer("Exit codes: 0 nothing blocks; 1 something blocks (each FAIL line names its fix); 2 invalid "
-                "configuration; 64 wrong command line.");
+  check->footer(
+      "Exit codes: 0 nothing blocks; 1 something blocks (each FAIL line names its fix); 2 invalid "
+      "configuration; 64 wrong command line.");
   check->add_option("--kafka-timeout", kafka_timeout_s, "seconds to wait for a Kafka broker to answer (default 5)")
       ->check(CLI::Range(1, 300));
 
   bool json = false;
-  auto* status = app.add_subcommand("status", "the slot: active pid, confirmed LSN, lag and retained WAL in bytes, wal_status");
+  auto* status =
+      app.add_subcommand("status", "the slot: active pid, confirmed LSN, lag and retained WAL in bytes, wal_status");
   config_option(status);
-  status->footer("Exit codes: 0 done; 2 invalid configuration; 5 PostgreSQL cannot be reached or a query failed; 6 the "
-                 "slot does not exist; 64 wrong command line.");
+  status->footer(
+      "Exit codes: 0 done; 2 invalid configuration; 5 PostgreSQL cannot be reached or a query failed; 6 the "
+      "slot does not exist; 64 wrong command line.");
   status->add_flag("--json", json, "one JSON object instead of lines");
 
   bool yes = false;
@@ -60,16 +63,18 @@ int main(int argc, char** argv) {
   slot->require_subcommand(0, 1);
   slot->allow_extras();
   slot->footer("Subcommands: drop. Exit codes as for slot drop.");
-  auto* drop = slot->add_subcommand("drop", "drop the slot (its unconfirmed events are then never relayed); refuses "
-                                            "without --yes and while a session streams from it");
+  auto* drop = slot->add_subcommand("drop",
+                                    "drop the slot (its unconfirmed events are then never relayed); refuses "
+                                    "without --yes and while a session streams from it");
   config_option(drop);
   drop->add_flag("--yes", yes, "really drop it");
-  drop->footer("Exit codes: 0 dropped; 1 refused without --yes, nothing changed; 2 invalid configuration; 5 "
-               "PostgreSQL cannot be reached or a query failed; 6 the slot does not exist; 7 a session holds the slot, "
-               "nothing dropped; 64 wrong command line.");
+  drop->footer(
+      "Exit codes: 0 dropped; 1 refused without --yes, nothing changed; 2 invalid configuration; 5 "
+      "PostgreSQL cannot be reached or a query failed; 6 the slot does not exist; 7 a session holds the slot, "
+      "nothing dropped; 64 wrong command line.");
 
-  auto* reference = app.add_subcommand("config-reference",
-                                       "print the configuration reference (Markdown; docs/configuration.md is its output)");
+  auto* reference = app.add_subcommand(
+      "config-reference", "print the configuration reference (Markdown; docs/configuration.md is its output)");
   reference->footer("Exit codes: 0 done; 64 wrong command line.");
 
   try {
@@ -89,7 +94,8 @@ int main(int argc, char** argv) {
     if (rest.empty()) {
       std::fputs("pgoutbox slot: a subcommand is needed: drop (pgoutbox slot drop --help)\n", stderr);
     } else {
-      std::fprintf(stderr, "pgoutbox slot: unknown subcommand \"%s\"; the one there is: drop (pgoutbox slot drop --help)\n",
+      std::fprintf(stderr,
+                   "pgoutbox slot: unknown subcommand \"%s\"; the one there is: drop (pgoutbox slot drop --help)\n",
                    rest.front().c_str());
     }
     return kExitUsage;

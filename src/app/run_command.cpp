@@ -7,9 +7,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <chrono>
-#include <exception>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -158,7 +158,8 @@ int run(const std::string& config_path) {
   spdlog::info("pgoutbox {} starting with {}", kVersion, config_path);
   for (const auto& line : lines_of(config::describe(cfg))) spdlog::debug("config: {}", line);
   // Settings that weaken TLS or expose a secret: said once, here (`check` says the same).
-  for (const auto& finding : diagnostics::check_transport_security(cfg)) spdlog::warn("{}", diagnostics::format_line(finding));
+  for (const auto& finding : diagnostics::check_transport_security(cfg))
+    spdlog::warn("{}", diagnostics::format_line(finding));
 
   // Metrics outlive every session: the probes are the sessions' observer, the slot monitor and
   // the HTTP endpoints run on threads of their own from start to exit.
@@ -215,9 +216,10 @@ int run(const std::string& config_path) {
     switch (outcome.kind) {
       case relay::Outcome::Kind::stopped:
         if (outcome.unacknowledged) {
-          spdlog::warn("stopped with records unacknowledged: {}; the slot was not confirmed past them, so the next "
-                       "start sends them again (exit {})",
-                       outcome.reason, static_cast<int>(kExitStoppedUnacknowledged));
+          spdlog::warn(
+              "stopped with records unacknowledged: {}; the slot was not confirmed past them, so the next "
+              "start sends them again (exit {})",
+              outcome.reason, static_cast<int>(kExitStoppedUnacknowledged));
           return kExitStoppedUnacknowledged;
         }
         spdlog::info("stopped{}", outcome.reason.empty() ? "" : ": " + outcome.reason);
@@ -234,7 +236,8 @@ int run(const std::string& config_path) {
       // Another instance streams from the slot: wait as a standby, checking often enough to take
       // over within seconds of its end, and say so once rather than at every check.
       delay = std::min(delay, kStandbyCheck);
-      if (!standby) spdlog::info("standing by: {}; checking every {} ms at most", outcome.reason, kStandbyCheck.count());
+      if (!standby)
+        spdlog::info("standing by: {}; checking every {} ms at most", outcome.reason, kStandbyCheck.count());
       standby = true;
     } else {
       standby = false;

@@ -6,8 +6,8 @@ namespace pgoutbox::app {
 
 // Exit codes of `pgoutbox run` (documented in the README).
 enum ExitCode : int {
-  kExitOk = 0,            // stopped by SIGTERM/SIGINT after confirming what Kafka acknowledged
-  kExitConfig = 2,        // the configuration file or environment is invalid
+  kExitOk = 0,      // stopped by SIGTERM/SIGINT after confirming what Kafka acknowledged
+  kExitConfig = 2,  // the configuration file or environment is invalid
   // Stopped by a signal, but shutdown_timeout expired with records Kafka had not acknowledged:
   // nothing is lost (the slot was not confirmed past them; the next start sends them again).
   kExitStoppedUnacknowledged = 8,

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "load_config.h"
 #include "operator_commands.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/diagnostics/slot_status.h"
-#include "load_config.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
@@ -35,7 +35,8 @@ int slot_drop(const std::string& config_path, bool confirmed) {
       fmt::print("{}", diagnostics::to_text(*slot));
       fmt::print(stderr,
                  "refusing to drop replication slot \"{}\" without --yes: it is confirmed up to {} and {} bytes of WAL "
-                 "(of every table, not events) were written since; outbox rows committed after {} that Kafka does not hold yet would never be "
+                 "(of every table, not events) were written since; outbox rows committed after {} that Kafka does not "
+                 "hold yet would never be "
                  "relayed{}\n",
                  name, slot->confirmed_flush_lsn, slot->lag_bytes, slot->confirmed_flush_lsn,
                  slot->active ? fmt::format(" (and pid {} streams from it now: stop that pgoutbox first)",
@@ -48,9 +49,10 @@ int slot_drop(const std::string& config_path, bool confirmed) {
       case diagnostics::DropResult::dropped:
         // lag_bytes counts WAL written since the confirmed position by anything (other tables,
         // vacuum, checkpoints), not outbox events: after a clean stop it is rarely 0 and is no loss.
-        fmt::print("dropped replication slot \"{}\" (confirmed up to {}; {} bytes of WAL were written since, by any "
-                   "table: WAL, not events; only outbox rows committed after {}, if any, were not relayed)\n",
-                   name, slot->confirmed_flush_lsn, slot->lag_bytes, slot->confirmed_flush_lsn);
+        fmt::print(
+            "dropped replication slot \"{}\" (confirmed up to {}; {} bytes of WAL were written since, by any "
+            "table: WAL, not events; only outbox rows committed after {}, if any, were not relayed)\n",
+            name, slot->confirmed_flush_lsn, slot->lag_bytes, slot->confirmed_flush_lsn);
         return kExitOk;
       case diagnostics::DropResult::missing:
         fmt::print(stderr, "replication slot \"{}\" does not exist: nothing to drop\n", name);

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "load_config.h"
 #include "operator_commands.h"
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/diagnostics/slot_status.h"
-#include "load_config.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
@@ -23,7 +23,8 @@ int status(const std::string& config_path, bool json) {
     return kExitPostgres;
   }
   if (!slot) {
-    fmt::print(stderr, "replication slot \"{}\" does not exist (pgoutbox run creates it when postgres.create_slot is true)\n",
+    fmt::print(stderr,
+               "replication slot \"{}\" does not exist (pgoutbox run creates it when postgres.create_slot is true)\n",
                cfg.postgres.slot);
     return kExitNoSlot;
   }

@@ -6,7 +6,10 @@
 namespace pgoutbox {
 
 Backoff::Backoff(std::chrono::milliseconds min, std::chrono::milliseconds max, double factor, std::uint64_t seed)
-    : min_(min), max_(std::max(min, max)), factor_(std::max(1.0, factor)), rng_(seed != 0 ? seed : std::random_device{}()) {}
+    : min_(min),
+      max_(std::max(min, max)),
+      factor_(std::max(1.0, factor)),
+      rng_(seed != 0 ? seed : std::random_device{}()) {}
 
 std::chrono::milliseconds Backoff::next() {
   const double raw = static_cast<double>(min_.count()) * std::pow(factor_, static_cast<double>(attempt_));

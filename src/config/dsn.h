@@ -15,10 +15,10 @@ namespace pgoutbox::config::detail {
 
 struct DsnScan {
   bool uri = false;
-  std::vector<std::pair<std::string, std::string>> params;  // keywords and unescaped values
+  std::vector<std::pair<std::string, std::string>> params;         // keywords and unescaped values
   std::vector<std::pair<std::size_t, std::size_t>> secret_ranges;  // [begin, end) of secret values in the text
-  std::optional<std::string> error;  // what is malformed, without any of the text
-  std::size_t error_at = 0;          // where the scan stopped understanding the text
+  std::optional<std::string> error;                                // what is malformed, without any of the text
+  std::size_t error_at = 0;                                        // where the scan stopped understanding the text
 };
 
 DsnScan scan_dsn(std::string_view dsn);

@@ -67,7 +67,8 @@ void Loader::apply_environment() {
              "is not a property name; write PGOUTBOX_KAFKA_PROPERTY_<NAME> with the property's '.' as '_', e.g. "
              "PGOUTBOX_KAFKA_PROPERTY_LINGER_MS");
       }
-      if (value.empty()) fail(origin, std::string(kPropertiesPath) + "." + property, "is empty; unset the variable instead");
+      if (value.empty())
+        fail(origin, std::string(kPropertiesPath) + "." + property, "is empty; unset the variable instead");
       env_properties_[property] = {value, origin};
       continue;
     }
@@ -75,19 +76,23 @@ void Loader::apply_environment() {
       const std::string rest = name.substr(kTablesEnvPrefix.size());
       const std::size_t underscore = rest.find('_');
       const std::string index_text = rest.substr(0, underscore);
-      const bool canonical = !index_text.empty() && index_text.size() <= 6 && index_text.find_first_not_of("0123456789") == std::string::npos &&
+      const bool canonical = !index_text.empty() && index_text.size() <= 6 &&
+                             index_text.find_first_not_of("0123456789") == std::string::npos &&
                              (index_text == "0" || index_text.front() != '0');
       if (!canonical || underscore == std::string::npos) {
-        fail(origin, std::string(kTablesPath), "must be named PGOUTBOX_TABLES_<index>_<KEY>, e.g. PGOUTBOX_TABLES_0_TOPIC");
+        fail(origin, std::string(kTablesPath),
+             "must be named PGOUTBOX_TABLES_<index>_<KEY>, e.g. PGOUTBOX_TABLES_0_TOPIC");
       }
       table_variables[std::stoul(index_text)][name] = value;
       continue;
     }
     if (name == env_name(kTablesPath)) {
-      fail(origin, std::string(kTablesPath), "cannot be set whole; set each table's keys, e.g. PGOUTBOX_TABLES_0_TABLE");
+      fail(origin, std::string(kTablesPath),
+           "cannot be set whole; set each table's keys, e.g. PGOUTBOX_TABLES_0_TABLE");
     }
     if (name == env_name(kPropertiesPath)) {
-      fail(origin, std::string(kPropertiesPath), "cannot be set whole; set each property, e.g. PGOUTBOX_KAFKA_PROPERTY_LINGER_MS");
+      fail(origin, std::string(kPropertiesPath),
+           "cannot be set whole; set each property, e.g. PGOUTBOX_KAFKA_PROPERTY_LINGER_MS");
     }
     // Other PGOUTBOX_ variables belong to other tools (the test harness sets PGOUTBOX_PG_DSN);
     // only a near miss of one of ours is taken for a typo.
@@ -113,7 +118,8 @@ void Loader::apply_table_variables(const std::map<std::size_t, std::map<std::str
     const std::string shown_table = fmt::format("{}[{}]", kTablesPath, index);
     if (index > tables.size()) {
       fail(first, shown_table,
-           fmt::format("would leave a gap: the next new table is {}[{}] (indexes count from 0)", kTablesPath, tables.size()));
+           fmt::format("would leave a gap: the next new table is {}[{}] (indexes count from 0)", kTablesPath,
+                       tables.size()));
     }
     if (index == tables.size()) {
       tables.emplace_back();

@@ -7,7 +7,8 @@
 namespace pgoutbox::config {
 namespace {
 
-std::string format_message(const std::string& where, int line, int column, const std::string& key, const std::string& problem) {
+std::string format_message(const std::string& where, int line, int column, const std::string& key,
+                           const std::string& problem) {
   std::string out = where;
   if (line > 0) out += fmt::format(":{}", line);
   if (line > 0 && column > 0) out += fmt::format(":{}", column);

@@ -34,10 +34,10 @@ struct Entry {
   std::string type;
   std::string description;
   bool required = false;
-  bool secret = false;     // the value never appears in a message or in describe()
-  bool in_file = true;     // false: the environment alone may set it
-  bool nullable = false;   // YAML null is a value (no column, off)
-  bool described = true;   // false: not part of Config, so describe() has nothing to show
+  bool secret = false;    // the value never appears in a message or in describe()
+  bool in_file = true;    // false: the environment alone may set it
+  bool nullable = false;  // YAML null is a value (no column, off)
+  bool described = true;  // false: not part of Config, so describe() has nothing to show
   Shape shape = Shape::scalar;
   std::function<void(Root&, const Scalar&)> set;  // throws Invalid; never called with null unless nullable
   std::function<std::string(const Root&)> show;   // as it would be written in the file, secrets redacted

@@ -24,11 +24,16 @@ const char* kind_of(mode_t mode) {
 
 std::string FileContent::describe(std::size_t max_bytes) const {
   switch (failure) {
-    case Failure::none: return {};
-    case Failure::open: return fmt::format("cannot open: {}", std::strerror(error));
-    case Failure::read: return fmt::format("cannot read: {}", std::strerror(error));
-    case Failure::too_large: return fmt::format("is larger than {} KiB; is it the right file?", max_bytes / 1024);
-    case Failure::not_regular: return fmt::format("is not a regular file ({})", kind_of(mode));
+    case Failure::none:
+      return {};
+    case Failure::open:
+      return fmt::format("cannot open: {}", std::strerror(error));
+    case Failure::read:
+      return fmt::format("cannot read: {}", std::strerror(error));
+    case Failure::too_large:
+      return fmt::format("is larger than {} KiB; is it the right file?", max_bytes / 1024);
+    case Failure::not_regular:
+      return fmt::format("is not a regular file ({})", kind_of(mode));
   }
   return {};
 }

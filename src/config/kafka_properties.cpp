@@ -14,8 +14,8 @@ constexpr std::string_view kTimeout = "a record must never be given up while Kaf
 constexpr std::array kFixed{
     FixedKafkaProperty{"enable.idempotence", "true", "true", kIdempotence},
     FixedKafkaProperty{"acks", "all", "all (or -1)", kAcks},
-    FixedKafkaProperty{"request.required.acks", "all", "all (or -1)", kAcks},  // librdkafka's alias of acks
-    FixedKafkaProperty{"message.timeout.ms", "0", "0 (no timeout)", kTimeout},  // unbounded (I1)
+    FixedKafkaProperty{"request.required.acks", "all", "all (or -1)", kAcks},    // librdkafka's alias of acks
+    FixedKafkaProperty{"message.timeout.ms", "0", "0 (no timeout)", kTimeout},   // unbounded (I1)
     FixedKafkaProperty{"delivery.timeout.ms", "0", "0 (no timeout)", kTimeout},  // alias of message.timeout.ms
 };
 

@@ -17,7 +17,6 @@
 namespace pgoutbox::config::detail {
 namespace {
 
-
 // NAMEDATALEN - 1: Postgres truncates longer names, which would silently name something else.
 constexpr std::size_t kMaxNameBytes = 63;
 
@@ -96,7 +95,9 @@ Entry<Root> choice(std::string path, std::string description, Access access, con
 
 void check_name(std::string_view text) {
   if (text.empty()) throw Invalid("must not be empty");
-  if (text.size() > kMaxNameBytes) throw Invalid(fmt::format("is longer than {} bytes, which Postgres truncates (got {})", kMaxNameBytes, quote(text)));
+  if (text.size() > kMaxNameBytes)
+    throw Invalid(
+        fmt::format("is longer than {} bytes, which Postgres truncates (got {})", kMaxNameBytes, quote(text)));
 }
 
 // The scanner's messages carry positions only: a DSN may hold a password.
@@ -128,7 +129,8 @@ void check_brokers(std::string_view text) {
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = text.find(',', start);
-    const std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (item.find_first_not_of(' ') == std::string_view::npos) {
       throw Invalid(fmt::format("has an empty entry; write host:port[,host:port...] (got {})", quote(text)));
     }
@@ -139,9 +141,11 @@ void check_brokers(std::string_view text) {
 
 // Kafka's rules for topic names: 1 to 249 of [a-zA-Z0-9._-].
 void check_topic_name(std::string_view text) {
-  if (text.empty() || text.size() > 249) throw Invalid(fmt::format("must have 1 to 249 characters (got {})", quote(text)));
+  if (text.empty() || text.size() > 249)
+    throw Invalid(fmt::format("must have 1 to 249 characters (got {})", quote(text)));
   for (char c : text) {
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+          c == '-')) {
       throw Invalid(fmt::format("may contain only letters, digits, '.', '_' and '-' (got {})", quote(text)));
     }
   }
@@ -149,7 +153,9 @@ void check_topic_name(std::string_view text) {
 
 void check_column(std::string_view text) {
   if (text.empty()) throw Invalid("must name a column");
-  if (text.size() > kMaxNameBytes) throw Invalid(fmt::format("is longer than {} bytes, which Postgres truncates (got {})", kMaxNameBytes, quote(text)));
+  if (text.size() > kMaxNameBytes)
+    throw Invalid(
+        fmt::format("is longer than {} bytes, which Postgres truncates (got {})", kMaxNameBytes, quote(text)));
 }
 
 template <class Access>
@@ -178,23 +184,27 @@ std::vector<Entry<Draft>> make_global_entries() {
 
   auto dsn = text<Draft>(
       "postgres.dsn", "string",
-      "libpq connection string, key=value or postgresql:// URI. replication=database is added by pgoutbox. A password in "
-      "it is allowed but better kept in PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file; it is redacted everywhere.",
+      "libpq connection string, key=value or postgresql:// URI. replication=database is added by pgoutbox. A password "
+      "in "
+      "it is allowed but better kept in PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file; it is redacted "
+      "everywhere.",
       [](auto& d) -> auto& { return d.config.postgres.dsn; }, check_dsn);
   dsn.required = true;
   dsn.show = [](const Draft& d) { return redact_dsn(d.config.postgres.dsn); };
   v.push_back(std::move(dsn));
 
-  auto password = base<Draft>(
-      "postgres.password", "string (secret)",
-      "Password of the Postgres role, kept out of the file; it wins over postgres.password_file.");
+  auto password =
+      base<Draft>("postgres.password", "string (secret)",
+                  "Password of the Postgres role, kept out of the file; it wins over postgres.password_file.");
   password.secret = true;
   password.in_file = false;
   password.set = [](Draft& d, const Scalar& s) {
     if (s.text.empty()) throw Invalid("is empty; unset the variable instead");
     d.config.postgres.password = s.text;
   };
-  password.show = [](const Draft& d) { return d.config.postgres.password.empty() ? std::string() : std::string(kRedacted); };
+  password.show = [](const Draft& d) {
+    return d.config.postgres.password.empty() ? std::string() : std::string(kRedacted);
+  };
   v.push_back(std::move(password));
 
   auto password_file = base<Draft>(
@@ -214,34 +224,39 @@ std::vector<Entry<Draft>> make_global_entries() {
   password_file.show = [](const Draft& d) { return d.password_file.value_or(""); };
   v.push_back(std::move(password_file));
 
-  v.push_back(text<Draft>("postgres.slot", "slot name",
-                          "Logical replication slot to stream from (lower case letters, digits, '_').",
-                          [](auto& d) -> auto& { return d.config.postgres.slot; }, check_slot_name));
-  v.push_back(text<Draft>("postgres.publication", "name",
-                          "Publication listing the outbox tables (pgoutput's publication_names).",
-                          [](auto& d) -> auto& { return d.config.postgres.publication; }, check_name));
-  v.push_back(flag<Draft>("postgres.create_slot", "Create the slot (pgoutput) when it does not exist.",
-                          [](auto& d) -> auto& { return d.config.postgres.create_slot; }));
-  v.push_back(flag<Draft>("postgres.failover_slot",
-                          "Create the slot with failover = true so that a physical standby with "
-                          "sync_replication_slots = on keeps a copy and a promoted standby resumes from it "
-                          "(PostgreSQL 17 or later; refused before 17).",
-                          [](auto& d) -> auto& { return d.config.postgres.failover_slot; }));
-  v.push_back(flag<Draft>("postgres.create_publication",
-                          "Create the publication for the configured tables when it does not exist (needs ownership of "
-                          "the tables).",
-                          [](auto& d) -> auto& { return d.config.postgres.create_publication; }));
-  v.push_back(duration<Draft>("postgres.status_interval",
-                              "How often the confirmed position is reported to the server, also when idle; keep it well "
-                              "below the server's wal_sender_timeout.",
-                              [](auto& d) -> auto& { return d.config.postgres.status_interval; }));
-  v.push_back(text<Draft>("postgres.application_name", "string",
-                          "application_name of the replication connection, as pg_stat_replication shows it.",
-                          [](auto& d) -> auto& { return d.config.postgres.application_name; }, check_application_name));
+  v.push_back(text<Draft>(
+      "postgres.slot", "slot name", "Logical replication slot to stream from (lower case letters, digits, '_').",
+      [](auto& d) -> auto& { return d.config.postgres.slot; }, check_slot_name));
+  v.push_back(text<Draft>(
+      "postgres.publication", "name", "Publication listing the outbox tables (pgoutput's publication_names).",
+      [](auto& d) -> auto& { return d.config.postgres.publication; }, check_name));
+  v.push_back(flag<Draft>(
+      "postgres.create_slot", "Create the slot (pgoutput) when it does not exist.",
+      [](auto& d) -> auto& { return d.config.postgres.create_slot; }));
+  v.push_back(flag<Draft>(
+      "postgres.failover_slot",
+      "Create the slot with failover = true so that a physical standby with "
+      "sync_replication_slots = on keeps a copy and a promoted standby resumes from it "
+      "(PostgreSQL 17 or later; refused before 17).",
+      [](auto& d) -> auto& { return d.config.postgres.failover_slot; }));
+  v.push_back(flag<Draft>(
+      "postgres.create_publication",
+      "Create the publication for the configured tables when it does not exist (needs ownership of "
+      "the tables).",
+      [](auto& d) -> auto& { return d.config.postgres.create_publication; }));
+  v.push_back(duration<Draft>(
+      "postgres.status_interval",
+      "How often the confirmed position is reported to the server, also when idle; keep it well "
+      "below the server's wal_sender_timeout.",
+      [](auto& d) -> auto& { return d.config.postgres.status_interval; }));
+  v.push_back(text<Draft>(
+      "postgres.application_name", "string",
+      "application_name of the replication connection, as pg_stat_replication shows it.",
+      [](auto& d) -> auto& { return d.config.postgres.application_name; }, check_application_name));
 
-  auto brokers = text<Draft>("kafka.brokers", "string",
-                             "Kafka bootstrap servers, host:port[,host:port...] (librdkafka bootstrap.servers).",
-                             [](auto& d) -> auto& { return d.config.kafka.brokers; }, check_brokers);
+  auto brokers = text<Draft>(
+      "kafka.brokers", "string", "Kafka bootstrap servers, host:port[,host:port...] (librdkafka bootstrap.servers).",
+      [](auto& d) -> auto& { return d.config.kafka.brokers; }, check_brokers);
   brokers.required = true;
   v.push_back(std::move(brokers));
 
@@ -254,7 +269,8 @@ std::vector<Entry<Draft>> make_global_entries() {
   properties.shape = Shape::property_map;
   properties.show = [](const Draft& d) {
     std::string out;
-    for (const auto& [name, value] : redact_properties(d.config.kafka.properties)) out += fmt::format("{}{}: {}", out.empty() ? "" : ", ", name, value);
+    for (const auto& [name, value] : redact_properties(d.config.kafka.properties))
+      out += fmt::format("{}{}: {}", out.empty() ? "" : ", ", name, value);
     return "{" + out + "}";
   };
   v.push_back(std::move(properties));
@@ -266,9 +282,9 @@ std::vector<Entry<Draft>> make_global_entries() {
   tables.show = [](const Draft& d) { return fmt::format("{} table(s)", d.config.tables.size()); };
   v.push_back(std::move(tables));
 
-  v.push_back(flag<Draft>("provenance_headers",
-                          "Add headers pgoutbox.lsn, pgoutbox.commit_time and pgoutbox.xid to every record.",
-                          [](auto& d) -> auto& { return d.config.provenance_headers; }));
+  v.push_back(flag<Draft>(
+      "provenance_headers", "Add headers pgoutbox.lsn, pgoutbox.commit_time and pgoutbox.xid to every record.",
+      [](auto& d) -> auto& { return d.config.provenance_headers; }));
 
   auto records = base<Draft>("limits.max_in_flight_records", "integer",
                              "Records read but not yet acknowledged by Kafka; at this cap pgoutbox stops reading the "
@@ -300,22 +316,27 @@ std::vector<Entry<Draft>> make_global_entries() {
   bytes.show = [](const Draft& d) { return format_size(d.config.limits.max_in_flight_bytes); };
   v.push_back(std::move(bytes));
 
-  v.push_back(number<Draft>("limits.resume_ratio",
-                            "Reading resumes once in-flight records and bytes are both below this share of their caps.",
-                            [](auto& d) -> auto& { return d.config.limits.resume_ratio; },
-                            [](double value, const std::string& text) {
-                              if (!(value > 0 && value < 1)) throw Invalid(fmt::format("must be between 0 and 1, both excluded (got {})", text));
-                            }));
+  v.push_back(number<Draft>(
+      "limits.resume_ratio",
+      "Reading resumes once in-flight records and bytes are both below this share of their caps.",
+      [](auto& d) -> auto& { return d.config.limits.resume_ratio; },
+      [](double value, const std::string& text) {
+        if (!(value > 0 && value < 1))
+          throw Invalid(fmt::format("must be between 0 and 1, both excluded (got {})", text));
+      }));
 
-  v.push_back(duration<Draft>("reconnect.min", "First delay of the backoff between reconnect attempts after a lost connection.",
-                              [](auto& d) -> auto& { return d.config.reconnect.min; }));
-  v.push_back(duration<Draft>("reconnect.max", "Longest delay between attempts; at least reconnect.min.",
-                              [](auto& d) -> auto& { return d.config.reconnect.max; }));
-  v.push_back(number<Draft>("reconnect.factor", "Each delay is the previous one times this factor, up to reconnect.max.",
-                            [](auto& d) -> auto& { return d.config.reconnect.factor; },
-                            [](double value, const std::string& text) {
-                              if (!(value >= 1)) throw Invalid(fmt::format("must be at least 1 (got {})", text));
-                            }));
+  v.push_back(duration<Draft>(
+      "reconnect.min", "First delay of the backoff between reconnect attempts after a lost connection.",
+      [](auto& d) -> auto& { return d.config.reconnect.min; }));
+  v.push_back(duration<Draft>(
+      "reconnect.max", "Longest delay between attempts; at least reconnect.min.",
+      [](auto& d) -> auto& { return d.config.reconnect.max; }));
+  v.push_back(number<Draft>(
+      "reconnect.factor", "Each delay is the previous one times this factor, up to reconnect.max.",
+      [](auto& d) -> auto& { return d.config.reconnect.factor; },
+      [](double value, const std::string& text) {
+        if (!(value >= 1)) throw Invalid(fmt::format("must be at least 1 (got {})", text));
+      }));
   auto policy = base<Draft>("poison.policy", "one of stop, dead-letter, skip",
                             "A record Kafka rejects for good (too large, invalid, not authorised, unknown topic) "
                             "after poison.max_retries, or a row that cannot become a record: stop exits with code 4 "
@@ -329,20 +350,25 @@ std::vector<Entry<Draft>> make_global_entries() {
   };
   policy.show = [](const Draft& d) {
     switch (d.config.poison.policy) {
-      case PoisonPolicy::dead_letter: return std::string("dead-letter");
-      case PoisonPolicy::skip: return std::string("skip");
-      case PoisonPolicy::stop: break;
+      case PoisonPolicy::dead_letter:
+        return std::string("dead-letter");
+      case PoisonPolicy::skip:
+        return std::string("skip");
+      case PoisonPolicy::stop:
+        break;
     }
     return std::string("stop");
   };
   v.push_back(std::move(policy));
-  v.push_back(text<Draft>("poison.dead_letter_topic", "topic",
-                          "Where dead-letter sends poison: the original key, value and headers, plus headers "
-                          "pgoutbox.dlq.error, .error.code, .topic, .attempts and .lsn.",
-                          [](auto& d) -> auto& { return d.config.poison.dead_letter_topic; }, check_topic_name));
-  auto retries = base<Draft>("poison.max_retries", "integer",
-                             "How many times a record Kafka rejected for good is sent again (after poison.retry_backoff, "
-                             "doubling) before the policy applies. Rows that fail validation are not retried.");
+  v.push_back(text<Draft>(
+      "poison.dead_letter_topic", "topic",
+      "Where dead-letter sends poison: the original key, value and headers, plus headers "
+      "pgoutbox.dlq.error, .error.code, .topic, .attempts and .lsn.",
+      [](auto& d) -> auto& { return d.config.poison.dead_letter_topic; }, check_topic_name));
+  auto retries =
+      base<Draft>("poison.max_retries", "integer",
+                  "How many times a record Kafka rejected for good is sent again (after poison.retry_backoff, "
+                  "doubling) before the policy applies. Rows that fail validation are not retried.");
   retries.set = [](Draft& d, const Scalar& s) {
     const auto value = parse_count(s.text);
     if (value > 100) throw Invalid(fmt::format("must be at most 100 (got {})", value));
@@ -350,22 +376,24 @@ std::vector<Entry<Draft>> make_global_entries() {
   };
   retries.show = [](const Draft& d) { return fmt::format("{}", d.config.poison.max_retries); };
   v.push_back(std::move(retries));
-  v.push_back(duration<Draft>("poison.retry_backoff",
-                              "Delay before the first retry of a rejected record; each further retry waits twice as "
-                              "long, up to reconnect.max.",
-                              [](auto& d) -> auto& { return d.config.poison.retry_backoff; }));
+  v.push_back(duration<Draft>(
+      "poison.retry_backoff",
+      "Delay before the first retry of a rejected record; each further retry waits twice as "
+      "long, up to reconnect.max.",
+      [](auto& d) -> auto& { return d.config.poison.retry_backoff; }));
 
-  v.push_back(duration<Draft>("shutdown_timeout",
-                              "On SIGTERM or SIGINT, how long to wait for Kafka to acknowledge what is in flight "
-                              "before exiting without confirming it.",
-                              [](auto& d) -> auto& { return d.config.shutdown_timeout; }));
+  v.push_back(duration<Draft>(
+      "shutdown_timeout",
+      "On SIGTERM or SIGINT, how long to wait for Kafka to acknowledge what is in flight "
+      "before exiting without confirming it.",
+      [](auto& d) -> auto& { return d.config.shutdown_timeout; }));
 
-  auto metrics = text<Draft>("metrics_address", "host:port",
-                             "Where /metrics, /healthz and /readyz listen; empty or null turns them off.",
-                             [](auto& d) -> auto& { return d.config.metrics_address; },
-                             [](std::string_view value) {
-                               if (!value.empty()) check_address(value);
-                             });
+  auto metrics = text<Draft>(
+      "metrics_address", "host:port", "Where /metrics, /healthz and /readyz listen; empty or null turns them off.",
+      [](auto& d) -> auto& { return d.config.metrics_address; },
+      [](std::string_view value) {
+        if (!value.empty()) check_address(value);
+      });
   metrics.nullable = true;
   const auto set_metrics = metrics.set;
   metrics.set = [set_metrics](Draft& d, const Scalar& s) { set_metrics(d, s.null ? Scalar{} : s); };
@@ -377,7 +405,8 @@ std::vector<Entry<Draft>> make_global_entries() {
                                   "this bounds /metrics. Every series is also labelled by its table.");
   topic_labels.set = [](Draft& d, const Scalar& s) {
     const auto value = parse_count(s.text);
-    if (value > kMaxTopicLabels) throw Invalid(fmt::format("must be at most {} (got {})", kMaxTopicLabels, quote(s.text)));
+    if (value > kMaxTopicLabels)
+      throw Invalid(fmt::format("must be at most {} (got {})", kMaxTopicLabels, quote(s.text)));
     d.config.metrics_topic_labels = value;
   };
   topic_labels.show = [](const Draft& d) { return fmt::format("{}", d.config.metrics_topic_labels); };
@@ -385,7 +414,8 @@ std::vector<Entry<Draft>> make_global_entries() {
 
   v.push_back(choice<Draft>("log_format", "auto writes JSON lines unless stderr is a terminal.",
                             [](auto& d) -> auto& { return d.config.log_format; }, {"auto", "json", "text"}));
-  v.push_back(choice<Draft>("log_level", "Least severe level that is logged.", [](auto& d) -> auto& { return d.config.log_level; },
+  v.push_back(choice<Draft>("log_level", "Least severe level that is logged.",
+                            [](auto& d) -> auto& { return d.config.log_level; },
                             {"trace", "debug", "info", "warn", "error"}));
   return v;
 }
@@ -402,33 +432,37 @@ std::vector<Entry<TableConfig>> make_table_entries() {
     t.schema = std::move(name.schema);
     t.name = std::move(name.name);
   };
-  table.show = [](const TableConfig& t) { return t.name.empty() ? std::string() : format_table_name(t.schema, t.name); };
+  table.show = [](const TableConfig& t) {
+    return t.name.empty() ? std::string() : format_table_name(t.schema, t.name);
+  };
   v.push_back(std::move(table));
 
-  v.push_back(text<TableConfig>("topic", "topic template",
-                                "Destination topic; each ${column} is replaced by that column's text (the column must "
-                                "exist; pgoutbox check verifies it).",
-                                [](auto& t) -> auto& { return t.topic; },
-                                [](std::string_view value) {
-                                  try {
-                                    parse_topic_template(value);
-                                  } catch (const std::invalid_argument& e) {
-                                    throw Invalid(fmt::format("{} (got {})", e.what(), quote(value)));
-                                  }
-                                }));
+  v.push_back(text<TableConfig>(
+      "topic", "topic template",
+      "Destination topic; each ${column} is replaced by that column's text (the column must "
+      "exist; pgoutbox check verifies it).",
+      [](auto& t) -> auto& { return t.topic; },
+      [](std::string_view value) {
+        try {
+          parse_topic_template(value);
+        } catch (const std::invalid_argument& e) {
+          throw Invalid(fmt::format("{} (got {})", e.what(), quote(value)));
+        }
+      }));
 
-  v.push_back(text<TableConfig>("topic_pattern", "regular expression",
-                                "Allow-list for the expanded topic (ECMAScript syntax, matched against the whole "
-                                "name); a row whose topic does not match is poison INVALID_TOPIC and never reaches "
-                                "Kafka. Empty: any name Kafka accepts ([A-Za-z0-9._-], 1 to 249 bytes).",
-                                [](auto& t) -> auto& { return t.topic_pattern; },
-                                [](std::string_view value) {
-                                  try {
-                                    std::regex(value.begin(), value.end());
-                                  } catch (const std::regex_error& e) {
-                                    throw Invalid(fmt::format("is not a valid regular expression: {} (got {})", e.what(), quote(value)));
-                                  }
-                                }));
+  v.push_back(text<TableConfig>(
+      "topic_pattern", "regular expression",
+      "Allow-list for the expanded topic (ECMAScript syntax, matched against the whole "
+      "name); a row whose topic does not match is poison INVALID_TOPIC and never reaches "
+      "Kafka. Empty: any name Kafka accepts ([A-Za-z0-9._-], 1 to 249 bytes).",
+      [](auto& t) -> auto& { return t.topic_pattern; },
+      [](std::string_view value) {
+        try {
+          std::regex(value.begin(), value.end());
+        } catch (const std::regex_error& e) {
+          throw Invalid(fmt::format("is not a valid regular expression: {} (got {})", e.what(), quote(value)));
+        }
+      }));
 
   auto null_payload = base<TableConfig>("null_payload", "one of poison, tombstone",
                                         "A row whose payload is NULL: poison sends it through the poison policy "
@@ -437,27 +471,35 @@ std::vector<Entry<TableConfig>> make_table_entries() {
     check_choice(s.text, {"poison", "tombstone"});
     t.null_payload = s.text == "tombstone" ? NullPayload::tombstone : NullPayload::poison;
   };
-  null_payload.show = [](const TableConfig& t) { return std::string(t.null_payload == NullPayload::tombstone ? "tombstone" : "poison"); };
+  null_payload.show = [](const TableConfig& t) {
+    return std::string(t.null_payload == NullPayload::tombstone ? "tombstone" : "poison");
+  };
   v.push_back(std::move(null_payload));
 
-  v.push_back(flag<TableConfig>("validate_json",
-                                 "Check that each payload is valid JSON (for text and bytea payload columns; json and "
-                                 "jsonb are valid by construction). A payload that is not is poison.",
-                                 [](auto& t) -> auto& { return t.validate_json; }));
+  v.push_back(flag<TableConfig>(
+      "validate_json",
+      "Check that each payload is valid JSON (for text and bytea payload columns; json and "
+      "jsonb are valid by construction). A payload that is not is poison.",
+      [](auto& t) -> auto& { return t.validate_json; }));
 
-  v.push_back(column("columns.id", "Column with the event id; becomes header id (consumers deduplicate by it).",
-                     [](auto& t) -> auto& { return t.columns.id; }));
-  v.push_back(column("columns.aggregate_type", "Column with the routing value, usually referenced by the topic template.",
-                     [](auto& t) -> auto& { return t.columns.aggregate_type; }));
-  v.push_back(column("columns.aggregate_id", "Column with the record key (per-key order is kept).",
-                     [](auto& t) -> auto& { return t.columns.aggregate_id; }));
-  v.push_back(column("columns.payload", "Column with the record value: json, jsonb, text or bytea.",
-                     [](auto& t) -> auto& { return t.columns.payload; }));
+  v.push_back(column(
+      "columns.id", "Column with the event id; becomes header id (consumers deduplicate by it).",
+      [](auto& t) -> auto& { return t.columns.id; }));
+  v.push_back(column(
+      "columns.aggregate_type", "Column with the routing value, usually referenced by the topic template.",
+      [](auto& t) -> auto& { return t.columns.aggregate_type; }));
+  v.push_back(column(
+      "columns.aggregate_id", "Column with the record key (per-key order is kept).",
+      [](auto& t) -> auto& { return t.columns.aggregate_id; }));
+  v.push_back(column(
+      "columns.payload", "Column with the record value: json, jsonb, text or bytea.",
+      [](auto& t) -> auto& { return t.columns.payload; }));
 
-  auto type = optional_column("columns.type",
-                              "Column with the event type, sent as header type. The default column is skipped when "
-                              "the table lacks it; a column named here must exist. null: none.",
-                              [](auto& t) -> auto& { return t.columns.type; });
+  auto type = optional_column(
+      "columns.type",
+      "Column with the event type, sent as header type. The default column is skipped when "
+      "the table lacks it; a column named here must exist. null: none.",
+      [](auto& t) -> auto& { return t.columns.type; });
   const auto set_type = type.set;
   type.set = [set_type](TableConfig& t, const Scalar& s) {
     set_type(t, s);
@@ -465,11 +507,12 @@ std::vector<Entry<TableConfig>> make_table_entries() {
   };
   v.push_back(std::move(type));
 
-  v.push_back(optional_column("columns.headers",
-                              "json or jsonb object column; each key becomes a header (e.g. traceparent). null: none.",
-                              [](auto& t) -> auto& { return t.columns.headers; }));
-  v.push_back(optional_column("columns.timestamp", "Column with the record timestamp; null: the commit time.",
-                              [](auto& t) -> auto& { return t.columns.timestamp; }));
+  v.push_back(optional_column(
+      "columns.headers", "json or jsonb object column; each key becomes a header (e.g. traceparent). null: none.",
+      [](auto& t) -> auto& { return t.columns.headers; }));
+  v.push_back(optional_column(
+      "columns.timestamp", "Column with the record timestamp; null: the commit time.",
+      [](auto& t) -> auto& { return t.columns.timestamp; }));
   return v;
 }
 

@@ -11,8 +11,8 @@
 
 #include "file_read.h"
 #include "loader_state.h"
-#include "yaml_lint.h"
 #include "suggest.h"
+#include "yaml_lint.h"
 
 namespace pgoutbox::config {
 namespace detail {
@@ -71,7 +71,8 @@ std::string read_whole_file(const std::string& path) {
   if (content.failure == FileContent::Failure::none) return std::move(content.text);
   if (content.failure == FileContent::Failure::open || content.failure == FileContent::Failure::read) {
     const char* verb = content.failure == FileContent::Failure::open ? "open" : "read";
-    throw ConfigError(path, 0, 0, "", fmt::format("cannot {} the configuration file: {}", verb, std::strerror(content.error)));
+    throw ConfigError(path, 0, 0, "",
+                      fmt::format("cannot {} the configuration file: {}", verb, std::strerror(content.error)));
   }
   // A device, a FIFO, a directory or an oversized file: refused before reading it.
   throw ConfigError(path, 0, 0, "", fmt::format("the configuration file {}", content.describe(kMaxConfigBytes)));
@@ -110,7 +111,8 @@ Config Loader::run(const std::string& yaml) {
   } catch (const YAML::Exception& e) {
     fail(at(e.mark), "", fmt::format("not valid YAML: {}", e.msg));
   }
-  if (!root.IsNull() && !root.IsMap()) fail(at(root.Mark()), "", fmt::format("the top level must be a map of keys, not a {}", node_kind(root)));
+  if (!root.IsNull() && !root.IsMap())
+    fail(at(root.Mark()), "", fmt::format("the top level must be a map of keys, not a {}", node_kind(root)));
   walk_map(root, file_origin(), "", "", global_entries(), draft_);
   apply_environment();
   check_required();
@@ -130,8 +132,8 @@ Config Loader::run(const std::string& yaml) {
 }
 
 template <class Root>
-void Loader::walk_map(const YAML::Node& map, const Origin& map_origin, const std::string& relative_prefix, const std::string& shown_prefix,
-                      const std::vector<Entry<Root>>& entries, Root& root) {
+void Loader::walk_map(const YAML::Node& map, const Origin& map_origin, const std::string& relative_prefix,
+                      const std::string& shown_prefix, const std::vector<Entry<Root>>& entries, Root& root) {
   if (map.IsNull()) return;  // "limits:" with nothing under it keeps the defaults
   const std::string section = shown_prefix.empty() ? std::string() : shown_prefix.substr(0, shown_prefix.size() - 1);
   if (!map.IsMap()) fail(map_origin, section, fmt::format("must be a map of keys, not a {}", node_kind(map)));
@@ -150,15 +152,17 @@ void Loader::walk_map(const YAML::Node& map, const Origin& map_origin, const std
     if (const auto* entry = find_entry(entries, relative)) {
       if (!entry->in_file) {
         const bool has_file_variant = find_entry(entries, relative + "_file") != nullptr;
-        fail(key_origin, shown, fmt::format("is a secret and is not read from the configuration file; set {}{}", env_name(relative),
-                                            has_file_variant ? " or " + relative + "_file" : ""));
+        fail(key_origin, shown,
+             fmt::format("is a secret and is not read from the configuration file; set {}{}", env_name(relative),
+                         has_file_variant ? " or " + relative + "_file" : ""));
       }
       switch (entry->shape) {
         case Shape::scalar: {
           if (value.IsMap() || value.IsSequence()) {
             fail(value_origin, shown, fmt::format("must be a {}, not a {}", entry->type, node_kind(value)));
           }
-          apply_scalar(*entry, root, Scalar{value.IsNull() ? std::string() : value.Scalar(), value.IsNull()}, value_origin, shown);
+          apply_scalar(*entry, root, Scalar{value.IsNull() ? std::string() : value.Scalar(), value.IsNull()},
+                       value_origin, shown);
           origins_[shown] = value_origin;
           break;
         }
@@ -181,10 +185,11 @@ void Loader::walk_map(const YAML::Node& map, const Origin& map_origin, const std
 }
 
 template <class Root>
-void Loader::unknown_key(const Origin& origin, const std::string& key, const std::string& relative_prefix, const std::string& shown_prefix,
-                         const std::vector<Entry<Root>>& entries) {
+void Loader::unknown_key(const Origin& origin, const std::string& key, const std::string& relative_prefix,
+                         const std::string& shown_prefix, const std::vector<Entry<Root>>& entries) {
   const auto siblings = keys_under(entries, relative_prefix);
-  if (const auto close = closest(key, siblings)) fail(origin, shown_prefix + key, fmt::format("unknown key; did you mean {}{}?", shown_prefix, *close));
+  if (const auto close = closest(key, siblings))
+    fail(origin, shown_prefix + key, fmt::format("unknown key; did you mean {}{}?", shown_prefix, *close));
   // Written in the wrong section: suggest where it belongs.
   const auto paths = all_file_paths();
   std::vector<std::string> last_segments;
@@ -203,15 +208,18 @@ void Loader::unknown_key(const Origin& origin, const std::string& key, const std
 void Loader::read_properties(const YAML::Node& node, const Origin& origin) {
   const std::string path(kPropertiesPath);
   if (node.IsNull()) return;
-  if (!node.IsMap()) fail(origin, path, fmt::format("must be a map of librdkafka property names to values, not a {}", node_kind(node)));
+  if (!node.IsMap())
+    fail(origin, path, fmt::format("must be a map of librdkafka property names to values, not a {}", node_kind(node)));
   for (const auto& pair : node) {
     const YAML::Node key_node = pair.first;
     const YAML::Node value = pair.second;
     const Origin key_origin = at(key_node.Mark());
-    if (!key_node.IsScalar() || key_node.Scalar().empty()) fail(key_origin, path, "has a key that is not a property name");
+    if (!key_node.IsScalar() || key_node.Scalar().empty())
+      fail(key_origin, path, "has a key that is not a property name");
     const std::string& name = key_node.Scalar();
     const std::string shown = fmt::format("{}.{}", path, name);
-    if (name.find_first_of(" \t") != std::string::npos) fail(key_origin, shown, "is not a librdkafka property name (it has a space)");
+    if (name.find_first_of(" \t") != std::string::npos)
+      fail(key_origin, shown, "is not a librdkafka property name (it has a space)");
     if (file_properties_.contains(name)) fail(key_origin, shown, "is given twice");
     const Origin value_origin = at(value, key_node);
     if (value.IsNull()) fail(value_origin, shown, "has no value; librdkafka properties are strings");
@@ -223,13 +231,15 @@ void Loader::read_properties(const YAML::Node& node, const Origin& origin) {
 void Loader::read_tables(const YAML::Node& node, const Origin& origin) {
   if (node.IsNull()) return;  // check_required reports it, also considering the environment
   if (!node.IsSequence()) {
-    fail(origin, std::string(kTablesPath), fmt::format("must be a list of tables (- table: public.outbox), not a {}", node_kind(node)));
+    fail(origin, std::string(kTablesPath),
+         fmt::format("must be a list of tables (- table: public.outbox), not a {}", node_kind(node)));
   }
   for (std::size_t i = 0; i < node.size(); ++i) {
     const YAML::Node item = node[i];
     const std::string shown = fmt::format("{}[{}]", kTablesPath, i);
     const Origin item_origin = at(item.Mark()).line > 0 ? at(item.Mark()) : origin;
-    if (!item.IsMap()) fail(item_origin, shown, fmt::format("must be a map with at least table:, not a {}", node_kind(item)));
+    if (!item.IsMap())
+      fail(item_origin, shown, fmt::format("must be a map with at least table:, not a {}", node_kind(item)));
     origins_[shown] = item_origin;
     TableConfig table;
     walk_map(item, item_origin, "", shown + ".", table_entries(), table);

@@ -39,8 +39,8 @@ class Loader {
   Origin at(const YAML::Mark& mark) const;
   Origin at(const YAML::Node& node, const YAML::Node& fallback) const;
   template <class Root>
-  void walk_map(const YAML::Node& map, const Origin& map_origin, const std::string& relative_prefix, const std::string& shown_prefix,
-                const std::vector<Entry<Root>>& entries, Root& root);
+  void walk_map(const YAML::Node& map, const Origin& map_origin, const std::string& relative_prefix,
+                const std::string& shown_prefix, const std::vector<Entry<Root>>& entries, Root& root);
   template <class Root>
   [[noreturn]] void unknown_key(const Origin& origin, const std::string& key, const std::string& relative_prefix,
                                 const std::string& shown_prefix, const std::vector<Entry<Root>>& entries);
@@ -74,7 +74,8 @@ class Loader {
 
 // Parses and stores one value; null is refused unless the key is nullable.
 template <class Root>
-void apply_scalar(const Entry<Root>& entry, Root& root, const Scalar& value, const Origin& origin, const std::string& shown_key) {
+void apply_scalar(const Entry<Root>& entry, Root& root, const Scalar& value, const Origin& origin,
+                  const std::string& shown_key) {
   if (value.null && !entry.nullable) {
     if (entry.required) fail(origin, shown_key, "needs a value");
     fail(origin, shown_key, "has no value; leave the key out to use the default (" + entry.show(Root{}) + ")");

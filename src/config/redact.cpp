@@ -56,11 +56,13 @@ std::string describe(const Config& config) {
         }
         break;
       case Shape::property_map:
-        for (const auto& [name, value] : redact_properties(config.kafka.properties)) out += fmt::format("  {}.{}: {}\n", e.path, name, value);
+        for (const auto& [name, value] : redact_properties(config.kafka.properties))
+          out += fmt::format("  {}.{}: {}\n", e.path, name, value);
         break;
       case Shape::table_list:
         for (std::size_t i = 0; i < config.tables.size(); ++i) {
-          for (const auto& t : table_entries()) out += fmt::format("  {}[{}].{}: {}\n", e.path, i, t.path, t.show(config.tables[i]));
+          for (const auto& t : table_entries())
+            out += fmt::format("  {}[{}].{}: {}\n", e.path, i, t.path, t.show(config.tables[i]));
         }
         break;
     }

@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 
-#include "pgoutbox/config/kafka_properties.h"
 #include <unistd.h>
+#include "pgoutbox/config/kafka_properties.h"
 
 #include <cerrno>
 #include <cstring>
@@ -28,7 +28,9 @@ constexpr std::size_t kMaxSecretBytes = 64 * 1024;
 
 constexpr std::string_view kFileSuffix = "_file";
 
-bool is_file_variant(const std::string& name) { return name.size() > kFileSuffix.size() && name.ends_with(kFileSuffix); }
+bool is_file_variant(const std::string& name) {
+  return name.size() > kFileSuffix.size() && name.ends_with(kFileSuffix);
+}
 std::string without_file_suffix(const std::string& name) { return name.substr(0, name.size() - kFileSuffix.size()); }
 
 bool dsn_has_password(const std::string& dsn) {
@@ -52,7 +54,8 @@ std::string Loader::read_secret_file(const std::string& path, const Origin& orig
   std::filesystem::path full(path);
   if (full.is_relative() && !origin.base_dir.empty()) full = std::filesystem::path(origin.base_dir) / full;
   std::error_code ec;
-  if (std::filesystem::is_directory(full, ec)) fail(origin, key, fmt::format("{} is a folder, not a file", full.string()));
+  if (std::filesystem::is_directory(full, ec))
+    fail(origin, key, fmt::format("{} is a folder, not a file", full.string()));
   auto read = read_file(full.string(), kMaxSecretBytes);
   switch (read.failure) {
     case FileContent::Failure::none:
@@ -69,8 +72,8 @@ std::string Loader::read_secret_file(const std::string& path, const Origin& orig
   // inside a container nobody else shares.
   if (const auto who = readable_by(read.mode); !who.empty()) {
     draft_.config.warnings.push_back(
-        fmt::format("{}: {} is readable by {} (mode {:04o}); make it readable by pgoutbox's user only: chmod 600 {}", key,
-                    full.string(), who, read.mode & 07777, full.string()));
+        fmt::format("{}: {} is readable by {} (mode {:04o}); make it readable by pgoutbox's user only: chmod 600 {}",
+                    key, full.string(), who, read.mode & 07777, full.string()));
   }
   std::string content = std::move(read.text);
   // Files written by `echo` or editors end in a newline the secret does not contain.
@@ -120,11 +123,10 @@ void Loader::resolve_password() {
   const Origin& dsn_origin = origins_.at("postgres.dsn");
   if (const auto keyword = dsn_secret_keyword(postgres.dsn); keyword && !dsn_origin.from_env) {
     fail(dsn_origin, "postgres.dsn",
-         fmt::format("holds a {} (a secret), and secrets are not read from the configuration file; remove it and {}",
-                     *keyword,
-                     *keyword == "password"
-                         ? "set PGOUTBOX_POSTGRES_PASSWORD (or name a file in postgres.password_file)"
-                         : "give the whole DSN in PGOUTBOX_POSTGRES_DSN"));
+         fmt::format(
+             "holds a {} (a secret), and secrets are not read from the configuration file; remove it and {}", *keyword,
+             *keyword == "password" ? "set PGOUTBOX_POSTGRES_PASSWORD (or name a file in postgres.password_file)"
+                                    : "give the whole DSN in PGOUTBOX_POSTGRES_DSN"));
   }
 }
 
@@ -134,7 +136,8 @@ void Loader::resolve_properties() {
   for (const auto* layer : {&file_properties_, &env_properties_}) {
     for (const auto& [name, property] : *layer) {
       if (is_file_variant(name) && layer->contains(without_file_suffix(name))) {
-        fail(property.origin, fmt::format("{}.{}", path, name), fmt::format("is set as well as {}; set only one", without_file_suffix(name)));
+        fail(property.origin, fmt::format("{}.{}", path, name),
+             fmt::format("is set as well as {}; set only one", without_file_suffix(name)));
       }
     }
   }
@@ -160,7 +163,9 @@ void Loader::resolve_properties() {
       const std::string base = without_file_suffix(name);
       if (!is_secret_property(base)) {
         fail(property.origin, shown,
-             fmt::format("only secret properties are read from files; set {} itself (librdkafka's *.location properties take paths)", base));
+             fmt::format("only secret properties are read from files; set {} itself (librdkafka's *.location "
+                         "properties take paths)",
+                         base));
       }
       if (property.value.empty()) fail(property.origin, shown, "must name a file");
       properties[base] = read_secret_file(property.value, property.origin, shown);
@@ -177,7 +182,8 @@ void Loader::resolve_properties() {
     return it != merged.end() ? it->second.origin : merged.at(name + std::string(kFileSuffix)).origin;
   };
   for (const std::string name : {"bootstrap.servers", "metadata.broker.list"}) {
-    if (properties.contains(name)) fail(origin_of(name), fmt::format("{}.{}", path, name), "duplicates kafka.brokers; set the brokers there");
+    if (properties.contains(name))
+      fail(origin_of(name), fmt::format("{}.{}", path, name), "duplicates kafka.brokers; set the brokers there");
   }
   for (const auto& [name, value] : properties) {
     if (const auto refusal = refuse_kafka_property(name, value)) {
@@ -192,8 +198,7 @@ void Loader::resolve_properties() {
     std::uint64_t value = 0;
     try {
       value = parse_count(it->second);
-    } catch (const Invalid&) {
-    }
+    } catch (const Invalid&) {}
     if (value == 0 || value > ceiling) {
       fail(origin_of(name), fmt::format("{}.{}", path, name),
            fmt::format("must be a whole number from 1 to {} (got {})", ceiling, quote(it->second)));
@@ -228,8 +233,8 @@ void Loader::check_tables() {
       if (tables[i].schema == tables[j].schema && tables[i].name == tables[j].name) {
         const std::string key = fmt::format("{}[{}].table", kTablesPath, i);
         fail(origins_.at(key), key,
-             fmt::format("names {} again (already {}[{}]); one table has one mapping", format_table_name(tables[i].schema, tables[i].name),
-                         kTablesPath, j));
+             fmt::format("names {} again (already {}[{}]); one table has one mapping",
+                         format_table_name(tables[i].schema, tables[i].name), kTablesPath, j));
       }
     }
   }
@@ -242,10 +247,12 @@ void Loader::check_reconnect() {
   const auto max_origin = origins_.find("reconnect.max");
   if (min_origin != origins_.end()) {
     fail(min_origin->second, "reconnect.min",
-         fmt::format("must not exceed reconnect.max ({}) (got {})", format_duration(reconnect.max), format_duration(reconnect.min)));
+         fmt::format("must not exceed reconnect.max ({}) (got {})", format_duration(reconnect.max),
+                     format_duration(reconnect.min)));
   }
   fail(max_origin != origins_.end() ? max_origin->second : file_origin(), "reconnect.max",
-       fmt::format("must be at least reconnect.min ({}) (got {})", format_duration(reconnect.min), format_duration(reconnect.max)));
+       fmt::format("must be at least reconnect.min ({}) (got {})", format_duration(reconnect.min),
+                   format_duration(reconnect.max)));
 }
 
 }  // namespace pgoutbox::config::detail

@@ -35,8 +35,10 @@ std::string property_from_env(std::string_view name) {
   std::string rest(name.substr(std::min(name.size(), kPropertyEnvPrefix.size())));
   if (rest.empty()) return {};
   for (char& c : rest) {
-    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
-    else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return {};
+    if (c >= 'A' && c <= 'Z')
+      c = char(c - 'A' + 'a');
+    else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+      return {};
   }
   std::string suffix;
   if (rest.size() > 5 && rest.ends_with("_file")) {
@@ -61,7 +63,9 @@ std::vector<KeyInfo> schema() {
   std::vector<KeyInfo> keys;
   const Draft defaults;
   for (const auto& e : global_entries()) {
-    KeyInfo key{e.path, e.type, e.required ? std::string() : e.show(defaults), e.required, e.description, env_name(e.path), e.secret, e.in_file};
+    KeyInfo key{e.path,     e.type,        e.required ? std::string() : e.show(defaults),
+                e.required, e.description, env_name(e.path),
+                e.secret,   e.in_file};
     if (e.shape == Shape::property_map) {
       key.default_value = "{}";
       key.env = std::string(kPropertyEnvPrefix) + "<NAME>";
@@ -71,8 +75,9 @@ std::vector<KeyInfo> schema() {
     if (e.shape != Shape::table_list) continue;
     const TableConfig table_defaults;
     for (const auto& t : table_entries()) {
-      keys.push_back({std::string(kTablesPath) + "[]." + t.path, t.type, t.required ? std::string() : t.show(table_defaults), t.required,
-                      t.description, std::string(kTablesEnvPrefix) + "<i>_" + table_env_suffix(t.path), t.secret, t.in_file});
+      keys.push_back({std::string(kTablesPath) + "[]." + t.path, t.type,
+                      t.required ? std::string() : t.show(table_defaults), t.required, t.description,
+                      std::string(kTablesEnvPrefix) + "<i>_" + table_env_suffix(t.path), t.secret, t.in_file});
     }
   }
   return keys;
@@ -84,16 +89,20 @@ std::string reference_markdown() {
       "`.` written as `_` (`postgres.dsn` is `PGOUTBOX_POSTGRES_DSN`). List entries are addressed by index from 0 "
       "(`PGOUTBOX_TABLES_0_TOPIC`), and a new index right after the last table adds one. librdkafka properties are "
       "`PGOUTBOX_KAFKA_PROPERTY_<NAME>` with `.` written as `_` (`PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD` sets "
-      "`sasl.password`; a trailing `_FILE` reads the value from a file). Values are read as the key's YAML type; `null`, "
+      "`sasl.password`; a trailing `_FILE` reads the value from a file). Values are read as the key's YAML type; "
+      "`null`, "
       "`~` or an empty value is YAML's null.\n\n"
       "Durations take `ms`, `s`, `m` and `h` (`1m30s`); sizes are bytes or `KiB`, `MiB`, `GiB`. Secrets are never "
       "logged: the Postgres password comes from `PGOUTBOX_POSTGRES_PASSWORD` or `postgres.password_file`.\n\n"
       "| Key | Type | Default | Required | Environment variable | Description |\n"
       "|---|---|---|---|---|---|\n";
   for (const auto& key : schema()) {
-    const std::string default_cell = key.required ? "—" : key.default_value.empty() ? "none" : "`" + detail::escape_cell(key.default_value) + "`";
-    out += fmt::format("| `{}` | {} | {} | {} | `{}` | {}{} |\n", key.path, detail::escape_cell(key.type), default_cell, key.required ? "yes" : "no",
-                       key.env, detail::escape_cell(key.description), key.in_file ? "" : " (environment only)");
+    const std::string default_cell = key.required                ? "—"
+                                     : key.default_value.empty() ? "none"
+                                                                 : "`" + detail::escape_cell(key.default_value) + "`";
+    out += fmt::format("| `{}` | {} | {} | {} | `{}` | {}{} |\n", key.path, detail::escape_cell(key.type), default_cell,
+                       key.required ? "yes" : "no", key.env, detail::escape_cell(key.description),
+                       key.in_file ? "" : " (environment only)");
   }
   return out;
 }

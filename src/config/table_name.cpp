@@ -37,8 +37,10 @@ std::string quote_ident(const std::string& ident) {
 
 QualifiedName parse_table_name(std::string_view text) {
   const auto bad = [&](std::string_view why) {
-    return Invalid(fmt::format("{}; write table or schema.table, with \"double quotes\" around names that keep case or hold "
-                               "other characters (got {})", why, quote(text)));
+    return Invalid(
+        fmt::format("{}; write table or schema.table, with \"double quotes\" around names that keep case or hold "
+                    "other characters (got {})",
+                    why, quote(text)));
   };
   std::vector<std::string> parts;
   std::size_t i = 0;
@@ -69,7 +71,8 @@ QualifiedName parse_table_name(std::string_view text) {
         ident += (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;  // ASCII only, as downcase_identifier does for UTF-8
       }
     }
-    if (ident.size() > kMaxIdentifierBytes) throw bad(fmt::format("has a name longer than {} bytes, which Postgres truncates", kMaxIdentifierBytes));
+    if (ident.size() > kMaxIdentifierBytes)
+      throw bad(fmt::format("has a name longer than {} bytes, which Postgres truncates", kMaxIdentifierBytes));
     parts.push_back(std::move(ident));
     while (i < text.size() && is_space(text[i])) ++i;
     if (i == text.size()) break;

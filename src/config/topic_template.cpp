@@ -37,14 +37,17 @@ std::vector<TopicPart> parse_topic_template(std::string_view text) {
       if (column.front() == ' ' || column.back() == ' ') {
         throw bad(fmt::format("has spaces around the column name at position {} (names are taken as written)", i + 1));
       }
-      if (column.size() > kMaxColumnBytes) throw bad(fmt::format("names a column longer than {} bytes", kMaxColumnBytes));
+      if (column.size() > kMaxColumnBytes)
+        throw bad(fmt::format("names a column longer than {} bytes", kMaxColumnBytes));
       parts.push_back({true, std::string(column)});
       i = close + 1;
       continue;
     }
     if (!is_topic_char(text[i])) {
-      throw bad(fmt::format("has '{}' at position {}; Kafka topics allow only letters, digits, '.', '_' and '-' besides "
-                            "${{column}} references", text[i], i + 1));
+      throw bad(
+          fmt::format("has '{}' at position {}; Kafka topics allow only letters, digits, '.', '_' and '-' besides "
+                      "${{column}} references",
+                      text[i], i + 1));
     }
     if (parts.empty() || parts.back().is_column) parts.push_back({false, {}});
     parts.back().text += text[i++];
@@ -59,7 +62,8 @@ std::vector<TopicPart> parse_topic_template(std::string_view text) {
 
 std::string topic_name_problem(std::string_view topic) {
   if (topic.empty()) return "is empty";
-  if (topic.size() > kMaxTopicLength) return fmt::format("is {} bytes long; Kafka allows {}", topic.size(), kMaxTopicLength);
+  if (topic.size() > kMaxTopicLength)
+    return fmt::format("is {} bytes long; Kafka allows {}", topic.size(), kMaxTopicLength);
   if (topic == "." || topic == "..") return "is '.' or '..'";
   for (std::size_t i = 0; i < topic.size(); ++i) {
     if (!is_topic_char(topic[i])) {

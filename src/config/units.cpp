@@ -15,7 +15,8 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 std::string lower(std::string_view text) {
   std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; });
   return out;
 }
 
@@ -61,7 +62,8 @@ bool parse_bool(std::string_view text) {
 
 std::chrono::milliseconds parse_duration(std::string_view text) {
   const auto bad = [&](std::string_view why) {
-    return Invalid(fmt::format("{}; write a duration with a unit such as 500ms, 10s, 5m or 1h (got {})", why, quote(text)));
+    return Invalid(
+        fmt::format("{}; write a duration with a unit such as 500ms, 10s, 5m or 1h (got {})", why, quote(text)));
   };
   if (text.empty()) throw bad("is empty");
   std::int64_t total = 0;
@@ -75,13 +77,20 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
     while (i < text.size() && !is_digit(text[i])) ++i;
     const std::string_view unit = text.substr(unit_start, i - unit_start);
     std::int64_t scale = 0;
-    if (unit == "ms") scale = 1;
-    else if (unit == "s") scale = 1000;
-    else if (unit == "m") scale = 60'000;
-    else if (unit == "h") scale = 3'600'000;
-    else if (unit.empty()) throw bad("has no unit");
-    else if (unit.front() == '.') throw bad("must use whole numbers (1500ms, not 1.5s)");
-    else throw bad(fmt::format("has unknown unit '{}'", unit));
+    if (unit == "ms")
+      scale = 1;
+    else if (unit == "s")
+      scale = 1000;
+    else if (unit == "m")
+      scale = 60'000;
+    else if (unit == "h")
+      scale = 3'600'000;
+    else if (unit.empty())
+      throw bad("has no unit");
+    else if (unit.front() == '.')
+      throw bad("must use whole numbers (1500ms, not 1.5s)");
+    else
+      throw bad(fmt::format("has unknown unit '{}'", unit));
     if (amount > std::uint64_t(kMaxDurationMs / scale)) throw bad("is longer than a year");
     total += std::int64_t(amount) * scale;
     if (total > kMaxDurationMs) throw bad("is longer than a year");
@@ -105,22 +114,31 @@ std::string format_duration(std::chrono::milliseconds value) {
 
 std::uint64_t parse_size(std::string_view text) {
   const auto bad = [&](std::string_view why) {
-    return Invalid(fmt::format("{}; write bytes, optionally with KiB, MiB or GiB, e.g. 64MiB (got {})", why, quote(text)));
+    return Invalid(
+        fmt::format("{}; write bytes, optionally with KiB, MiB or GiB, e.g. 64MiB (got {})", why, quote(text)));
   };
   std::size_t i = 0;
   std::uint64_t amount = 0;
-  if (!read_digits(text, i, amount)) throw bad(i < text.size() && is_digit(text[i]) ? "is too large" : "must start with a whole number");
+  if (!read_digits(text, i, amount))
+    throw bad(i < text.size() && is_digit(text[i]) ? "is too large" : "must start with a whole number");
   while (i < text.size() && text[i] == ' ') ++i;
   const std::string unit = lower(text.substr(i));
   int shift = 0;
-  if (unit.empty() || unit == "b") shift = 0;
-  else if (unit == "kib") shift = 10;
-  else if (unit == "mib") shift = 20;
-  else if (unit == "gib") shift = 30;
-  else if (unit == "tib") shift = 40;
-  else if (unit == "k" || unit == "kb" || unit == "m" || unit == "mb" || unit == "g" || unit == "gb" || unit == "t" || unit == "tb")
+  if (unit.empty() || unit == "b")
+    shift = 0;
+  else if (unit == "kib")
+    shift = 10;
+  else if (unit == "mib")
+    shift = 20;
+  else if (unit == "gib")
+    shift = 30;
+  else if (unit == "tib")
+    shift = 40;
+  else if (unit == "k" || unit == "kb" || unit == "m" || unit == "mb" || unit == "g" || unit == "gb" || unit == "t" ||
+           unit == "tb")
     throw bad("is ambiguous: use the binary units KiB, MiB, GiB (1024-based)");
-  else throw bad(fmt::format("has unknown unit '{}'", text.substr(i)));
+  else
+    throw bad(fmt::format("has unknown unit '{}'", text.substr(i)));
   if (amount > (std::numeric_limits<std::uint64_t>::max() >> shift)) throw bad("is too large");
   return amount << shift;
 }

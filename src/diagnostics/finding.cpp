@@ -14,7 +14,8 @@ std::string format_line(const Finding& finding) {
 }
 
 bool any_blocking(const std::vector<Finding>& findings) {
-  return std::any_of(findings.begin(), findings.end(), [](const Finding& f) { return f.severity == Severity::blocking; });
+  return std::any_of(findings.begin(), findings.end(),
+                     [](const Finding& f) { return f.severity == Severity::blocking; });
 }
 
 std::string summary(const std::vector<Finding>& findings) {

@@ -89,7 +89,7 @@ std::optional<bool> broker_auto_creates(rd_kafka_t* rk, std::int32_t broker_id, 
   std::unique_ptr<rd_kafka_ConfigResource_t, decltype(&rd_kafka_ConfigResource_destroy)> resource(
       rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id.c_str()), &rd_kafka_ConfigResource_destroy);
   std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)> queue(rd_kafka_queue_new(rk),
-                                                                              &rd_kafka_queue_destroy);
+                                                                             &rd_kafka_queue_destroy);
   std::unique_ptr<rd_kafka_AdminOptions_t, decltype(&rd_kafka_AdminOptions_destroy)> options(
       rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS), &rd_kafka_AdminOptions_destroy);
   char err[256];
@@ -145,8 +145,9 @@ rd_kafka_resp_err_t named_topic_error(rd_kafka_t* rk, const std::string& topic, 
   return md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-void check_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const std::string& subject, const std::string& topic,
-                 const rd_kafka_metadata_t& md, std::optional<bool> auto_create, std::vector<Finding>& findings) {
+void check_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const std::string& subject,
+                 const std::string& topic, const rd_kafka_metadata_t& md, std::optional<bool> auto_create,
+                 std::vector<Finding>& findings) {
   for (int i = 0; i < md.topic_cnt; ++i) {
     const auto& t = md.topics[i];
     if (topic != t.topic) continue;
@@ -162,8 +163,9 @@ void check_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const std::s
   }
   if (named_topic_error(rk, topic, timeout) == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
     findings.push_back(Finding::blocking(
-        subject, fmt::format("topic {}: {}; this principal may not describe it.", topic,
-                             rd_kafka_err2str(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)),
+        subject,
+        fmt::format("topic {}: {}; this principal may not describe it.", topic,
+                    rd_kafka_err2str(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)),
         fmt::format("grant pgoutbox's principal WRITE and DESCRIBE on topic {} (and IDEMPOTENT_WRITE on the cluster), "
                     "e.g. kafka-acls.sh --add --allow-principal User:<name> --operation Write --operation Describe "
                     "--topic {}.",
@@ -231,12 +233,14 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
                       table.topic),
           "create every topic the template can produce before rows name it, or enable auto.create.topics.enable."));
     } else {
-      findings.push_back(Finding::ok(subject, fmt::format("topics come from row values ({}); the broker {}", table.topic,
-                                                          auto_create ? "creates missing ones on first use"
-                                                                      : "may or may not create missing ones")));
+      findings.push_back(Finding::ok(
+          subject,
+          fmt::format("topics come from row values ({}); the broker {}", table.topic,
+                      auto_create ? "creates missing ones on first use" : "may or may not create missing ones")));
     }
   }
-  if (config.poison.policy == config::PoisonPolicy::dead_letter && seen.insert(config.poison.dead_letter_topic).second) {
+  if (config.poison.policy == config::PoisonPolicy::dead_letter &&
+      seen.insert(config.poison.dead_letter_topic).second) {
     check_topic(client.get(), timeout, "poison.dead_letter_topic", config.poison.dead_letter_topic, *md, auto_create,
                 findings);
   }

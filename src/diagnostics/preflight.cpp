@@ -25,14 +25,16 @@ std::vector<Finding> check_postgres(const config::Config& config) {
     const auto diagnosis = replication::diagnose_connect_failure(message);
     findings.push_back(Finding::blocking(
         "postgres", fmt::format("{} ({})", message, where),
-        diagnosis.fix.empty() ? "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD "
-                                "or postgres.password_file) and pg_hba.conf."
-                              : diagnosis.fix + "."));
+        diagnosis.fix.empty()
+            ? "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD "
+              "or postgres.password_file) and pg_hba.conf."
+            : diagnosis.fix + "."));
     return findings;
   }
   std::vector<std::string> who;
   try {
-    who = detail::first_row(*conn, "SELECT current_user, current_database(), pg_catalog.current_setting('server_version')");
+    who = detail::first_row(*conn,
+                            "SELECT current_user, current_database(), pg_catalog.current_setting('server_version')");
   } catch (const replication::PgError& e) {
     findings.push_back(Finding::blocking("postgres", fmt::format("connected, but a first query failed: {}", e.what()),
                                          "check the server's log."));

@@ -33,17 +33,17 @@ void check_wal_level(CheckContext& ctx) {
 }
 
 void check_slots(CheckContext& ctx) {
-  const auto row = first_row(
-      ctx.conn, "SELECT pg_catalog.current_setting('max_replication_slots')::int, "
-                "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
-                "EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = " +
-                    ctx.conn.literal(ctx.config.postgres.slot) + ")");
+  const auto row = first_row(ctx.conn,
+                             "SELECT pg_catalog.current_setting('max_replication_slots')::int, "
+                             "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
+                             "EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = " +
+                                 ctx.conn.literal(ctx.config.postgres.slot) + ")");
   const long max = std::stol(row.at(0));
   const long used = std::stol(row.at(1));
   const bool ours = row.at(2) == "t";
   if (ours || used < max) {
-    ctx.findings.push_back(Finding::ok("max_replication_slots",
-                                       fmt::format("{} of {} in use{}", used, max, ours ? ", this slot among them" : "")));
+    ctx.findings.push_back(Finding::ok(
+        "max_replication_slots", fmt::format("{} of {} in use{}", used, max, ours ? ", this slot among them" : "")));
     return;
   }
   ctx.findings.push_back(Finding::blocking(
@@ -98,8 +98,8 @@ void check_role(CheckContext& ctx) {
     if (login) {
       ctx.findings.push_back(Finding::ok(subject, "has LOGIN"));
     } else {
-      ctx.findings.push_back(
-          Finding::blocking(subject, "lacks LOGIN.", fmt::format("ALTER ROLE {} LOGIN;", ctx.conn.identifier(ctx.user))));
+      ctx.findings.push_back(Finding::blocking(subject, "lacks LOGIN.",
+                                               fmt::format("ALTER ROLE {} LOGIN;", ctx.conn.identifier(ctx.user))));
     }
     may_replicate = replication || superuser;
     if (may_replicate) {
@@ -119,9 +119,8 @@ void check_role(CheckContext& ctx) {
   if (!may_replicate) return;
   // pg_hba.conf decides separately whether a replication=database connection is allowed.
   try {
-    auto walsender = replication::Connection::open(ctx.config.postgres.dsn, true,
-                                                   ctx.config.postgres.application_name + "-check",
-                                                   ctx.config.postgres.password);
+    auto walsender = replication::Connection::open(
+        ctx.config.postgres.dsn, true, ctx.config.postgres.application_name + "-check", ctx.config.postgres.password);
     walsender.identify_system();
     ctx.findings.push_back(Finding::ok("replication connection", "opens (IDENTIFY_SYSTEM answered)"));
   } catch (const replication::PgError& e) {

@@ -21,8 +21,9 @@ void check_slot(CheckContext& ctx) {
   }
   if (!slot) {
     if (pg.create_slot) {
-      ctx.findings.push_back(Finding::ok(subject, "does not exist yet; pgoutbox creates it at start (postgres.create_slot); "
-                                                  "rows committed before that are not relayed"));
+      ctx.findings.push_back(Finding::ok(subject,
+                                         "does not exist yet; pgoutbox creates it at start (postgres.create_slot); "
+                                         "rows committed before that are not relayed"));
     } else {
       ctx.findings.push_back(Finding::blocking(
           subject, "does not exist and postgres.create_slot is false.",
@@ -35,13 +36,13 @@ void check_slot(CheckContext& ctx) {
     ctx.findings.push_back(Finding::blocking(subject, problem->message + ".", problem->fix + "."));
     return;
   }
-  const std::string position = fmt::format("confirmed {}, lag {} bytes, retains {} bytes of WAL, wal_status {}",
-                                           slot->confirmed_flush_lsn, slot->lag_bytes, slot->retained_wal_bytes,
-                                           slot->wal_status);
+  const std::string position =
+      fmt::format("confirmed {}, lag {} bytes, retains {} bytes of WAL, wal_status {}", slot->confirmed_flush_lsn,
+                  slot->lag_bytes, slot->retained_wal_bytes, slot->wal_status);
   if (slot->wal_status == "unreserved") {
-    ctx.findings.push_back(Finding::warning(
-        subject, fmt::format("{}: it is about to be invalidated by max_slot_wal_keep_size.", position),
-        "start pgoutbox (or find why it does not confirm) now, or raise max_slot_wal_keep_size."));
+    ctx.findings.push_back(
+        Finding::warning(subject, fmt::format("{}: it is about to be invalidated by max_slot_wal_keep_size.", position),
+                         "start pgoutbox (or find why it does not confirm) now, or raise max_slot_wal_keep_size."));
   } else {
     ctx.findings.push_back(Finding::ok(subject, position));
   }
@@ -71,17 +72,18 @@ void check_slot_failover(CheckContext& ctx) {
                              slot->synced.value_or(false) ? ", synced (this server is the standby)" : "")));
     return;
   }
-  const auto standbys = detail::first_row(
-      ctx.conn, "SELECT count(*) FROM pg_catalog.pg_replication_slots WHERE slot_type = 'physical'");
+  const auto standbys =
+      detail::first_row(ctx.conn, "SELECT count(*) FROM pg_catalog.pg_replication_slots WHERE slot_type = 'physical'");
   const std::string message = "failover = false: a standby promoted after a failover has no copy of this slot";
   if (standbys.empty() || standbys.at(0) == "0") {
     ctx.findings.push_back(Finding::ok(subject, message + " (no physical replication slot here)"));
     return;
   }
   ctx.findings.push_back(Finding::warning(
-      subject, fmt::format("{}, and {} physical replication slot(s) serve standbys here: events committed since the "
-                           "last confirmation would be lost on failover.",
-                           message, standbys.at(0)),
+      subject,
+      fmt::format("{}, and {} physical replication slot(s) serve standbys here: events committed since the "
+                  "last confirmation would be lost on failover.",
+                  message, standbys.at(0)),
       "set postgres.failover_slot: true and recreate the slot (pgoutbox slot drop -c FILE --yes while pgoutbox is "
       "stopped and caught up), then on the standby sync_replication_slots = on, hot_standby_feedback = on, and on "
       "the primary synchronized_standby_slots = '<standby's physical slot>'."));

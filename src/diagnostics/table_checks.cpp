@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "checks.h"
-#include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/diagnostics/preflight.h"
 #include "pgoutbox/diagnostics/slot_status.h"
+#include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/replication/catalog.h"
 
@@ -39,14 +39,15 @@ struct TableFacts {
 replication::TableName name_of(const config::TableConfig& t) { return {t.schema, t.name}; }
 
 std::optional<TableFacts> table_facts(const replication::Connection& conn, const config::TableConfig& t) {
-  const auto row = first_row(
-      conn,
-      "SELECT c.oid, c.relkind, pg_catalog.has_table_privilege(c.oid, 'SELECT'), "
-      "pg_catalog.pg_has_role(c.relowner, 'USAGE'), "
-      "c.relreplident IN ('f', 'i') OR (c.relreplident = 'd' AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
-      "WHERE i.indrelid = c.oid AND i.indisprimary)) "
-      "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-      "WHERE n.nspname = " + conn.literal(t.schema) + " AND c.relname = " + conn.literal(t.name));
+  const auto row =
+      first_row(conn,
+                "SELECT c.oid, c.relkind, pg_catalog.has_table_privilege(c.oid, 'SELECT'), "
+                "pg_catalog.pg_has_role(c.relowner, 'USAGE'), "
+                "c.relreplident IN ('f', 'i') OR (c.relreplident = 'd' AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+                "WHERE i.indrelid = c.oid AND i.indisprimary)) "
+                "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = " +
+                    conn.literal(t.schema) + " AND c.relname = " + conn.literal(t.name));
   if (row.empty()) return std::nullopt;
   return TableFacts{row.at(0), row.at(1).empty() ? '?' : row.at(1)[0], row.at(2) == "t", row.at(3) == "t",
                     row.at(4) == "t"};
@@ -55,7 +56,8 @@ std::optional<TableFacts> table_facts(const replication::Connection& conn, const
 std::optional<Publication> publication_of(const replication::Connection& conn, const std::string& name) {
   const auto row = first_row(conn,
                              "SELECT puballtables, pubinsert, pubupdate, pubdelete, pubviaroot FROM "
-                             "pg_catalog.pg_publication WHERE pubname = " + conn.literal(name));
+                             "pg_catalog.pg_publication WHERE pubname = " +
+                                 conn.literal(name));
   if (row.empty()) return std::nullopt;
   return Publication{row.at(0) == "t", row.at(1) == "t", row.at(2) == "t", row.at(3) == "t", row.at(4) == "t"};
 }
@@ -63,7 +65,8 @@ std::optional<Publication> publication_of(const replication::Connection& conn, c
 // The columns the publication sends for the table (a PG15 column list may leave some out);
 // nullopt when the publication does not list the table itself.
 std::optional<std::vector<std::string>> published_columns(const replication::Connection& conn,
-                                                          const std::string& publication, const config::TableConfig& t) {
+                                                          const std::string& publication,
+                                                          const config::TableConfig& t) {
   const std::string where = " FROM pg_catalog.pg_publication_tables WHERE pubname = " + conn.literal(publication) +
                             " AND schemaname = " + conn.literal(t.schema) + " AND tablename = " + conn.literal(t.name);
   if (first_row(conn, "SELECT count(*)" + where).at(0) == "0") return std::nullopt;
@@ -81,7 +84,8 @@ pgoutput::Relation relation_of(const replication::Connection& conn, const config
                                std::string& described) {
   auto res = conn.exec(
       "SELECT attname, atttypid, atttypmod, pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute "
-      "WHERE attrelid = " + facts.oid + " AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum");
+      "WHERE attrelid = " +
+      facts.oid + " AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum");
   pgoutput::Relation rel;
   rel.nspname = t.schema;
   rel.relname = t.name;
@@ -112,17 +116,19 @@ void check_publication(CheckContext& ctx, const std::optional<Publication>& pub)
                       create)));
       return;
     }
-    const bool may_create = first_row(ctx.conn, "SELECT pg_catalog.has_database_privilege(current_database(), 'CREATE')")
-                                .at(0) == "t";
+    const bool may_create =
+        first_row(ctx.conn, "SELECT pg_catalog.has_database_privilege(current_database(), 'CREATE')").at(0) == "t";
     if (!may_create) {
-      ctx.findings.push_back(Finding::blocking(
-          subject, fmt::format("does not exist, and role {} may not create it (no CREATE on database {}).", ctx.user,
-                               ctx.database),
-          fmt::format("create it as the tables' owner: {};", create)));
+      ctx.findings.push_back(
+          Finding::blocking(subject,
+                            fmt::format("does not exist, and role {} may not create it (no CREATE on database {}).",
+                                        ctx.user, ctx.database),
+                            fmt::format("create it as the tables' owner: {};", create)));
       return;
     }
-    ctx.findings.push_back(Finding::ok(subject, "does not exist yet; pgoutbox creates it at start "
-                                                "(postgres.create_publication)"));
+    ctx.findings.push_back(Finding::ok(subject,
+                                       "does not exist yet; pgoutbox creates it at start "
+                                       "(postgres.create_publication)"));
     return;
   }
   if (!pub->insert) {
@@ -131,9 +137,9 @@ void check_publication(CheckContext& ctx, const std::optional<Publication>& pub)
         fmt::format("ALTER PUBLICATION {} SET (publish = 'insert');", ctx.conn.identifier(pg.publication))));
     return;
   }
-  ctx.findings.push_back(Finding::ok(
-      subject, fmt::format("exists and publishes inserts{}{}", pub->all_tables ? " of all tables" : "",
-                           pub->via_root ? ", via the partition root" : "")));
+  ctx.findings.push_back(
+      Finding::ok(subject, fmt::format("exists and publishes inserts{}{}", pub->all_tables ? " of all tables" : "",
+                                       pub->via_root ? ", via the partition root" : "")));
 }
 
 void check_coverage(CheckContext& ctx, const config::TableConfig& t, const TableFacts& facts,
@@ -199,7 +205,8 @@ void check_columns(CheckContext& ctx, std::size_t index, const config::TableConf
   }
 }
 
-void check_table(CheckContext& ctx, std::size_t index, const config::TableConfig& t, const std::optional<Publication>& pub) {
+void check_table(CheckContext& ctx, std::size_t index, const config::TableConfig& t,
+                 const std::optional<Publication>& pub) {
   const std::string subject = "table " + table_label(t);
   const auto facts = table_facts(ctx.conn, t);
   if (!facts) {
@@ -217,10 +224,10 @@ void check_table(CheckContext& ctx, std::size_t index, const config::TableConfig
   // Logical decoding reads the WAL, never the table, and the catalog is readable by every role:
   // `run` needs no SELECT on the outbox, so its absence blocks nothing (README "Least-privilege
   // role").
-  ctx.findings.push_back(Finding::ok(
-      subject, fmt::format("role {} {}", ctx.user,
-                           facts->can_select ? "may SELECT it (pgoutbox does not need that right)"
-                                             : "has no SELECT on it, which pgoutbox does not need")));
+  ctx.findings.push_back(
+      Finding::ok(subject, fmt::format("role {} {}", ctx.user,
+                                       facts->can_select ? "may SELECT it (pgoutbox does not need that right)"
+                                                         : "has no SELECT on it, which pgoutbox does not need")));
   std::optional<std::vector<std::string>> columns;
   if (pub) columns = published_columns(ctx.conn, ctx.config.postgres.publication, t);
   check_coverage(ctx, t, *facts, pub);
@@ -245,7 +252,8 @@ void check_tables(CheckContext& ctx) {
     try {
       check_table(ctx, i, t, pub);
     } catch (const replication::PgError& e) {
-      ctx.findings.push_back(Finding::blocking("table " + table_label(t), fmt::format("cannot be inspected: {}.", e.what()),
+      ctx.findings.push_back(Finding::blocking("table " + table_label(t),
+                                               fmt::format("cannot be inspected: {}.", e.what()),
                                                "check the role's access to the catalog and the table."));
     }
   }

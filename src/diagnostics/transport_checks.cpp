@@ -1,8 +1,8 @@
 // Settings that weaken the transport's security (SECURITY.md "Secrets and transport"). None of
 // them stops pgoutbox, so each is a warning: `check` prints it with the fix, `run` logs it once
 // at start.
-#include <libpq-fe.h>
 #include <fmt/format.h>
+#include <libpq-fe.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,7 +14,8 @@ namespace pgoutbox::diagnostics {
 namespace {
 
 std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
 }
 
@@ -56,7 +57,8 @@ std::optional<std::string> effective_sslmode(const std::string& dsn) {
 
 std::vector<Finding> check_transport_security(const config::Config& config) {
   std::vector<Finding> findings;
-  if (const auto mode = effective_sslmode(config.postgres.dsn); mode && (*mode == "disable" || *mode == "allow" || *mode == "prefer")) {
+  if (const auto mode = effective_sslmode(config.postgres.dsn);
+      mode && (*mode == "disable" || *mode == "allow" || *mode == "prefer")) {
     findings.push_back(Finding::warning(
         "postgres tls",
         fmt::format("sslmode is {}: the connection {} and its server is not verified, so the password and every outbox "
@@ -66,8 +68,9 @@ std::vector<Finding> check_transport_security(const config::Config& config) {
   }
   if (lower(property(config, "enable.ssl.certificate.verification", "true")) == "false") {
     findings.push_back(Finding::warning(
-        "kafka tls", "enable.ssl.certificate.verification is false: any broker certificate is accepted, so anyone on the "
-                     "path can impersonate the brokers",
+        "kafka tls",
+        "enable.ssl.certificate.verification is false: any broker certificate is accepted, so anyone on the "
+        "path can impersonate the brokers",
         "remove kafka.properties.enable.ssl.certificate.verification and set ssl.ca.location to the brokers' CA."));
   }
   const auto protocol = lower(property(config, "security.protocol", "plaintext"));
@@ -75,10 +78,12 @@ std::vector<Finding> check_transport_security(const config::Config& config) {
   if (has_sasl_password && (protocol == "plaintext" || protocol == "sasl_plaintext")) {
     findings.push_back(Finding::warning(
         "kafka tls",
-        fmt::format("a SASL password is set but security.protocol is {}: the credentials{} cross the network unencrypted",
-                    protocol, lower(property(config, "sasl.mechanism", property(config, "sasl.mechanisms", "GSSAPI"))) == "plain"
-                                  ? " (SASL/PLAIN: the password itself)"
-                                  : ""),
+        fmt::format(
+            "a SASL password is set but security.protocol is {}: the credentials{} cross the network unencrypted",
+            protocol,
+            lower(property(config, "sasl.mechanism", property(config, "sasl.mechanisms", "GSSAPI"))) == "plain"
+                ? " (SASL/PLAIN: the password itself)"
+                : ""),
         "set kafka.properties.security.protocol: SASL_SSL."));
   }
   for (const auto& warning : config.warnings) {

@@ -76,9 +76,7 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
 }
 
 Producer::Producer(const ProducerSettings& settings, ReportFn on_report)
-    : on_report_(std::move(on_report)),
-      on_statistics_(settings.on_statistics),
-      on_brokers_up_(settings.on_brokers_up) {
+    : on_report_(std::move(on_report)), on_statistics_(settings.on_statistics), on_brokers_up_(settings.on_brokers_up) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   for (const auto& [name, value] : effective_properties(settings)) {
@@ -143,13 +141,12 @@ Producer::Produced Producer::produce(const outbox::Record& record, std::uint64_t
     error = rd_kafka_last_error();
     return Produced::failed;
   }
-  const auto rc = rd_kafka_producev(rk_, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_KEY(key, key_len),
-                                    RD_KAFKA_V_VALUE(value, value_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                    RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
-                                    // The message's opaque carries the integer cookie itself, read back as one.
-                                    // NOLINTNEXTLINE(performance-no-int-to-ptr): the pointer is never dereferenced
-                                    RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(cookie))),
-                                    RD_KAFKA_V_END);
+  const auto rc = rd_kafka_producev(
+      rk_, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE(value, value_len),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
+      // The message's opaque carries the integer cookie itself, read back as one.
+      // NOLINTNEXTLINE(performance-no-int-to-ptr): the pointer is never dereferenced
+      RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(cookie))), RD_KAFKA_V_END);
   if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return Produced::ok;  // headers now belong to the message
   rd_kafka_headers_destroy(headers);
   if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL) return Produced::queue_full;
@@ -169,8 +166,7 @@ int Producer::poll(std::chrono::milliseconds timeout) { return rd_kafka_poll(rk_
 
 void Producer::drain_report_fd() const {
   char buffer[256];
-  while (::read(pipe_read_, buffer, sizeof buffer) > 0) {
-  }
+  while (::read(pipe_read_, buffer, sizeof buffer) > 0) {}
 }
 
 std::optional<std::string> Producer::fatal_error() const {
@@ -211,7 +207,8 @@ void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* msg, void* opa
       const char* name = nullptr;
       const void* value = nullptr;
       std::size_t size = 0;
-      for (std::size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+      for (std::size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+           ++i) {
         std::string text = value != nullptr ? std::string(static_cast<const char*>(value), size) : std::string();
         if (std::string_view(name) == "id") record.event_id = text;
         record.headers.push_back({name, std::move(text)});
@@ -236,7 +233,7 @@ void Producer::on_log(const rd_kafka_t*, int level, const char* facility, const 
   // librdkafka reconnects by itself, so it is not an error, and once is enough.
   if (std::string_view(facility) == "FAIL") return;
   // syslog levels: 0–3 error, 4 warning, 5–6 info, 7 debug.
-  const auto spd = level <= 3 ? spdlog::level::err
+  const auto spd = level <= 3   ? spdlog::level::err
                    : level == 4 ? spdlog::level::warn
                    : level <= 6 ? spdlog::level::info
                                 : spdlog::level::debug;

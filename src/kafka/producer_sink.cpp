@@ -1,14 +1,14 @@
 #include "pgoutbox/kafka/producer_sink.h"
 
-
 #include "pgoutbox/kafka/producer.h"
 
 namespace pgoutbox::kafka {
 namespace {
 
 DeliveryError delivery_error(rd_kafka_resp_err_t error) {
-  return DeliveryError{classify(error), rd_kafka_err2name(error), rd_kafka_err2str(error),
-                       error == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || error == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE};
+  return DeliveryError{
+      classify(error), rd_kafka_err2name(error), rd_kafka_err2str(error),
+      error == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || error == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE};
 }
 
 class ProducerSink final : public Sink {
@@ -34,9 +34,9 @@ class ProducerSink final : public Sink {
         // The record alone is larger than the whole queue (queue.buffering.max.kbytes): waiting
         // would never make room for it.
         if (record_bytes(record) > queue_bytes_) {
-          error = DeliveryError{DeliveryFailure::permanent, "_QUEUE_FULL",
-                                "the record is larger than the producer's whole queue (queue.buffering.max.kbytes)",
-                                true};
+          error =
+              DeliveryError{DeliveryFailure::permanent, "_QUEUE_FULL",
+                            "the record is larger than the producer's whole queue (queue.buffering.max.kbytes)", true};
           return Produced::failed;
         }
         return Produced::queue_full;

@@ -15,14 +15,21 @@ namespace {
 
 std::string_view level_name(spdlog::level::level_enum level) {
   switch (level) {
-    case spdlog::level::trace: return "trace";
-    case spdlog::level::debug: return "debug";
-    case spdlog::level::info: return "info";
-    case spdlog::level::warn: return "warn";
-    case spdlog::level::err: return "error";
-    case spdlog::level::critical: return "critical";
+    case spdlog::level::trace:
+      return "trace";
+    case spdlog::level::debug:
+      return "debug";
+    case spdlog::level::info:
+      return "info";
+    case spdlog::level::warn:
+      return "warn";
+    case spdlog::level::err:
+      return "error";
+    case spdlog::level::critical:
+      return "critical";
     case spdlog::level::off:
-    case spdlog::level::n_levels: break;
+    case spdlog::level::n_levels:
+      break;
   }
   return "off";
 }
@@ -88,7 +95,9 @@ void append_text_escaped(std::string& out, std::string_view text) {
   }
 }
 
-void append_to(spdlog::memory_buf_t& dest, const std::string& line) { dest.append(line.data(), line.data() + line.size()); }
+void append_to(spdlog::memory_buf_t& dest, const std::string& line) {
+  dest.append(line.data(), line.data() + line.size());
+}
 
 class JsonFormatter final : public spdlog::formatter {
  public:

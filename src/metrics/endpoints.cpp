@@ -15,9 +15,12 @@ namespace pgoutbox::metrics {
 Readiness readiness(const RelayProbe& relay) {
   if (!relay.streaming()) return {false, "not streaming: no replication session (connecting, or waiting to reconnect)"};
   switch (relay.kafka_state()) {
-    case KafkaState::up: return {true, "ready"};
-    case KafkaState::down: return {false, "kafka unreachable: no broker connection is up"};
-    case KafkaState::unknown: break;
+    case KafkaState::up:
+      return {true, "ready"};
+    case KafkaState::down:
+      return {false, "kafka unreachable: no broker connection is up"};
+    case KafkaState::unknown:
+      break;
   }
   return {false, "kafka not confirmed reachable yet: waiting for the producer's first broker connection"};
 }
@@ -28,8 +31,9 @@ Routes endpoints(prometheus::Registry& registry, const RelayProbe& relay) {
   // at each scrape; labelled by configured table only.
   auto& dropped = prometheus::BuildCounter()
                       .Name("pgoutbox_headers_dropped_total")
-                      .Help("Headers a row's headers column tried to set under a reserved name (id, type, pgoutbox.*); "
-                            "dropped, never published.")
+                      .Help(
+                          "Headers a row's headers column tried to set under a reserved name (id, type, pgoutbox.*); "
+                          "dropped, never published.")
                       .Register(registry);
   auto sync_mutex = std::make_shared<std::mutex>();
   routes["/metrics"] = [&registry, &dropped, sync_mutex] {
@@ -37,7 +41,8 @@ Routes endpoints(prometheus::Registry& registry, const RelayProbe& relay) {
       std::lock_guard lock(*sync_mutex);
       for (const auto& [table, count] : outbox::dropped_header_counts()) {
         auto& counter = dropped.Add({{"table", table}});
-        if (const double value = static_cast<double>(count); value > counter.Value()) counter.Increment(value - counter.Value());
+        if (const double value = static_cast<double>(count); value > counter.Value())
+          counter.Increment(value - counter.Value());
       }
     }
     // Exposition format 0.0.4, what prometheus-cpp's TextSerializer writes.

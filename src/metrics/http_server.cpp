@@ -13,12 +13,12 @@
 
 #include <sys/resource.h>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <functional>

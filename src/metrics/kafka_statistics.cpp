@@ -1,8 +1,8 @@
-// librdkafka's statistics JSON (its documentation of the statistics callback): top-level msg_cnt and msg_size are the producer queue (records and
-// bytes handed to librdkafka and not yet delivered); brokers.<name>.rtt holds round-trip-time
-// percentiles in microseconds over the last interval (0 when there were no requests). Brokers
-// whose source is "internal" (the queue broker) or "logical" (coordinator stand-ins) are not
-// connections to Kafka and are left out.
+// librdkafka's statistics JSON (its documentation of the statistics callback): top-level msg_cnt and msg_size are the
+// producer queue (records and bytes handed to librdkafka and not yet delivered); brokers.<name>.rtt holds
+// round-trip-time percentiles in microseconds over the last interval (0 when there were no requests). Brokers whose
+// source is "internal" (the queue broker) or "logical" (coordinator stand-ins) are not connections to Kafka and are
+// left out.
 #include "pgoutbox/metrics/kafka_statistics.h"
 
 #include <simdjson.h>

@@ -79,13 +79,14 @@ RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
                     .Help("Replication sessions that reached streaming (the first, then one per reconnect).")
                     .Register(r)
                     .Add({})),
-      in_flight_events_gauge_(gauge(r, "pgoutbox_in_flight_events",
-                                    "Records handed to Kafka and not yet acknowledged (pending).")),
+      in_flight_events_gauge_(
+          gauge(r, "pgoutbox_in_flight_events", "Records handed to Kafka and not yet acknowledged (pending).")),
       in_flight_bytes_gauge_(gauge(r, "pgoutbox_in_flight_bytes", "Key and value bytes of the in-flight records.")),
-      received_lsn_gauge_(gauge(r, "pgoutbox_received_lsn",
-                                "End of the last WAL change received from the slot, as a number.")),
-      confirmed_lsn_gauge_(gauge(r, "pgoutbox_confirmed_lsn",
-                                 "Last position confirmed to Postgres (everything before it is in Kafka), as a number.")),
+      received_lsn_gauge_(
+          gauge(r, "pgoutbox_received_lsn", "End of the last WAL change received from the slot, as a number.")),
+      confirmed_lsn_gauge_(
+          gauge(r, "pgoutbox_confirmed_lsn",
+                "Last position confirmed to Postgres (everything before it is in Kafka), as a number.")),
       streaming_gauge_(gauge(r, "pgoutbox_streaming", "1 while a replication session is streaming.")),
       paused_gauge_(gauge(r, "pgoutbox_stream_paused",
                           "1 while reading the slot is paused because the in-flight caps are reached.")),
@@ -95,10 +96,10 @@ RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
                          .Help("From the transaction's commit in Postgres to Kafka's acknowledgement of its record.")
                          .Register(r)
                          .Add({}, latency_buckets())),
-      kafka_queue_messages_(gauge(r, "pgoutbox_kafka_queue_messages",
-                                  "Records in librdkafka's producer queue (statistics msg_cnt).")),
-      kafka_queue_bytes_(gauge(r, "pgoutbox_kafka_queue_bytes",
-                               "Bytes in librdkafka's producer queue (statistics msg_size).")),
+      kafka_queue_messages_(
+          gauge(r, "pgoutbox_kafka_queue_messages", "Records in librdkafka's producer queue (statistics msg_cnt).")),
+      kafka_queue_bytes_(
+          gauge(r, "pgoutbox_kafka_queue_bytes", "Bytes in librdkafka's producer queue (statistics msg_size).")),
       broker_rtt_avg_(prometheus::BuildGauge()
                           .Name("pgoutbox_kafka_broker_rtt_avg_seconds")
                           .Help("Average request round-trip time to the broker over the last statistics interval.")
@@ -126,8 +127,8 @@ RelayProbe::TopicSeries& RelayProbe::series(const std::string& table, const std:
   if (const auto it = series_.find(key); it != series_.end()) return it->second;
   const prometheus::Labels labels{{"table", table}, {"topic", topic_label}};
   return series_
-      .emplace(key, TopicSeries{received_.Add(labels), published_.Add(labels), failed_.Add(labels), retried_.Add(labels),
-                                dead_lettered_.Add(labels), skipped_.Add(labels)})
+      .emplace(key, TopicSeries{received_.Add(labels), published_.Add(labels), failed_.Add(labels),
+                                retried_.Add(labels), dead_lettered_.Add(labels), skipped_.Add(labels)})
       .first->second;
 }
 
@@ -187,10 +188,17 @@ void RelayProbe::event_poison(std::string_view topic_name, relay::PoisonAction a
   auto& series = topic(topic_name);
   series.failed.Increment();
   switch (action) {
-    case relay::PoisonAction::retried: series.retried.Increment(); break;
-    case relay::PoisonAction::dead_lettered: series.dead_lettered.Increment(); break;
-    case relay::PoisonAction::skipped: series.skipped.Increment(); break;
-    case relay::PoisonAction::stopped: break;  // counted as failed; the session ends
+    case relay::PoisonAction::retried:
+      series.retried.Increment();
+      break;
+    case relay::PoisonAction::dead_lettered:
+      series.dead_lettered.Increment();
+      break;
+    case relay::PoisonAction::skipped:
+      series.skipped.Increment();
+      break;
+    case relay::PoisonAction::stopped:
+      break;  // counted as failed; the session ends
   }
 }
 
@@ -224,7 +232,8 @@ void RelayProbe::kafka_statistics(std::string_view json) {
     auto it = brokers_.find(broker.name);
     if (it == brokers_.end()) {
       const prometheus::Labels labels{{"broker", broker.name}};
-      it = brokers_.emplace(broker.name, BrokerSeries{&broker_rtt_avg_.Add(labels), &broker_rtt_p99_.Add(labels)}).first;
+      it =
+          brokers_.emplace(broker.name, BrokerSeries{&broker_rtt_avg_.Add(labels), &broker_rtt_p99_.Add(labels)}).first;
     }
     it->second.avg->Set(broker.rtt_avg_seconds);
     it->second.p99->Set(broker.rtt_p99_seconds);

@@ -9,8 +9,8 @@
 
 #include <libpq-fe.h>
 
-#include "pgoutbox/replication/connection.h"
 #include <poll.h>
+#include "pgoutbox/replication/connection.h"
 
 #include <spdlog/spdlog.h>
 
@@ -74,7 +74,8 @@ class SlotMonitor::Reader {
     }
     const auto deadline = std::chrono::steady_clock::now() + settings_.timeout;
     while (PQisBusy(conn) == 1) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd fd{PQsocket(conn), POLLIN, 0};
       if (left.count() <= 0 || ::poll(&fd, 1, static_cast<int>(left.count())) == 0) {
         error = "no answer within " + std::to_string(settings_.timeout.count()) + " ms";
@@ -86,8 +87,7 @@ class SlotMonitor::Reader {
       }
     }
     ResultPtr result(PQgetResult(conn));
-    while (ResultPtr extra{PQgetResult(conn)}) {
-    }
+    while (ResultPtr extra{PQgetResult(conn)}) {}
     if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
       error = first_line(result ? PQresultErrorMessage(result.get()) : PQerrorMessage(conn));
       return std::nullopt;
@@ -102,7 +102,8 @@ class SlotMonitor::Reader {
     if (slot.restart_lsn != Lsn{}) sample.retained_bytes = slot.retained_wal_bytes;
     // The same rules as at start: a slot going bad while pgoutbox runs is said once, when it happens.
     const auto problem = replication::validate_slot(slot, {});
-    if (problem && !reported_problem_) spdlog::error("slot {}: {}. Fix: {}", settings_.slot, problem->message, problem->fix);
+    if (problem && !reported_problem_)
+      spdlog::error("slot {}: {}. Fix: {}", settings_.slot, problem->message, problem->fix);
     reported_problem_ = problem.has_value();
     return sample;
   }

@@ -18,12 +18,14 @@ SlotProbe::SlotProbe(prometheus::Registry& r)
                        "WAL bytes between the server's current position and the slot's confirmed_flush_lsn.")),
       retained_gauge_(gauge(r, "pgoutbox_slot_retained_wal_bytes",
                             "WAL bytes the slot keeps on the server: current position minus restart_lsn.")),
-      active_gauge_(gauge(r, "pgoutbox_slot_active", "1 when a walsender is using the slot (pg_replication_slots.active).")),
-      wal_status_(prometheus::BuildGauge()
-                      .Name("pgoutbox_slot_wal_status")
-                      .Help("1 for the slot's current wal_status (reserved, extended, unreserved, lost), or for "
-                            "\"missing\" when the server answered without the slot; all 0 while Postgres does not answer.")
-                      .Register(r)) {
+      active_gauge_(
+          gauge(r, "pgoutbox_slot_active", "1 when a walsender is using the slot (pg_replication_slots.active).")),
+      wal_status_(
+          prometheus::BuildGauge()
+              .Name("pgoutbox_slot_wal_status")
+              .Help("1 for the slot's current wal_status (reserved, extended, unreserved, lost), or for "
+                    "\"missing\" when the server answered without the slot; all 0 while Postgres does not answer.")
+              .Register(r)) {
   for (const char* status : kWalStatuses) wal_status_.Add({{"status", status}});
 }
 

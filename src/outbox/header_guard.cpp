@@ -48,10 +48,11 @@ void count_dropped_header(const std::string& table, std::string_view name) {
     ++it->second;
   }
   if (first) {
-    spdlog::warn("outbox table {}: the headers column sets the reserved header \"{}\"{}; it is dropped (pgoutbox alone "
-                 "sets id, type and pgoutbox.*). Further drops on this table are only counted "
-                 "(pgoutbox_headers_dropped_total)",
-                 table, name.substr(0, kShownNameBytes), name.size() > kShownNameBytes ? "..." : "");
+    spdlog::warn(
+        "outbox table {}: the headers column sets the reserved header \"{}\"{}; it is dropped (pgoutbox alone "
+        "sets id, type and pgoutbox.*). Further drops on this table are only counted "
+        "(pgoutbox_headers_dropped_total)",
+        table, name.substr(0, kShownNameBytes), name.size() > kShownNameBytes ? "..." : "");
   }
 }
 

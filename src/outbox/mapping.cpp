@@ -27,13 +27,14 @@ int require_column(const config::TableConfig& table, const pgoutput::Relation& r
                    const std::string& column) {
   const int index = rel.column_index(column);
   if (index < 0) {
-    throw MappingError(fmt::format("outbox table {}: column \"{}\" (the {}) does not exist or is not published; "
-                                   "the table has: {}",
-                                   table_label(table), column, role, [&] {
-                                     std::string names;
-                                     for (const auto& c : rel.columns) names += (names.empty() ? "" : ", ") + c.name;
-                                     return names;
-                                   }()));
+    throw MappingError(
+        fmt::format("outbox table {}: column \"{}\" (the {}) does not exist or is not published; "
+                    "the table has: {}",
+                    table_label(table), column, role, [&] {
+                      std::string names;
+                      for (const auto& c : rel.columns) names += (names.empty() ? "" : ", ") + c.name;
+                      return names;
+                    }()));
   }
   return index;
 }
@@ -175,8 +176,8 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
   // json and jsonb are valid by construction; text and bytea are checked when asked to.
   validate_json_ = table.validate_json && relation.columns[static_cast<std::size_t>(payload_)].type_oid != kJson &&
                    relation.columns[static_cast<std::size_t>(payload_)].type_oid != kJsonb;
-  payload_kind_ = relation.columns[static_cast<std::size_t>(payload_)].type_oid == kBytea ? PayloadKind::bytea
-                                                                                          : PayloadKind::text;
+  payload_kind_ =
+      relation.columns[static_cast<std::size_t>(payload_)].type_oid == kBytea ? PayloadKind::bytea : PayloadKind::text;
   if (cols.type) {
     // The default "type" column is optional; one the user named must exist.
     type_ = table.type_column_explicit ? require_column(table, relation, "event type", *cols.type)
@@ -307,9 +308,10 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
         }
         bytes += rec.headers.back().name.size() + rec.headers.back().value.size();
         if (rec.headers.size() - own > kMaxColumnHeaders || bytes > kMaxColumnHeaderBytes) {
-          fail("TOO_MANY_HEADERS",
-               fmt::format("the headers column \"{}\" holds more than {} headers or {} bytes, pgoutbox's cap per record",
-                           *table_->columns.headers, kMaxColumnHeaders, kMaxColumnHeaderBytes));
+          fail(
+              "TOO_MANY_HEADERS",
+              fmt::format("the headers column \"{}\" holds more than {} headers or {} bytes, pgoutbox's cap per record",
+                          *table_->columns.headers, kMaxColumnHeaders, kMaxColumnHeaderBytes));
           // Neither the record nor its dead-letter copy carries the excess.
           rec.headers.resize(own);
           break;
@@ -354,11 +356,11 @@ const config::TableConfig* Mapping::family_of(const pgoutput::Relation& relation
   }
   // The relation was dropped, detached or taken out of the publication after its rows were
   // written (e.g. a partition detached and dropped while pgoutbox was behind), so the catalog
-  // can no longer say whose partition or child it was. Ignoring it could drop outbox events and confirm past them (I9); stopping on every
-  // dropped relation would block an all-tables publication on any dropped table. A partition
-  // or inheritance child always has every column of its parent with the same type, so a
-  // relation that cannot serve a configured table's mapping is provably outside that table's
-  // family; one that can may be a member, and pgoutbox stops before confirming its rows.
+  // can no longer say whose partition or child it was. Ignoring it could drop outbox events and confirm past them (I9);
+  // stopping on every dropped relation would block an all-tables publication on any dropped table. A partition or
+  // inheritance child always has every column of its parent with the same type, so a relation that cannot serve a
+  // configured table's mapping is provably outside that table's family; one that can may be a member, and pgoutbox
+  // stops before confirming its rows.
   for (const auto& t : tables_) {
     try {
       const ResolvedTable probe(t, relation, provenance_);

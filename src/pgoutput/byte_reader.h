@@ -20,12 +20,12 @@ namespace pgoutbox::pgoutput::detail {
 
 enum class Fault : std::uint8_t {
   none,
-  truncated,          // a fixed-size field runs past the end
-  unterminated,       // a String has no NUL before the end
-  negative,           // a signed length or count below zero
-  too_large,          // a length or count that the remaining bytes cannot hold
-  unexpected_byte,    // a marker or kind byte outside the allowed set
-  trailing,           // bytes left after a complete message
+  truncated,        // a fixed-size field runs past the end
+  unterminated,     // a String has no NUL before the end
+  negative,         // a signed length or count below zero
+  too_large,        // a length or count that the remaining bytes cannot hold
+  unexpected_byte,  // a marker or kind byte outside the allowed set
+  trailing,         // bytes left after a complete message
 };
 
 struct FaultInfo {
@@ -109,8 +109,7 @@ class ByteReader {
     return true;
   }
 
-  bool unexpected(std::size_t at, const char* field, std::uint8_t byte, const char* expected,
-                  int index = -1) noexcept {
+  bool unexpected(std::size_t at, const char* field, std::uint8_t byte, const char* expected, int index = -1) noexcept {
     fail_value(at, Fault::unexpected_byte, "Byte1", field, index, byte);
     fault_.expected = expected;
     return false;
@@ -131,7 +130,8 @@ class ByteReader {
     if (remaining() < sizeof(T)) return fail_at(pos_, Fault::truncated, type, field, index);
     T value = 0;
     for (std::size_t i = 0; i < sizeof(T); ++i) {
-      value = static_cast<T>((static_cast<std::uint64_t>(value) << 8U) | std::to_integer<std::uint8_t>(data_[pos_ + i]));
+      value =
+          static_cast<T>((static_cast<std::uint64_t>(value) << 8U) | std::to_integer<std::uint8_t>(data_[pos_ + i]));
     }
     out = value;
     pos_ += sizeof(T);

@@ -80,8 +80,7 @@ bool read_new_tuple(ByteReader& r, TupleData& out) {
 }
 
 bool read_begin(ByteReader& r, const DecodeOptions&, BeginData& out) {
-  return read_lsn(r, out.final_lsn, "final_lsn") && r.int64(out.commit_time, "commit_time") &&
-         r.int32(out.xid, "xid");
+  return read_lsn(r, out.final_lsn, "final_lsn") && r.int64(out.commit_time, "commit_time") && r.int32(out.xid, "xid");
 }
 
 bool read_commit(ByteReader& r, const DecodeOptions&, CommitData& out) {
@@ -212,8 +211,8 @@ bool read_begin_prepare(ByteReader& r, const DecodeOptions&, BeginPrepareData& o
 // 'P' and 'p' share logicalrep_write_prepare_common.
 bool read_prepare(ByteReader& r, const DecodeOptions&, PrepareData& out) {
   return r.int8(out.flags, "flags") && read_lsn(r, out.prepare_lsn, "prepare_lsn") &&
-         read_lsn(r, out.end_lsn, "end_lsn") && r.int64(out.prepare_time, "prepare_time") &&
-         r.int32(out.xid, "xid") && r.string(out.gid, "gid");
+         read_lsn(r, out.end_lsn, "end_lsn") && r.int64(out.prepare_time, "prepare_time") && r.int32(out.xid, "xid") &&
+         r.string(out.gid, "gid");
 }
 
 bool read_stream_prepare(ByteReader& r, const DecodeOptions& options, PrepareData& out) {
@@ -223,8 +222,8 @@ bool read_stream_prepare(ByteReader& r, const DecodeOptions& options, PrepareDat
 
 bool read_commit_prepared(ByteReader& r, const DecodeOptions&, CommitPreparedData& out) {
   return r.int8(out.flags, "flags") && read_lsn(r, out.commit_lsn, "commit_lsn") &&
-         read_lsn(r, out.end_lsn, "end_lsn") && r.int64(out.commit_time, "commit_time") &&
-         r.int32(out.xid, "xid") && r.string(out.gid, "gid");
+         read_lsn(r, out.end_lsn, "end_lsn") && r.int64(out.commit_time, "commit_time") && r.int32(out.xid, "xid") &&
+         r.string(out.gid, "gid");
 }
 
 bool read_rollback_prepared(ByteReader& r, const DecodeOptions&, RollbackPreparedData& out) {
@@ -289,52 +288,92 @@ DecodeResult decode(std::span<const std::byte> bytes, const DecodeOptions& optio
   (void)r.int8(type, "type");  // cannot fail: bytes is not empty
   const auto kind = static_cast<char>(type);
   switch (kind) {
-    case 'B': return decode_as(r, kind, options, read_begin);
-    case 'C': return decode_as(r, kind, options, read_commit);
-    case 'O': return decode_as(r, kind, options, read_origin);
-    case 'R': return decode_as(r, kind, options, read_relation);
-    case 'Y': return decode_as(r, kind, options, read_type);
-    case 'I': return decode_as(r, kind, options, read_insert);
-    case 'U': return decode_as(r, kind, options, read_update);
-    case 'D': return decode_as(r, kind, options, read_delete);
-    case 'T': return decode_as(r, kind, options, read_truncate);
-    case 'M': return decode_as(r, kind, options, read_message);
-    case 'S': return decode_as(r, kind, options, read_stream_start);
-    case 'E': return decode_as(r, kind, options, read_stream_stop);
-    case 'c': return decode_as(r, kind, options, read_stream_commit);
-    case 'A': return decode_as(r, kind, options, read_stream_abort);
-    case 'b': return decode_as(r, kind, options, read_begin_prepare);
-    case 'P': return decode_as(r, kind, options, read_prepare);
-    case 'p': return decode_as(r, kind, options, read_stream_prepare);
-    case 'K': return decode_as(r, kind, options, read_commit_prepared);
-    case 'r': return decode_as(r, kind, options, read_rollback_prepared);
-    default: return DecodeError{kind, 0, "unknown message type"};
+    case 'B':
+      return decode_as(r, kind, options, read_begin);
+    case 'C':
+      return decode_as(r, kind, options, read_commit);
+    case 'O':
+      return decode_as(r, kind, options, read_origin);
+    case 'R':
+      return decode_as(r, kind, options, read_relation);
+    case 'Y':
+      return decode_as(r, kind, options, read_type);
+    case 'I':
+      return decode_as(r, kind, options, read_insert);
+    case 'U':
+      return decode_as(r, kind, options, read_update);
+    case 'D':
+      return decode_as(r, kind, options, read_delete);
+    case 'T':
+      return decode_as(r, kind, options, read_truncate);
+    case 'M':
+      return decode_as(r, kind, options, read_message);
+    case 'S':
+      return decode_as(r, kind, options, read_stream_start);
+    case 'E':
+      return decode_as(r, kind, options, read_stream_stop);
+    case 'c':
+      return decode_as(r, kind, options, read_stream_commit);
+    case 'A':
+      return decode_as(r, kind, options, read_stream_abort);
+    case 'b':
+      return decode_as(r, kind, options, read_begin_prepare);
+    case 'P':
+      return decode_as(r, kind, options, read_prepare);
+    case 'p':
+      return decode_as(r, kind, options, read_stream_prepare);
+    case 'K':
+      return decode_as(r, kind, options, read_commit_prepared);
+    case 'r':
+      return decode_as(r, kind, options, read_rollback_prepared);
+    default:
+      return DecodeError{kind, 0, "unknown message type"};
   }
 }
 
 const char* kind_name(char type_byte) {
   // Names as in the protocol chapter "Logical Replication Message Formats".
   switch (type_byte) {
-    case 'B': return "Begin";
-    case 'C': return "Commit";
-    case 'O': return "Origin";
-    case 'R': return "Relation";
-    case 'Y': return "Type";
-    case 'I': return "Insert";
-    case 'U': return "Update";
-    case 'D': return "Delete";
-    case 'T': return "Truncate";
-    case 'M': return "Message";
-    case 'S': return "Stream Start";
-    case 'E': return "Stream Stop";
-    case 'c': return "Stream Commit";
-    case 'A': return "Stream Abort";
-    case 'b': return "Begin Prepare";
-    case 'P': return "Prepare";
-    case 'p': return "Stream Prepare";
-    case 'K': return "Commit Prepared";
-    case 'r': return "Rollback Prepared";
-    default: return "unknown";
+    case 'B':
+      return "Begin";
+    case 'C':
+      return "Commit";
+    case 'O':
+      return "Origin";
+    case 'R':
+      return "Relation";
+    case 'Y':
+      return "Type";
+    case 'I':
+      return "Insert";
+    case 'U':
+      return "Update";
+    case 'D':
+      return "Delete";
+    case 'T':
+      return "Truncate";
+    case 'M':
+      return "Message";
+    case 'S':
+      return "Stream Start";
+    case 'E':
+      return "Stream Stop";
+    case 'c':
+      return "Stream Commit";
+    case 'A':
+      return "Stream Abort";
+    case 'b':
+      return "Begin Prepare";
+    case 'P':
+      return "Prepare";
+    case 'p':
+      return "Stream Prepare";
+    case 'K':
+      return "Commit Prepared";
+    case 'r':
+      return "Rollback Prepared";
+    default:
+      return "unknown";
   }
 }
 

@@ -30,8 +30,8 @@ const Relation& RelationCache::apply(const RelationData& message) {
   entry.columns.clear();
   entry.columns.reserve(message.columns.size());
   for (const RelationColumn& column : message.columns) {
-    entry.columns.push_back(Column{std::string(column.name), column.type_oid, column.typmod,
-                                   (column.flags & kReplicaIdentityFlag) != 0});
+    entry.columns.push_back(
+        Column{std::string(column.name), column.type_oid, column.typmod, (column.flags & kReplicaIdentityFlag) != 0});
   }
   entry.generation = next_generation_++;
   return entry;

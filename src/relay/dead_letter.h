@@ -13,8 +13,8 @@
 namespace pgoutbox::relay {
 
 struct DeadLetterCause {
-  std::string error;       // pgoutbox.dlq.error: the message
-  std::string error_code;  // pgoutbox.dlq.error.code: librdkafka's error name, or a validation code
+  std::string error;           // pgoutbox.dlq.error: the message
+  std::string error_code;      // pgoutbox.dlq.error.code: librdkafka's error name, or a validation code
   std::uint32_t attempts = 0;  // pgoutbox.dlq.attempts: deliveries tried (0: refused before sending)
   Lsn lsn;                     // pgoutbox.dlq.lsn: commit LSN of the record's transaction
   // Kafka refused the record for its size: a copy would be refused too, so the dead-letter

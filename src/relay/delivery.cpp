@@ -56,7 +56,8 @@ void Relay::open_sink(SinkSlot& slot, bool isolated) {
     options.on_brokers_up = [this](bool up) {
       // The client reconnects by itself and keeps every record queued meanwhile (I1); this only
       // tells the operator when the state changes.
-      if (kafka_up_ != up && up && kafka_up_) spdlog::info("kafka: a broker is reachable again; queued records are being delivered");
+      if (kafka_up_ != up && up && kafka_up_)
+        spdlog::info("kafka: a broker is reachable again; queued records are being delivered");
       kafka_up_ = up;
       observer_.kafka_up(up);
     };
@@ -162,9 +163,9 @@ void Relay::on_delivery(const kafka::Delivery& delivery) {
       observer_.event_poison(delivery.record ? delivery.record->topic : delivery.topic, PoisonAction::dead_lettered);
     } else {
       ++counters_.records_acked;
-      const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
+      const auto now_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
       const auto latency = std::max<std::int64_t>(0, now_us - tracker_.commit_time_us(cookie.txn));
       observer_.event_published(delivery.topic, std::chrono::microseconds(latency));
     }
@@ -194,9 +195,10 @@ void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, cons
   const auto action = decide(error.kind, cookie, rules_);
   switch (action.kind) {
     case Action::Kind::rebuild:
-      finish(Outcome::reconnect(fmt::format("the Kafka producer hit error {}; rebuilding it and resuming from the "
-                                            "slot's confirmed position",
-                                            error.code)));
+      finish(
+          Outcome::reconnect(fmt::format("the Kafka producer hit error {}; rebuilding it and resuming from the "
+                                         "slot's confirmed position",
+                                         error.code)));
       return;
     case Action::Kind::send_alone:
     case Action::Kind::retry_after:
@@ -221,8 +223,8 @@ void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, cons
                   fmt::format("the dead-letter topic {} refused a poison record: {} ({})", record.topic, error.text,
                               error.code));
         observer_.event_poison(record.topic, PoisonAction::stopped);
-        finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})",
-                                                         record.event_id, record.topic, error.text, error.code)));
+        finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})", record.event_id,
+                                                         record.topic, error.text, error.code)));
         return;
       }
       break;
@@ -242,15 +244,16 @@ void Relay::hold(const outbox::Record& record, DeliveryCookie cookie, const kafk
                  bool reported) {
   const auto action = decide(error.kind, cookie, rules_);
   if (action.kind == Action::Kind::rebuild) {
-    finish(Outcome::reconnect(fmt::format("the Kafka producer hit error {}; rebuilding it and resuming from the "
-                                          "slot's confirmed position",
-                                          error.code)));
+    finish(
+        Outcome::reconnect(fmt::format("the Kafka producer hit error {}; rebuilding it and resuming from the "
+                                       "slot's confirmed position",
+                                       error.code)));
     return;
   }
   if (error.kind == kafka::DeliveryFailure::retriable) {
-    log_event(spdlog::level::warn, record, cookie.txn,
-              fmt::format("delivery failed ({}: {}); sending it again after the records before it", error.code,
-                          error.text));
+    log_event(
+        spdlog::level::warn, record, cookie.txn,
+        fmt::format("delivery failed ({}: {}); sending it again after the records before it", error.code, error.text));
   }
   Pending failed{record, DeliveryCookie::alone(cookie.txn, 0), std::chrono::steady_clock::now() + action.delay};
   auto& state = topics_[record.topic];
@@ -302,7 +305,8 @@ void Relay::pump(const std::string& topic) {
       auto head = std::move(queue.front());
       queue.pop_front();
       state.head_busy = true;
-      const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(head.due - std::chrono::steady_clock::now());
+      const auto delay =
+          std::chrono::duration_cast<std::chrono::milliseconds>(head.due - std::chrono::steady_clock::now());
       schedule_retry(head.record, head.cookie, std::max(delay, std::chrono::milliseconds(0)));
       return;
     }
@@ -328,8 +332,9 @@ void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn
   const auto& reason = error.text;
   switch (policy_action(config_.poison.policy)) {
     case Action::Kind::skip:
-      log_event(spdlog::level::warn, record, txn,
-                fmt::format("poison record ({}: {}) after {} attempt(s); policy skip: dropped", code, reason, attempts));
+      log_event(
+          spdlog::level::warn, record, txn,
+          fmt::format("poison record ({}: {}) after {} attempt(s); policy skip: dropped", code, reason, attempts));
       ++counters_.skipped;
       observer_.event_poison(record.topic, PoisonAction::skipped);
       complete(txn, record.weight());
@@ -338,12 +343,13 @@ void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn
       log_event(spdlog::level::warn, record, txn,
                 fmt::format("poison record ({}: {}) after {} attempt(s); sending it to {}", code, reason, attempts,
                             config_.poison.dead_letter_topic));
-      const auto dlq = dead_letter_record(record, config_.poison.dead_letter_topic,
-                                          DeadLetterCause{reason, code, attempts, tracker_.commit_lsn(txn),
-                                                          error.size_refusal});
+      const auto dlq =
+          dead_letter_record(record, config_.poison.dead_letter_topic,
+                             DeadLetterCause{reason, code, attempts, tracker_.commit_lsn(txn), error.size_refusal});
       // Its ack releases the dead-letter record's weight: count the original's as that, so the
       // in-flight bytes come back to what they were (a size refusal's copy has no value).
-      in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, record.weight() - std::min(record.weight(), dlq.weight()));
+      in_flight_bytes_ -=
+          std::min<std::uint64_t>(in_flight_bytes_, record.weight() - std::min(record.weight(), dlq.weight()));
       send(dlq, DeliveryCookie::dead_letter_write(txn));
       return;
     }
@@ -354,11 +360,11 @@ void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn
             fmt::format("poison record ({}: {}) after {} attempt(s); policy stop: exiting without confirming it", code,
                         reason, attempts));
   observer_.event_poison(record.topic, PoisonAction::stopped);
-  finish(Outcome::fatal(Fatal::poison,
-                        fmt::format("poison record, event id {}, topic {}: {} ({}). Fix the cause, or set "
-                                    "poison.policy: dead-letter, and restart: it is read again",
-                                    record.event_id.empty() ? "(none)" : record.event_id,
-                                    record.topic.empty() ? "(none)" : record.topic, reason, code)));
+  finish(
+      Outcome::fatal(Fatal::poison, fmt::format("poison record, event id {}, topic {}: {} ({}). Fix the cause, or set "
+                                                "poison.policy: dead-letter, and restart: it is read again",
+                                                record.event_id.empty() ? "(none)" : record.event_id,
+                                                record.topic.empty() ? "(none)" : record.topic, reason, code)));
 }
 
 void Relay::schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay) {

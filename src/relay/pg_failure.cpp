@@ -20,7 +20,7 @@ constexpr std::array kTextRules{
     TextRule{"", "password authentication failed", PgCause::authentication},  // 28P01
     TextRule{"", "no pg_hba.conf entry", PgCause::authentication},            // 28000
     TextRule{"", "certificate verify failed", PgCause::tls},
-    TextRule{"", "root certificate file", PgCause::tls},  // sslmode=verify-* without a root certificate
+    TextRule{"", "root certificate file", PgCause::tls},   // sslmode=verify-* without a root certificate
     TextRule{"", "server certificate for", PgCause::tls},  // host name does not match the certificate
     TextRule{"", "must be superuser or replication role", PgCause::permission},  // 42501 at connect
     TextRule{"", "permission denied", PgCause::permission},
@@ -73,18 +73,21 @@ Outcome classify(const replication::PgError& error, const SessionContext& contex
       return Outcome::waiting_as_standby(what);
     case PgCause::authentication:
       return Outcome::fatal(Fatal::authentication,
-                            with_fix(what, "check the password (PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file) "
-                                           "and that pg_hba.conf allows this user both the database and replication "
-                                           "connections"));
+                            with_fix(what,
+                                     "check the password (PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file) "
+                                     "and that pg_hba.conf allows this user both the database and replication "
+                                     "connections"));
     case PgCause::tls:
-      return Outcome::fatal(Fatal::tls, with_fix(what, "give libpq the CA that signed the server's certificate "
-                                                       "(sslrootcert in postgres.dsn), or connect by the host name the "
-                                                       "certificate names"));
+      return Outcome::fatal(Fatal::tls, with_fix(what,
+                                                 "give libpq the CA that signed the server's certificate "
+                                                 "(sslrootcert in postgres.dsn), or connect by the host name the "
+                                                 "certificate names"));
     case PgCause::permission:
       return Outcome::fatal(Fatal::permission,
-                            with_fix(what, "grant the role LOGIN and REPLICATION (see sql/role.sql), e.g. ALTER ROLE <user> "
-                                           "LOGIN REPLICATION; creating the publication needs ownership of the outbox "
-                                           "tables: create it as their owner (sql/publication.sql) instead"));
+                            with_fix(what,
+                                     "grant the role LOGIN and REPLICATION (see sql/role.sql), e.g. ALTER ROLE <user> "
+                                     "LOGIN REPLICATION; creating the publication needs ownership of the outbox "
+                                     "tables: create it as their owner (sql/publication.sql) instead"));
     case PgCause::wal_level:
       return Outcome::fatal(Fatal::wal_level,
                             with_fix(what, "set wal_level = logical in postgresql.conf and restart PostgreSQL"));
@@ -93,12 +96,14 @@ Outcome classify(const replication::PgError& error, const SessionContext& contex
                             with_fix(what, "create the table, or remove it from tables: in the configuration"));
     case PgCause::slot_invalidated:
       return Outcome::fatal(Fatal::slot_invalidated,
-                            with_fix(what, "drop and recreate the slot (pgoutbox slot drop --yes), then reconcile: "
-                                           "events written while the slot was lost may be missing from Kafka"));
+                            with_fix(what,
+                                     "drop and recreate the slot (pgoutbox slot drop --yes), then reconcile: "
+                                     "events written while the slot was lost may be missing from Kafka"));
     case PgCause::slot_limit:
       return Outcome::fatal(Fatal::slot_unusable,
-                            with_fix(what, "raise max_replication_slots (a restart of PostgreSQL), or drop a slot "
-                                           "nothing uses (SELECT slot_name, active FROM pg_replication_slots)"));
+                            with_fix(what,
+                                     "raise max_replication_slots (a restart of PostgreSQL), or drop a slot "
+                                     "nothing uses (SELECT slot_name, active FROM pg_replication_slots)"));
     case PgCause::publication:
       return Outcome::fatal(Fatal::publication, what);  // its messages name the fix
     case PgCause::slot_unusable:
@@ -109,8 +114,9 @@ Outcome classify(const replication::PgError& error, const SessionContext& contex
           fmt::format("{}. PostgreSQL {} does not understand a replication command pgoutbox sends (pgoutbox chooses "
                       "the slot syntax and proto_version by the server's major, 14 and later). Fix: run pgoutbox "
                       "against PostgreSQL 14 or later, and report this if the server is 14 or later",
-                      what, context.server_version == 0 ? std::string("(version unknown)")
-                                                        : std::to_string(context.server_version / 10000)));
+                      what,
+                      context.server_version == 0 ? std::string("(version unknown)")
+                                                  : std::to_string(context.server_version / 10000)));
     case PgCause::unsupported_feature:
       return Outcome::fatal(Fatal::server_version, what);  // the message names the version and the fix
   }

@@ -13,18 +13,18 @@
 namespace pgoutbox::relay {
 
 enum class PgCause {
-  transient,         // connection refused or lost, server starting up (57P03), too many connections (53300)
-  standby,           // the slot is active in another session (55006)
-  authentication,    // no password (libpq), pg_hba.conf reject (28000), bad password (28P01)
-  tls,               // the server's certificate failed verification
-  permission,        // 42501
-  wal_level,         // logical decoding needs wal_level = logical
-  table_missing,     // 42P01
-  slot_invalidated,  // the slot can no longer get changes
-  slot_unusable,     // missing, or another plugin or database
-  slot_limit,        // max_replication_slots reached (53400)
-  publication,       // missing, or does not cover the tables
-  server_version,    // the server does not understand a command pgoutbox sends (42601)
+  transient,            // connection refused or lost, server starting up (57P03), too many connections (53300)
+  standby,              // the slot is active in another session (55006)
+  authentication,       // no password (libpq), pg_hba.conf reject (28000), bad password (28P01)
+  tls,                  // the server's certificate failed verification
+  permission,           // 42501
+  wal_level,            // logical decoding needs wal_level = logical
+  table_missing,        // 42P01
+  slot_invalidated,     // the slot can no longer get changes
+  slot_unusable,        // missing, or another plugin or database
+  slot_limit,           // max_replication_slots reached (53400)
+  publication,          // missing, or does not cover the tables
+  server_version,       // the server does not understand a command pgoutbox sends (42601)
   unsupported_feature,  // 0A000: a server too old for pgoutbox (13 and older) or for an option (failover slots)
 };
 

@@ -27,8 +27,7 @@ Action decide(kafka::DeliveryFailure failure, DeliveryCookie cookie, const Poiso
   if (cookie.dead_letter) return {Kind::stop, cookie, {}};  // the dead-letter topic refuses it too
   if (!cookie.isolated) return {Kind::send_alone, DeliveryCookie::alone(cookie.txn, 0), {}};
   if (cookie.attempt < rules.poison.max_retries) {
-    Backoff backoff(rules.poison.retry_backoff, std::max(rules.max_delay, rules.poison.retry_backoff), 2.0,
-                    rules.seed);
+    Backoff backoff(rules.poison.retry_backoff, std::max(rules.max_delay, rules.poison.retry_backoff), 2.0, rules.seed);
     std::chrono::milliseconds delay{0};
     for (std::uint32_t i = 0; i <= cookie.attempt; ++i) delay = backoff.next();
     return {Kind::retry_after, DeliveryCookie::alone(cookie.txn, cookie.attempt + 1), delay};

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "pgoutbox/pgoutput/decoder.h"
 #include "pg_failure.h"
+#include "pgoutbox/pgoutput/decoder.h"
 
 namespace pgoutbox::relay {
 
@@ -171,7 +171,8 @@ void Relay::on_data(const replication::XLogData& data) {
 
 void Relay::on_insert(const pgoutput::InsertData& insert) {
   const auto* relation = relations_.find(insert.relid);
-  if (relation == nullptr || !txn_) throw std::logic_error(fmt::format("Insert for relid {} out of sequence", insert.relid));
+  if (relation == nullptr || !txn_)
+    throw std::logic_error(fmt::format("Insert for relid {} out of sequence", insert.relid));
   const outbox::ResolvedTable* table = nullptr;
   try {
     table = mapping_.resolve(*relation);
@@ -181,8 +182,8 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
   } catch (const replication::PgError& e) {
     // The catalog could not say whose partition or child this relation is: nothing past it is
     // confirmed, and the next session asks again.
-    finish(classify(replication::PgError(fmt::format("looking up the ancestry of relation {}.{}: {}",
-                                                     relation->nspname, relation->relname, e.what()),
+    finish(classify(replication::PgError(fmt::format("looking up the ancestry of relation {}.{}: {}", relation->nspname,
+                                                     relation->relname, e.what()),
                                          e.sqlstate()),
                     SessionContext{0, true}));
     return;
@@ -197,9 +198,9 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
     // A row that cannot become a record is handled by the policy at once: sending it again
     // would not change it. Like any record it is outstanding until handled (I2).
     track(*txn_, poison->record);
-    const kafka::DeliveryError error{kafka::DeliveryFailure::permanent, poison->code,
-                                     fmt::format("{} (table {}.{})", poison->reason, relation->nspname, relation->relname),
-                                     false};
+    const kafka::DeliveryError error{
+        kafka::DeliveryFailure::permanent, poison->code,
+        fmt::format("{} (table {}.{})", poison->reason, relation->nspname, relation->relname), false};
     apply_policy(poison->record, *txn_, error, 0);
     return;
   }

@@ -30,8 +30,8 @@ class StreamSource final : public ChangeSource, private replication::StreamHandl
     handler_ = &handler;
     stream_.start([this, on_end = std::move(on_end)](const replication::StreamEnd& end) {
       if (end.reason == replication::StreamEnd::Reason::stopped) return on_end(Outcome::stopped());
-      const replication::PgError as_error(
-          end.message.empty() ? "the server ended the replication stream" : end.message, end.sqlstate);
+      const replication::PgError as_error(end.message.empty() ? "the server ended the replication stream" : end.message,
+                                          end.sqlstate);
       on_end(classify(as_error, context_));
     });
   }

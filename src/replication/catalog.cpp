@@ -54,8 +54,7 @@ std::optional<std::vector<std::pair<std::string, std::string>>> Catalog::query(s
     auto all = conn_->exec("SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = " + pub);
     const bool all_tables = PQntuples(all.get()) == 1 && std::string(PQgetvalue(all.get(), 0, 0)) == "t";
     if (PQntuples(all.get()) == 1 && !all_tables) {
-      auto published =
-          conn_->exec("SELECT " + published_sql(oid, pub, conn_->server_version() >= 150000));
+      auto published = conn_->exec("SELECT " + published_sql(oid, pub, conn_->server_version() >= 150000));
       if (std::string(PQgetvalue(published.get(), 0, 0)) != "t") return std::nullopt;
     }
   }
@@ -69,7 +68,8 @@ std::optional<std::vector<std::pair<std::string, std::string>>> Catalog::query(s
       "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY 1, 2 ORDER BY 3, 1, 2");
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(static_cast<std::size_t>(PQntuples(res.get())));
-  for (int r = 0; r < PQntuples(res.get()); ++r) out.emplace_back(PQgetvalue(res.get(), r, 0), PQgetvalue(res.get(), r, 1));
+  for (int r = 0; r < PQntuples(res.get()); ++r)
+    out.emplace_back(PQgetvalue(res.get(), r, 0), PQgetvalue(res.get(), r, 1));
   return out;
 }
 
@@ -78,7 +78,8 @@ TableLayout describe_layout(const Connection& conn, const std::string& publicati
   TableLayout layout;
   auto self = conn.exec(
       "SELECT c.oid, c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-      "WHERE n.nspname = " + conn.literal(table.schema) + " AND c.relname = " + conn.literal(table.name));
+      "WHERE n.nspname = " +
+      conn.literal(table.schema) + " AND c.relname = " + conn.literal(table.name));
   if (PQntuples(self.get()) == 0) return layout;
   layout.exists = true;
   const std::string oid = PQgetvalue(self.get(), 0, 0);
@@ -118,14 +119,15 @@ std::string describe_relaying(const std::string& publication, const PublicationS
   const std::string label = table.schema + "." + table.name;
   std::string text = fmt::format("is in {}publication {}", pub.all_tables ? "FOR ALL TABLES " : "", publication);
   if (layout.partitioned) {
-    text += pub.via_root
-                ? fmt::format(", partitioned ({} leaf partition(s)), published under the root "
-                              "(publish_via_partition_root) and mapped with the table's mapping",
-                              layout.leaf_partitions)
-                : fmt::format(", partitioned ({} leaf partition(s)), published under each leaf partition's name (no "
-                              "publish_via_partition_root): pgoutbox resolves each partition, also ones created "
-                              "later, to {} by ancestry and maps it by column name",
-                              layout.leaf_partitions, label);
+    text += pub.via_root ? fmt::format(
+                               ", partitioned ({} leaf partition(s)), published under the root "
+                               "(publish_via_partition_root) and mapped with the table's mapping",
+                               layout.leaf_partitions)
+                         : fmt::format(
+                               ", partitioned ({} leaf partition(s)), published under each leaf partition's name (no "
+                               "publish_via_partition_root): pgoutbox resolves each partition, also ones created "
+                               "later, to {} by ancestry and maps it by column name",
+                               layout.leaf_partitions, label);
   }
   if (!layout.children.empty()) {
     std::string names;

@@ -52,10 +52,20 @@ Connection Connection::open(const std::string& dsn, bool replication, const std:
   // Later keywords override the DSN's. The settings travel in the startup packet: a walsender
   // need not accept SET, and startup options outrank postgresql.conf, ALTER DATABASE and
   // ALTER ROLE settings.
-  const char* keys[] = {"dbname", "replication", "application_name", "client_encoding", "options",
-                        password.empty() ? nullptr : "password", nullptr};
-  const char* values[] = {dsn.c_str(), replication ? "database" : "false", application_name.c_str(), kClientEncoding,
-                          kSessionOptions, password.empty() ? nullptr : password.c_str(), nullptr};
+  const char* keys[] = {"dbname",
+                        "replication",
+                        "application_name",
+                        "client_encoding",
+                        "options",
+                        password.empty() ? nullptr : "password",
+                        nullptr};
+  const char* values[] = {dsn.c_str(),
+                          replication ? "database" : "false",
+                          application_name.c_str(),
+                          kClientEncoding,
+                          kSessionOptions,
+                          password.empty() ? nullptr : password.c_str(),
+                          nullptr};
   PGconn* raw = PQconnectdbParams(keys, values, 1);
   Connection conn(raw);
   if (raw == nullptr) throw PgError("out of memory creating a libpq connection", "");
@@ -138,8 +148,9 @@ std::optional<PublicationState> Connection::publication(const std::string& name)
   p.all_tables = std::string(PQgetvalue(res.get(), 0, 0)) == "t";
   p.publishes_insert = std::string(PQgetvalue(res.get(), 0, 1)) == "t";
   p.via_root = std::string(PQgetvalue(res.get(), 0, 2)) == "t";
-  auto tables = exec("SELECT schemaname, tablename FROM pg_catalog.pg_publication_tables WHERE pubname = " +
-                     literal(name) + " ORDER BY 1, 2");
+  auto tables =
+      exec("SELECT schemaname, tablename FROM pg_catalog.pg_publication_tables WHERE pubname = " + literal(name) +
+           " ORDER BY 1, 2");
   for (int r = 0; r < PQntuples(tables.get()); ++r) {
     p.tables.push_back(TableName{PQgetvalue(tables.get(), r, 0), PQgetvalue(tables.get(), r, 1)});
   }
@@ -179,9 +190,10 @@ void check_publication_covers(const Connection& conn, const std::string& publica
                   "");
   }
   if (!pub->publishes_insert) {
-    throw PgError(fmt::format("publication \"{}\" does not publish inserts: ALTER PUBLICATION {} SET (publish = 'insert')",
-                              publication, publication),
-                  "");
+    throw PgError(
+        fmt::format("publication \"{}\" does not publish inserts: ALTER PUBLICATION {} SET (publish = 'insert')",
+                    publication, publication),
+        "");
   }
   // Every relation whose rows belong to a configured table must be in the stream: the table
   // itself (or, for a partition, its root), and each inheritance child, which a publication
@@ -239,10 +251,10 @@ void Connection::start_replication(const StartOptions& options) {
     if (!pubs.empty()) pubs += ",";
     pubs += identifier(p);  // publication names are identifiers: quoted keeps their case
   }
-  const std::string sql = fmt::format(
-      "START_REPLICATION SLOT {} LOGICAL {} (proto_version '{}', publication_names {}, messages '{}')",
-      identifier(options.slot), options.start.to_string(), options.proto_version, literal(pubs),
-      options.messages ? "true" : "false");
+  const std::string sql =
+      fmt::format("START_REPLICATION SLOT {} LOGICAL {} (proto_version '{}', publication_names {}, messages '{}')",
+                  identifier(options.slot), options.start.to_string(), options.proto_version, literal(pubs),
+                  options.messages ? "true" : "false");
   PgResultPtr res(PQexec(conn_.get(), sql.c_str()));
   if (PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
     throw PgError(trim(PQerrorMessage(conn_.get())), fields_of(res.get(), conn_.get()));

@@ -95,8 +95,7 @@ std::optional<SlotProblem> validate_slot(const SlotState& slot, std::string_view
         "choose another postgres.slot, or drop this one if nothing needs it (pgoutbox slot drop -c FILE --yes)"};
   }
   if (!database.empty() && !slot.database.empty() && slot.database != database) {
-    return SlotProblem{Cause::other_database,
-                       fmt::format("belongs to database {}, not {}", slot.database, database),
+    return SlotProblem{Cause::other_database, fmt::format("belongs to database {}, not {}", slot.database, database),
                        "point postgres.dsn at that database, or choose another postgres.slot"};
   }
   if (slot.wal_status == WalStatus::lost) {

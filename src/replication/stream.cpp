@@ -3,8 +3,8 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <memory>
 
 namespace pgoutbox::replication {
@@ -216,7 +216,8 @@ void Stream::send_status(bool reply_requested) {
 void Stream::flush_output() {
   const int rc = PQflush(connection_.raw());
   if (rc < 0) {
-    end({StreamEnd::Reason::error, "replication connection lost while sending: " + trimmed_error(connection_.raw()), ""});
+    end({StreamEnd::Reason::error, "replication connection lost while sending: " + trimmed_error(connection_.raw()),
+         ""});
     return;
   }
   if (rc == 1 && !write_pending_) {

@@ -2,9 +2,9 @@
 // make, and a clean pass.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <signal.h>
 
 #include <fstream>
 
@@ -31,7 +31,8 @@ class CheckCommandTest : public ::testing::Test {
     on.exec("CREATE TABLE " + name +
             " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, aggregateid text NOT NULL, "
             "type text, payload jsonb)");
-    if (with_publication) on.exec("CREATE PUBLICATION " + name + "_pub FOR TABLE " + name + " WITH (publish = 'insert')");
+    if (with_publication)
+      on.exec("CREATE PUBLICATION " + name + "_pub FOR TABLE " + name + " WITH (publish = 'insert')");
   }
 
   std::string write_config(const std::string& name, const std::string& dsn, const std::string& brokers,
@@ -86,8 +87,9 @@ TEST_F(CheckCommandTest, AMissingStaticTopicIsFineWhenTheBrokerCreatesTopics) {
   // The test broker runs with auto.create.topics.enable=true; check reads it from the broker.
   const auto result = check(write_config("chk_autotopic", "chk_autotopic.never.created"));
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(line_starting(result.output, "ok    table public.chk_autotopic: topic chk_autotopic.never.created does "
-                                         "not exist; the broker creates it on first use"),
+  EXPECT_NE(line_starting(result.output,
+                          "ok    table public.chk_autotopic: topic chk_autotopic.never.created does "
+                          "not exist; the broker creates it on first use"),
             "")
       << result.output;
   // Looking the topic up by name did not create it.
@@ -112,8 +114,9 @@ TEST_F(CheckCommandTest, AMissingPublicationBlocksWithTheStatementThatCreatesIt)
   EXPECT_EQ(result.exit_code, 1) << result.output;
   const auto line = line_starting(result.output, "FAIL  publication chk_nopub_pub: does not exist.");
   EXPECT_NE(line, "") << result.output;
-  EXPECT_NE(line.find("CREATE PUBLICATION \"chk_nopub_pub\" FOR TABLE \"public\".\"chk_nopub\" WITH (publish = 'insert')"),
-            std::string::npos)
+  EXPECT_NE(
+      line.find("CREATE PUBLICATION \"chk_nopub_pub\" FOR TABLE \"public\".\"chk_nopub\" WITH (publish = 'insert')"),
+      std::string::npos)
       << line;
 }
 
@@ -128,14 +131,16 @@ TEST_F(CheckCommandTest, ATableOutsideThePublicationBlocks) {
 }
 
 TEST_F(CheckCommandTest, APartitionedOutboxIsReportedWithAndWithoutViaRoot) {
-  pg.exec("CREATE TABLE chk_parts (id uuid DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, "
-          "payload jsonb, created_at date NOT NULL DEFAULT current_date) PARTITION BY RANGE (created_at);"
-          "CREATE TABLE chk_parts_all PARTITION OF chk_parts FOR VALUES FROM (MINVALUE) TO (MAXVALUE);"
-          "CREATE PUBLICATION chk_parts_pub FOR TABLE chk_parts WITH (publish = 'insert')");
+  pg.exec(
+      "CREATE TABLE chk_parts (id uuid DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, "
+      "payload jsonb, created_at date NOT NULL DEFAULT current_date) PARTITION BY RANGE (created_at);"
+      "CREATE TABLE chk_parts_all PARTITION OF chk_parts FOR VALUES FROM (MINVALUE) TO (MAXVALUE);"
+      "CREATE PUBLICATION chk_parts_pub FOR TABLE chk_parts WITH (publish = 'insert')");
   auto result = check(write_config("chk_parts"));
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(line_starting(result.output, "ok    table public.chk_parts: is in publication chk_parts_pub, partitioned "
-                                         "(1 leaf")
+  EXPECT_NE(line_starting(result.output,
+                          "ok    table public.chk_parts: is in publication chk_parts_pub, partitioned "
+                          "(1 leaf")
                 .find("under each leaf partition's name (no publish_via_partition_root): pgoutbox resolves each"),
             std::string::npos)
       << result.output;
@@ -143,8 +148,9 @@ TEST_F(CheckCommandTest, APartitionedOutboxIsReportedWithAndWithoutViaRoot) {
   pg.exec("ALTER PUBLICATION chk_parts_pub SET (publish = 'insert', publish_via_partition_root = true)");
   result = check(write_config("chk_parts"));
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(line_starting(result.output, "ok    publication chk_parts_pub: exists and publishes inserts, via the "
-                                         "partition root"),
+  EXPECT_NE(line_starting(result.output,
+                          "ok    publication chk_parts_pub: exists and publishes inserts, via the "
+                          "partition root"),
             "")
       << result.output;
   EXPECT_NE(line_starting(result.output, "ok    table public.chk_parts: is in publication").find("under the root"),
@@ -157,8 +163,9 @@ TEST_F(CheckCommandTest, InheritanceChildrenAreReportedAndOneThePublicationLeave
   pg.exec("CREATE TABLE chk_inh_2026 () INHERITS (chk_inh)");
   auto result = check(write_config("chk_inh"));
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(line_starting(result.output, "FAIL  table public.chk_inh: has inheritance child public.chk_inh_2026 that "
-                                         "publication chk_inh_pub leaves out")
+  EXPECT_NE(line_starting(result.output,
+                          "FAIL  table public.chk_inh: has inheritance child public.chk_inh_2026 that "
+                          "publication chk_inh_pub leaves out")
                 .find("ALTER PUBLICATION \"chk_inh_pub\" ADD TABLE \"public\".\"chk_inh_2026\""),
             std::string::npos)
       << result.output;
@@ -166,8 +173,9 @@ TEST_F(CheckCommandTest, InheritanceChildrenAreReportedAndOneThePublicationLeave
   pg.exec("ALTER PUBLICATION chk_inh_pub ADD TABLE chk_inh_2026");
   result = check(write_config("chk_inh"));
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(line_starting(result.output, "ok    table public.chk_inh: is in publication chk_inh_pub; inheritance "
-                                         "children public.chk_inh_2026 arrive"),
+  EXPECT_NE(line_starting(result.output,
+                          "ok    table public.chk_inh: is in publication chk_inh_pub; inheritance "
+                          "children public.chk_inh_2026 arrive"),
             "")
       << result.output;
 }
@@ -178,15 +186,17 @@ TEST_F(CheckCommandTest, AnAllTablesPublicationIsReportedAsSuch) {
   const auto result = check(write_config("chk_every"));
   pg.exec("DROP PUBLICATION chk_every_pub");
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(line_starting(result.output, "ok    table public.chk_every: is in FOR ALL TABLES publication "
-                                         "chk_every_pub"),
+  EXPECT_NE(line_starting(result.output,
+                          "ok    table public.chk_every: is in FOR ALL TABLES publication "
+                          "chk_every_pub"),
             "")
       << result.output;
 }
 
 TEST_F(CheckCommandTest, AMissingMappedColumnBlocksNamingTheColumnAndTheKey) {
-  pg.exec("CREATE TABLE chk_nocol (id uuid PRIMARY KEY, aggregatetype text, payload jsonb);"
-          "CREATE PUBLICATION chk_nocol_pub FOR TABLE chk_nocol WITH (publish = 'insert')");
+  pg.exec(
+      "CREATE TABLE chk_nocol (id uuid PRIMARY KEY, aggregatetype text, payload jsonb);"
+      "CREATE PUBLICATION chk_nocol_pub FOR TABLE chk_nocol WITH (publish = 'insert')");
   const auto result = check(write_config("chk_nocol"));
   EXPECT_EQ(result.exit_code, 1) << result.output;
   const auto line = line_starting(result.output, "FAIL  table public.chk_nocol:");
@@ -195,8 +205,9 @@ TEST_F(CheckCommandTest, AMissingMappedColumnBlocksNamingTheColumnAndTheKey) {
 }
 
 TEST_F(CheckCommandTest, APayloadOfAnUnusableTypeBlocks) {
-  pg.exec("CREATE TABLE chk_badtype (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload integer);"
-          "CREATE PUBLICATION chk_badtype_pub FOR TABLE chk_badtype WITH (publish = 'insert')");
+  pg.exec(
+      "CREATE TABLE chk_badtype (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload integer);"
+      "CREATE PUBLICATION chk_badtype_pub FOR TABLE chk_badtype WITH (publish = 'insert')");
   const auto result = check(write_config("chk_badtype"));
   EXPECT_EQ(result.exit_code, 1) << result.output;
   const auto line = line_starting(result.output, "FAIL  table public.chk_badtype:");
@@ -210,7 +221,8 @@ TEST_F(CheckCommandTest, ARoleWithoutReplicationBlocksButSelectIsNotNeeded) {
   const std::string dsn = "host=127.0.0.1 port=" + std::to_string(pg.port()) + " user=chk_weak dbname=postgres";
   const auto result = check(write_config("chk_role", dsn, kafka.bootstrap(), "chk_role.events"));
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(line_starting(result.output, "FAIL  role chk_weak: lacks REPLICATION").find("ALTER ROLE \"chk_weak\" REPLICATION"),
+  EXPECT_NE(line_starting(result.output, "FAIL  role chk_weak: lacks REPLICATION")
+                .find("ALTER ROLE \"chk_weak\" REPLICATION"),
             std::string::npos)
       << result.output;
   // `run` streams without SELECT on the outbox (it reads the WAL), so check does not block on it.
@@ -255,8 +267,9 @@ TEST_F(CheckCommandTest, ASlotOfAnotherPluginBlocks) {
   const auto result = check(write_config("chk_plugin"));
   pg.drop_slot_when_free("chk_plugin_slot");
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(line_starting(result.output, "FAIL  slot chk_plugin_slot: uses plugin test_decoding; pgoutbox needs pgoutput."),
-            "")
+  EXPECT_NE(
+      line_starting(result.output, "FAIL  slot chk_plugin_slot: uses plugin test_decoding; pgoutbox needs pgoutput."),
+      "")
       << result.output;
 }
 
@@ -302,8 +315,9 @@ TEST_F(CheckCommandTest, ASlotThatLostItsWalBlocksWithTheWayOut) {
   small.exec("SELECT pg_create_logical_replication_slot('chk_lost_slot', 'pgoutput')");
   ASSERT_TRUE(eventually(
       [&] {
-        small.exec("INSERT INTO chk_lost (aggregatetype, aggregateid, payload) SELECT 'E', 'k', '{}' "
-                   "FROM generate_series(1, 1000); SELECT pg_switch_wal(); CHECKPOINT");
+        small.exec(
+            "INSERT INTO chk_lost (aggregatetype, aggregateid, payload) SELECT 'E', 'k', '{}' "
+            "FROM generate_series(1, 1000); SELECT pg_switch_wal(); CHECKPOINT");
         return small.query_value("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'chk_lost_slot'") ==
                "lost";
       },

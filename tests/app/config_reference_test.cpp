@@ -31,9 +31,8 @@ TEST(ConfigurationReference, DocsMatchWhatTheSchemaGenerates) {
   const std::string generated = command_output(std::string(PGOUTBOX_BINARY) + " config-reference");
   const std::string committed = file_text(std::string(PGOUTBOX_SOURCE_DIR) + "/docs/configuration.md");
   ASSERT_FALSE(generated.empty()) << "pgoutbox config-reference printed nothing";
-  EXPECT_EQ(committed, generated)
-      << "docs/configuration.md differs from the configuration schema; regenerate it with\n"
-         "  build/release/src/app/pgoutbox config-reference > docs/configuration.md";
+  EXPECT_EQ(committed, generated) << "docs/configuration.md differs from the configuration schema; regenerate it with\n"
+                                     "  build/release/src/app/pgoutbox config-reference > docs/configuration.md";
 }
 
 TEST(ConfigurationReference, EveryKeyOfTheSchemaHasARow) {

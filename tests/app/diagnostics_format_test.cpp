@@ -13,7 +13,8 @@ TEST(FindingFormat, OneLinePerFindingWithTheFixAfterTheMessage) {
   EXPECT_EQ(format_line(Finding::ok("wal_level", "logical")), "ok    wal_level: logical");
   EXPECT_EQ(format_line(Finding::blocking("wal_level", "is replica.", "set it.")),
             "FAIL  wal_level: is replica. Fix: set it.");
-  EXPECT_EQ(format_line(Finding::warning("slot s", "is active.", "stop it.")), "WARN  slot s: is active. Fix: stop it.");
+  EXPECT_EQ(format_line(Finding::warning("slot s", "is active.", "stop it.")),
+            "WARN  slot s: is active. Fix: stop it.");
 }
 
 TEST(FindingFormat, OnlyBlockingFindingsBlock) {

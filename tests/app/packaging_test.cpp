@@ -65,8 +65,8 @@ std::vector<Mount> mounts_of(const YAML::Node& service) {
     const auto text = volume.as<std::string>();
     const auto colon = text.find(':');
     const auto second = text.find(':', colon + 1);
-    out.push_back({text.substr(0, colon), text.substr(colon + 1, second == std::string::npos ? std::string::npos
-                                                                                             : second - colon - 1)});
+    out.push_back({text.substr(0, colon),
+                   text.substr(colon + 1, second == std::string::npos ? std::string::npos : second - colon - 1)});
   }
   return out;
 }
@@ -187,7 +187,8 @@ TEST_F(ComposeFile, GrafanaMountsItsProvisioningWhereItLooks) {
   bool provider_matches = false;
   for (const auto& entry : fs::directory_iterator(kDocker / "grafana/provisioning/dashboards")) {
     for (const auto& provider : YAML::LoadFile(entry.path().string())["providers"]) {
-      provider_matches = provider_matches || provider["options"]["path"].as<std::string>() == "/var/lib/grafana/dashboards";
+      provider_matches =
+          provider_matches || provider["options"]["path"].as<std::string>() == "/var/lib/grafana/dashboards";
     }
   }
   EXPECT_TRUE(provider_matches);
@@ -285,8 +286,10 @@ TEST(Dockerfile, TheRuntimeStageInstallsTheLibrariesTheBinaryLoads) {
   std::string list;
   for (const auto& p : installed) list += " " + p;
   std::set<std::string> closure;
-  std::istringstream deps(command_output("apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts "
-                                         "--no-breaks --no-replaces --no-enhances" + list + " 2>/dev/null"));
+  std::istringstream deps(
+      command_output("apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts "
+                     "--no-breaks --no-replaces --no-enhances" +
+                     list + " 2>/dev/null"));
   for (std::string line; std::getline(deps, line);) {
     if (!line.empty() && line[0] != ' ') closure.insert(line.substr(0, line.find(':')));
   }

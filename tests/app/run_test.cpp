@@ -4,8 +4,8 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -27,7 +27,8 @@ class RunCommandTest : public ::testing::Test {
 
   std::string write_config(const std::string& name, const std::string& extra = "") {
     pg.exec("CREATE TABLE IF NOT EXISTS " + name +
-            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, type text, payload jsonb)");
+            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, type text, payload "
+            "jsonb)");
     const std::string path = dir.path() + "/" + name + ".yaml";
     std::ofstream out(path);
     out << "postgres:\n"
@@ -61,7 +62,9 @@ TEST_F(RunCommandTest, StreamsUntilSigtermThenConfirmsAndExitsZero) {
   const auto config = write_config("cli_basic");
   auto process = start(config);
   PGOUTBOX_ASSERT_EVENTUALLY(slot_active("cli_basic_slot"), 30s);
-  pg.exec("INSERT INTO cli_basic (aggregatetype, aggregateid, payload) SELECT 'E', 'k' || g, '{}' FROM generate_series(1, 500) g");
+  pg.exec(
+      "INSERT INTO cli_basic (aggregatetype, aggregateid, payload) SELECT 'E', 'k' || g, '{}' FROM generate_series(1, "
+      "500) g");
   ASSERT_EQ(read_topic(kafka.bootstrap(), "cli_basic.E", 500, 60s).size(), 500U);
   const auto last_lsn = *Lsn::parse(*pg.query_value("SELECT pg_current_wal_lsn()"));
 
@@ -69,8 +72,8 @@ TEST_F(RunCommandTest, StreamsUntilSigtermThenConfirmsAndExitsZero) {
   const auto status = process.wait(30s);
   ASSERT_TRUE(status) << "pgoutbox did not exit after SIGTERM";
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "status " << *status;
-  const auto confirmed = Lsn::parse(*pg.query_value(
-      "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'cli_basic_slot'"));
+  const auto confirmed = Lsn::parse(
+      *pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'cli_basic_slot'"));
   EXPECT_GE(*confirmed, Lsn{last_lsn.value - 1}) << "the final flush did not reach the slot";
   EXPECT_FALSE(slot_active("cli_basic_slot"));
 }
@@ -82,7 +85,8 @@ TEST_F(RunCommandTest, ASecondSignalExitsAtOnceWithoutConfirmingUnacknowledgedWo
   pg.exec("INSERT INTO cli_twice (aggregatetype, aggregateid, payload) VALUES ('E', 'k', '{}')");
   ASSERT_EQ(read_topic(kafka.bootstrap(), "cli_twice.E", 1, 30s).size(), 1U);
   const auto slot_lsn = [&] {
-    return *Lsn::parse(*pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'cli_twice_slot'"));
+    return *Lsn::parse(
+        *pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'cli_twice_slot'"));
   };
   kafka.pause();  // nothing more can be acknowledged
   pg.exec("INSERT INTO cli_twice (aggregatetype, aggregateid, payload) VALUES ('E', 'unacked', '{}')");
@@ -90,7 +94,8 @@ TEST_F(RunCommandTest, ASecondSignalExitsAtOnceWithoutConfirmingUnacknowledgedWo
   // pgoutbox reports as its write position what it has received and handed on: once that
   // passes the commit, the record is in flight (and can't be acknowledged).
   PGOUTBOX_ASSERT_EVENTUALLY(*Lsn::parse(pg.query_value("SELECT write_lsn FROM pg_stat_replication WHERE "
-                                                        "application_name = 'pgoutbox'").value_or("0/0")) >= unacked_commit,
+                                                        "application_name = 'pgoutbox'")
+                                             .value_or("0/0")) >= unacked_commit,
                              30s);
   process.signal_leader(SIGTERM);
   EXPECT_FALSE(process.wait(1500ms)) << "exited while a record was unacknowledged and the timeout is 5 minutes";
@@ -112,7 +117,8 @@ TEST_F(RunCommandTest, AShutdownTimeoutWithRecordsUnacknowledgedHasItsOwnExitCod
   pg.exec("INSERT INTO cli_timeout (aggregatetype, aggregateid, payload) VALUES ('E', 'unacked', '{}')");
   const auto unacked_commit = *Lsn::parse(*pg.query_value("SELECT pg_current_wal_lsn()"));
   PGOUTBOX_ASSERT_EVENTUALLY(*Lsn::parse(pg.query_value("SELECT write_lsn FROM pg_stat_replication WHERE "
-                                                        "application_name = 'pgoutbox'").value_or("0/0")) >= unacked_commit,
+                                                        "application_name = 'pgoutbox'")
+                                             .value_or("0/0")) >= unacked_commit,
                              30s);
   process.signal_leader(SIGTERM);
   const auto status = process.wait(20s);
@@ -127,15 +133,16 @@ TEST_F(RunCommandTest, AShutdownTimeoutWithRecordsUnacknowledgedHasItsOwnExitCod
 
 TEST_F(RunCommandTest, AMappingCheckWouldBlockExitsSeventeenAtStartNotAtTheFirstRow) {
   const auto config = write_config("cli_map");
-  for (const std::string variable : {"PGOUTBOX_TABLES_0_TOPIC=cli_map.${no_such_column}",
-                                     "PGOUTBOX_TABLES_0_COLUMNS_PAYLOAD=no_such_payload"}) {
+  for (const std::string variable :
+       {"PGOUTBOX_TABLES_0_TOPIC=cli_map.${no_such_column}", "PGOUTBOX_TABLES_0_COLUMNS_PAYLOAD=no_such_payload"}) {
     auto process = start(config, {variable});
     const auto status = process.wait(30s);  // no row is ever inserted
     ASSERT_TRUE(status) << variable << ": still running, so it would have failed only at the first row";
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 17) << variable << ": status " << *status;
     std::ifstream log(dir.path() + "/pgoutbox.log");
     const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(text.find("streaming from slot"), std::string::npos) << "it started streaming (and turned ready):\n" << text;
+    EXPECT_EQ(text.find("streaming from slot"), std::string::npos) << "it started streaming (and turned ready):\n"
+                                                                   << text;
     EXPECT_NE(text.find(variable.find("TOPIC") != std::string::npos ? "no_such_column" : "no_such_payload"),
               std::string::npos)
         << text;

@@ -112,8 +112,9 @@ TEST_F(StatusCommandTest, JsonFollowsTheSlotAsEventsAreWrittenAndConfirmed) {
   EXPECT_EQ(std::to_string(*before->active_pid),
             pg.query_value("SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'st_moves_slot'"));
 
-  pg.exec("INSERT INTO st_moves (aggregatetype, aggregateid, payload) SELECT 'E', 'k' || g, '{}' "
-          "FROM generate_series(1, 200) g");
+  pg.exec(
+      "INSERT INTO st_moves (aggregatetype, aggregateid, payload) SELECT 'E', 'k' || g, '{}' "
+      "FROM generate_series(1, 200) g");
   const auto committed = current_lsn();
   ASSERT_EQ(read_topic(kafka.bootstrap(), "st_moves.E", 200, 60s).size(), 200U);
   // Once Kafka has acknowledged them, the confirmed position passes their commit.
@@ -127,8 +128,9 @@ TEST_F(StatusCommandTest, JsonFollowsTheSlotAsEventsAreWrittenAndConfirmed) {
   ASSERT_TRUE(stopped);
   EXPECT_FALSE(stopped->active);
   EXPECT_FALSE(stopped->active_pid);
-  pg.exec("INSERT INTO st_moves (aggregatetype, aggregateid, payload) SELECT 'E', 'late' || g, "
-          "jsonb_build_object('pad', repeat('x', 500)) FROM generate_series(1, 100) g");
+  pg.exec(
+      "INSERT INTO st_moves (aggregatetype, aggregateid, payload) SELECT 'E', 'late' || g, "
+      "jsonb_build_object('pad', repeat('x', 500)) FROM generate_series(1, 100) g");
   const auto behind = status_json(config);
   ASSERT_TRUE(behind);
   EXPECT_GT(behind->lag_bytes, stopped->lag_bytes + 50'000) << "100 rows of 500+ bytes were written";
@@ -212,7 +214,8 @@ TEST_F(StatusCommandTest, SecretsNeverAppearInWhatTheCommandsPrint) {
   // A password written into the DSN itself is redacted too.
   const std::string dsn_secret = "dsn-Secret-0c77e2";
   for (const auto& args : commands) {
-    const auto result = run_pgoutbox(dir.path(), args, {"PGOUTBOX_POSTGRES_DSN=" + pg.dsn() + " password=" + dsn_secret});
+    const auto result =
+        run_pgoutbox(dir.path(), args, {"PGOUTBOX_POSTGRES_DSN=" + pg.dsn() + " password=" + dsn_secret});
     EXPECT_NE(result.exit_code, -1) << args[0];
     EXPECT_FALSE(result.printed(dsn_secret)) << args[0] << ":\n" << result.output;
     if (args[0] == "check") {

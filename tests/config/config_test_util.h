@@ -26,7 +26,9 @@ inline const std::string kMinimal =
     "tables:\n"
     "  - table: public.outbox\n";
 
-inline Config load_yaml(const std::string& yaml, Vars env = {}) { return load_string(yaml, "config.yaml", Environment(std::move(env))); }
+inline Config load_yaml(const std::string& yaml, Vars env = {}) {
+  return load_string(yaml, "config.yaml", Environment(std::move(env)));
+}
 
 // The error loading must raise; a load that succeeds fails the test.
 inline ConfigError error_of(const std::string& yaml, Vars env = {}) {

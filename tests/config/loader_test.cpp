@@ -172,7 +172,9 @@ TEST(ConfigLoader, EveryKeyInTheSchemaIsCoveredByEveryKeyParsed) {
   const std::string everything = describe(load_yaml(kEverything));
   const std::string minimal = describe(load_yaml(kMinimal));
   for (const auto& key : schema()) {
-    if (!key.in_file || key.secret || key.path == "kafka.properties" || key.path == "tables" || key.path == "postgres.password_file") continue;
+    if (!key.in_file || key.secret || key.path == "kafka.properties" || key.path == "tables" ||
+        key.path == "postgres.password_file")
+      continue;
     std::string path = key.path;
     if (path.starts_with("tables[].")) path = "tables[0]." + path.substr(9);
     const std::string line = describe_line(everything, path);
@@ -189,7 +191,8 @@ TEST(ConfigLoader, TypeColumnWrittenAsNullMeansNoTypeColumn) {
 }
 
 TEST(ConfigLoader, AQuotedValueClosedOnALaterLineIsStillYaml) {
-  const Config c = load_yaml("postgres:\n  dsn: \"host=db\n    dbname=app\"\nkafka:\n  brokers: k\ntables: [{table: t}]\n");
+  const Config c =
+      load_yaml("postgres:\n  dsn: \"host=db\n    dbname=app\"\nkafka:\n  brokers: k\ntables: [{table: t}]\n");
   EXPECT_EQ(c.postgres.dsn, "host=db dbname=app");
 }
 
@@ -200,7 +203,9 @@ TEST(ConfigLoader, EmptySectionsKeepDefaults) {
 }
 
 TEST(ConfigLoader, DurationsAndSizes) {
-  const auto with = [](const std::string& key, const std::string& value) { return load_yaml(kMinimal + key + ": " + value + "\n"); };
+  const auto with = [](const std::string& key, const std::string& value) {
+    return load_yaml(kMinimal + key + ": " + value + "\n");
+  };
   EXPECT_EQ(with("shutdown_timeout", "1m30s").shutdown_timeout, 90s);
   EXPECT_EQ(with("shutdown_timeout", "2h").shutdown_timeout, 2h);
   EXPECT_EQ(with("shutdown_timeout", "1500ms").shutdown_timeout, 1500ms);
@@ -225,7 +230,8 @@ TEST(ConfigLoader, CapsAndQueueSizesHaveCeilings) {
     }
   };
   fails("limits:\n  max_in_flight_bytes: 1TiB\n", "limits.max_in_flight_bytes: must be at most 1GiB");
-  fails("limits:\n  max_in_flight_records: 18446744073709551615\n", "limits.max_in_flight_records: must be at most 1000000");
+  fails("limits:\n  max_in_flight_records: 18446744073709551615\n",
+        "limits.max_in_flight_records: must be at most 1000000");
   fails("limits:\n  max_in_flight_records: 1000001\n", "must be at most 1000000");
   const std::string head = "postgres:\n  dsn: host=db dbname=app user=pgoutbox\n";
   const std::string table = "tables:\n  - table: public.outbox\n";
@@ -237,14 +243,16 @@ TEST(ConfigLoader, CapsAndQueueSizesHaveCeilings) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   };
-  fails_whole(head + table + "kafka:\n  brokers: k:9092\n  properties:\n    queue.buffering.max.messages: 99999999999\n",
-        "kafka.properties.queue.buffering.max.messages: must be a whole number from 1 to 10000000");
+  fails_whole(
+      head + table + "kafka:\n  brokers: k:9092\n  properties:\n    queue.buffering.max.messages: 99999999999\n",
+      "kafka.properties.queue.buffering.max.messages: must be a whole number from 1 to 10000000");
   fails_whole(head + table + "kafka:\n  brokers: k:9092\n  properties:\n    queue.buffering.max.kbytes: lots\n",
               "queue.buffering.max.kbytes: must be a whole number");
   fails("metrics_topic_labels: 1000000\n", "metrics_topic_labels: must be at most 10000");
   fails_whole(head + "kafka:\n  brokers: k:9092\ntables:\n  - table: t\n    topic_pattern: \"([a-z\"\n",
               "topic_pattern: is not a valid regular expression");
-  EXPECT_EQ(load_yaml(kMinimal + "limits:\n  max_in_flight_records: 1000000\n").limits.max_in_flight_records, 1'000'000U);
+  EXPECT_EQ(load_yaml(kMinimal + "limits:\n  max_in_flight_records: 1000000\n").limits.max_in_flight_records,
+            1'000'000U);
 }
 
 struct TableNameCase {
@@ -259,7 +267,8 @@ class TableNames : public ::testing::TestWithParam<TableNameCase> {};
 
 TEST_P(TableNames, FollowPostgresIdentifierRules) {
   const auto& param = GetParam();
-  const Config c = load_yaml("postgres: {dsn: host=db}\nkafka: {brokers: k}\ntables:\n  - table: '" + param.written + "'\n");
+  const Config c =
+      load_yaml("postgres: {dsn: host=db}\nkafka: {brokers: k}\ntables:\n  - table: '" + param.written + "'\n");
   EXPECT_EQ(c.tables[0].schema, param.schema);
   EXPECT_EQ(c.tables[0].name, param.name);
 }
@@ -267,8 +276,10 @@ TEST_P(TableNames, FollowPostgresIdentifierRules) {
 INSTANTIATE_TEST_SUITE_P(
     Config, TableNames,
     ::testing::Values(TableNameCase{"outbox", "public", "outbox"}, TableNameCase{"app.outbox", "app", "outbox"},
-                      TableNameCase{"Sales.Orders", "sales", "orders"}, TableNameCase{"\"Sales\".\"Order Events\"", "Sales", "Order Events"},
-                      TableNameCase{"\"my.schema\".\"a\"\"b\"", "my.schema", "a\"b"}, TableNameCase{" app . outbox ", "app", "outbox"},
+                      TableNameCase{"Sales.Orders", "sales", "orders"},
+                      TableNameCase{"\"Sales\".\"Order Events\"", "Sales", "Order Events"},
+                      TableNameCase{"\"my.schema\".\"a\"\"b\"", "my.schema", "a\"b"},
+                      TableNameCase{" app . outbox ", "app", "outbox"},
                       TableNameCase{"app.\"Outbox\"", "app", "Outbox"}, TableNameCase{"\"Outbox\"", "public", "Outbox"},
                       TableNameCase{"_t$1", "public", "_t$1"}, TableNameCase{"Café.Übersicht", "café", "Übersicht"}));
 
@@ -296,99 +307,170 @@ TEST_P(LoaderErrors, NameFileKeyLineAndWhatIsAllowed) {
   EXPECT_NE(e.problem().find(param.says), std::string::npos) << e.what();
   std::string prefix = "config.yaml";
   if (param.line > 0) prefix += ":" + std::to_string(param.line) + ":" + std::to_string(param.column);
-  EXPECT_TRUE(std::string(e.what()).starts_with(prefix + ": " + (param.key.empty() ? "" : param.key + ": "))) << e.what();
+  EXPECT_TRUE(std::string(e.what()).starts_with(prefix + ": " + (param.key.empty() ? "" : param.key + ": ")))
+      << e.what();
 }
 
-const std::string kHead = "postgres:\n  dsn: host=db\nkafka:\n  brokers: k:9092\ntables:\n  - table: outbox\n";  // 6 lines
+const std::string kHead =
+    "postgres:\n  dsn: host=db\nkafka:\n  brokers: k:9092\ntables:\n  - table: outbox\n";  // 6 lines
 
 INSTANTIATE_TEST_SUITE_P(
     Config, LoaderErrors,
     ::testing::Values(
-        ErrorCase{"ratio_above_1", kHead + "limits:\n  resume_ratio: 1.5\n", 8, 17, "limits.resume_ratio", "must be between 0 and 1, both excluded (got 1.5)"},
+        ErrorCase{"ratio_above_1", kHead + "limits:\n  resume_ratio: 1.5\n", 8, 17, "limits.resume_ratio",
+                  "must be between 0 and 1, both excluded (got 1.5)"},
         ErrorCase{"ratio_0", kHead + "limits:\n  resume_ratio: 0\n", 8, 17, "limits.resume_ratio", "between 0 and 1"},
-        ErrorCase{"records_0", kHead + "limits:\n  max_in_flight_records: 0\n", 8, 26, "limits.max_in_flight_records", "greater than 0"},
-        ErrorCase{"records_text", kHead + "limits:\n  max_in_flight_records: lots\n", 8, 26, "limits.max_in_flight_records", "whole number (got 'lots')"},
-        ErrorCase{"bytes_decimal_unit", kHead + "limits:\n  max_in_flight_bytes: 64MB\n", 8, 24, "limits.max_in_flight_bytes", "binary units KiB, MiB, GiB"},
-        ErrorCase{"bytes_negative", kHead + "limits:\n  max_in_flight_bytes: -1\n", 8, 24, "limits.max_in_flight_bytes", "e.g. 64MiB (got '-1')"},
-        ErrorCase{"bytes_overflow", kHead + "limits:\n  max_in_flight_bytes: 99999999999GiB\n", 8, 24, "limits.max_in_flight_bytes", "too large"},
-        ErrorCase{"factor_below_1", kHead + "reconnect:\n  factor: 0.5\n", 8, 11, "reconnect.factor", "at least 1 (got 0.5)"},
+        ErrorCase{"records_0", kHead + "limits:\n  max_in_flight_records: 0\n", 8, 26, "limits.max_in_flight_records",
+                  "greater than 0"},
+        ErrorCase{"records_text", kHead + "limits:\n  max_in_flight_records: lots\n", 8, 26,
+                  "limits.max_in_flight_records", "whole number (got 'lots')"},
+        ErrorCase{"bytes_decimal_unit", kHead + "limits:\n  max_in_flight_bytes: 64MB\n", 8, 24,
+                  "limits.max_in_flight_bytes", "binary units KiB, MiB, GiB"},
+        ErrorCase{"bytes_negative", kHead + "limits:\n  max_in_flight_bytes: -1\n", 8, 24, "limits.max_in_flight_bytes",
+                  "e.g. 64MiB (got '-1')"},
+        ErrorCase{"bytes_overflow", kHead + "limits:\n  max_in_flight_bytes: 99999999999GiB\n", 8, 24,
+                  "limits.max_in_flight_bytes", "too large"},
+        ErrorCase{"factor_below_1", kHead + "reconnect:\n  factor: 0.5\n", 8, 11, "reconnect.factor",
+                  "at least 1 (got 0.5)"},
         ErrorCase{"factor_nan", kHead + "reconnect:\n  factor: .nan\n", 8, 11, "reconnect.factor", "must be a number"},
-        ErrorCase{"min_above_max", kHead + "reconnect:\n  min: 1m\n  max: 30s\n", 8, 8, "reconnect.min", "must not exceed reconnect.max (30s) (got 1m)"},
-        ErrorCase{"min_above_default_max", kHead + "reconnect:\n  min: 2m\n", 8, 8, "reconnect.min", "must not exceed reconnect.max (30s)"},
-        ErrorCase{"duration_no_unit", kHead + "shutdown_timeout: 10\n", 7, 19, "shutdown_timeout", "has no unit; write a duration with a unit such as 500ms, 10s, 5m or 1h"},
-        ErrorCase{"duration_zero", kHead + "shutdown_timeout: 0s\n", 7, 19, "shutdown_timeout", "must be longer than 0"},
-        ErrorCase{"duration_fraction", kHead + "shutdown_timeout: 1.5s\n", 7, 19, "shutdown_timeout", "whole numbers (1500ms, not 1.5s)"},
-        ErrorCase{"duration_unknown_unit", "postgres:\n  dsn: host=db\n  status_interval: 3d\n", 3, 20, "postgres.status_interval", "unknown unit 'd'"},
-        ErrorCase{"duration_too_long", kHead + "shutdown_timeout: 9000h\n", 7, 19, "shutdown_timeout", "longer than a year"},
-        ErrorCase{"log_level", kHead + "log_level: warning\n", 7, 12, "log_level", "must be one of trace, debug, info, warn, error (got 'warning'); did you mean warn?"},
-        ErrorCase{"log_format", kHead + "log_format: xml\n", 7, 13, "log_format", "must be one of auto, json, text (got 'xml')"},
-        ErrorCase{"null_payload", kHead + "    null_payload: drop\n", 7, 19, "tables[0].null_payload", "one of poison, tombstone (got 'drop')"},
-        ErrorCase{"bool", kHead + "provenance_headers: maybe\n", 7, 21, "provenance_headers", "must be true or false (got 'maybe')"},
+        ErrorCase{"min_above_max", kHead + "reconnect:\n  min: 1m\n  max: 30s\n", 8, 8, "reconnect.min",
+                  "must not exceed reconnect.max (30s) (got 1m)"},
+        ErrorCase{"min_above_default_max", kHead + "reconnect:\n  min: 2m\n", 8, 8, "reconnect.min",
+                  "must not exceed reconnect.max (30s)"},
+        ErrorCase{"duration_no_unit", kHead + "shutdown_timeout: 10\n", 7, 19, "shutdown_timeout",
+                  "has no unit; write a duration with a unit such as 500ms, 10s, 5m or 1h"},
+        ErrorCase{"duration_zero", kHead + "shutdown_timeout: 0s\n", 7, 19, "shutdown_timeout",
+                  "must be longer than 0"},
+        ErrorCase{"duration_fraction", kHead + "shutdown_timeout: 1.5s\n", 7, 19, "shutdown_timeout",
+                  "whole numbers (1500ms, not 1.5s)"},
+        ErrorCase{"duration_unknown_unit", "postgres:\n  dsn: host=db\n  status_interval: 3d\n", 3, 20,
+                  "postgres.status_interval", "unknown unit 'd'"},
+        ErrorCase{"duration_too_long", kHead + "shutdown_timeout: 9000h\n", 7, 19, "shutdown_timeout",
+                  "longer than a year"},
+        ErrorCase{"log_level", kHead + "log_level: warning\n", 7, 12, "log_level",
+                  "must be one of trace, debug, info, warn, error (got 'warning'); did you mean warn?"},
+        ErrorCase{"log_format", kHead + "log_format: xml\n", 7, 13, "log_format",
+                  "must be one of auto, json, text (got 'xml')"},
+        ErrorCase{"null_payload", kHead + "    null_payload: drop\n", 7, 19, "tables[0].null_payload",
+                  "one of poison, tombstone (got 'drop')"},
+        ErrorCase{"bool", kHead + "provenance_headers: maybe\n", 7, 21, "provenance_headers",
+                  "must be true or false (got 'maybe')"},
         ErrorCase{"metrics_no_port", kHead + "metrics_address: localhost\n", 7, 18, "metrics_address", "has no port"},
-        ErrorCase{"metrics_port_range", kHead + "metrics_address: localhost:70000\n", 7, 18, "metrics_address", "port between 1 and 65535"},
-        ErrorCase{"metrics_ipv6", kHead + "metrics_address: ::1:8432\n", 7, 18, "metrics_address", "IPv6 host without brackets"},
-        ErrorCase{"slot_name", "postgres:\n  slot: Bad-Slot\n", 2, 9, "postgres.slot", "only lower case letters, digits and '_' (got 'Bad-Slot')"},
-        ErrorCase{"slot_null", "postgres:\n  slot:\n", 2, 3, "postgres.slot", "has no value; leave the key out to use the default (pgoutbox)"},
+        ErrorCase{"metrics_port_range", kHead + "metrics_address: localhost:70000\n", 7, 18, "metrics_address",
+                  "port between 1 and 65535"},
+        ErrorCase{"metrics_ipv6", kHead + "metrics_address: ::1:8432\n", 7, 18, "metrics_address",
+                  "IPv6 host without brackets"},
+        ErrorCase{"slot_name", "postgres:\n  slot: Bad-Slot\n", 2, 9, "postgres.slot",
+                  "only lower case letters, digits and '_' (got 'Bad-Slot')"},
+        ErrorCase{"slot_null", "postgres:\n  slot:\n", 2, 3, "postgres.slot",
+                  "has no value; leave the key out to use the default (pgoutbox)"},
         ErrorCase{"slot_list", "postgres:\n  slot: [a, b]\n", 2, 9, "postgres.slot", "must be a slot name, not a list"},
-        ErrorCase{"publication_long", "postgres:\n  publication: " + std::string(64, 'p') + "\n", 2, 16, "postgres.publication", "longer than 63 bytes"},
-        ErrorCase{"application_name", "postgres:\n  application_name: \"caf\\u00e9\"\n", 2, 21, "postgres.application_name", "printable ASCII"},
-        ErrorCase{"brokers_empty_entry", "kafka:\n  brokers: \"a:9092,,b:9092\"\n", 2, 12, "kafka.brokers", "has an empty entry"},
-        ErrorCase{"topic_unterminated", kHead + "    topic: outbox.${aggregatetype\n", 7, 12, "tables[0].topic", "unterminated ${ at position 8"},
-        ErrorCase{"topic_empty_ref", kHead + "    topic: outbox.${}\n", 7, 12, "tables[0].topic", "empty ${} at position 8"},
-        ErrorCase{"topic_dollar", kHead + "    topic: outbox.$type\n", 7, 12, "tables[0].topic", "'$' at position 8 that does not start"},
-        ErrorCase{"topic_char", kHead + "    topic: \"outbox events\"\n", 7, 12, "tables[0].topic", "has ' ' at position 7; Kafka topics allow only"},
-        ErrorCase{"topic_nested", kHead + "    topic: \"a.${x${y}}\"\n", 7, 12, "tables[0].topic", "'$' or '{' inside the reference"},
-        ErrorCase{"topic_spaces", kHead + "    topic: \"a.${ x }\"\n", 7, 12, "tables[0].topic", "spaces around the column name"},
+        ErrorCase{"publication_long", "postgres:\n  publication: " + std::string(64, 'p') + "\n", 2, 16,
+                  "postgres.publication", "longer than 63 bytes"},
+        ErrorCase{"application_name", "postgres:\n  application_name: \"caf\\u00e9\"\n", 2, 21,
+                  "postgres.application_name", "printable ASCII"},
+        ErrorCase{"brokers_empty_entry", "kafka:\n  brokers: \"a:9092,,b:9092\"\n", 2, 12, "kafka.brokers",
+                  "has an empty entry"},
+        ErrorCase{"topic_unterminated", kHead + "    topic: outbox.${aggregatetype\n", 7, 12, "tables[0].topic",
+                  "unterminated ${ at position 8"},
+        ErrorCase{"topic_empty_ref", kHead + "    topic: outbox.${}\n", 7, 12, "tables[0].topic",
+                  "empty ${} at position 8"},
+        ErrorCase{"topic_dollar", kHead + "    topic: outbox.$type\n", 7, 12, "tables[0].topic",
+                  "'$' at position 8 that does not start"},
+        ErrorCase{"topic_char", kHead + "    topic: \"outbox events\"\n", 7, 12, "tables[0].topic",
+                  "has ' ' at position 7; Kafka topics allow only"},
+        ErrorCase{"topic_nested", kHead + "    topic: \"a.${x${y}}\"\n", 7, 12, "tables[0].topic",
+                  "'$' or '{' inside the reference"},
+        ErrorCase{"topic_spaces", kHead + "    topic: \"a.${ x }\"\n", 7, 12, "tables[0].topic",
+                  "spaces around the column name"},
         ErrorCase{"topic_dot", kHead + "    topic: \".\"\n", 7, 12, "tables[0].topic", "'.' or '..'"},
-        ErrorCase{"second_table_column", kHead + "  - table: b\n    columns:\n      payload: \"\"\n", 9, 16, "tables[1].columns.payload", "must name a column"},
-        ErrorCase{"table_unterminated", "tables:\n  - table: '\"Sales'\n", 2, 12, "tables[0].table", "unterminated quoted identifier"},
-        ErrorCase{"table_three_parts", "tables:\n  - table: db.app.outbox\n", 2, 12, "tables[0].table", "more than two parts"},
+        ErrorCase{"second_table_column", kHead + "  - table: b\n    columns:\n      payload: \"\"\n", 9, 16,
+                  "tables[1].columns.payload", "must name a column"},
+        ErrorCase{"table_unterminated", "tables:\n  - table: '\"Sales'\n", 2, 12, "tables[0].table",
+                  "unterminated quoted identifier"},
+        ErrorCase{"table_three_parts", "tables:\n  - table: db.app.outbox\n", 2, 12, "tables[0].table",
+                  "more than two parts"},
         ErrorCase{"table_trailing_dot", "tables:\n  - table: app.\n", 2, 12, "tables[0].table", "ends with a dot"},
-        ErrorCase{"table_empty_quoted", "tables:\n  - table: '\"\"'\n", 2, 12, "tables[0].table", "empty quoted identifier"},
-        ErrorCase{"table_space", "tables:\n  - table: order events\n", 2, 12, "tables[0].table", "has 'e' after a name"},
-        ErrorCase{"table_digit", "tables:\n  - table: 1outbox\n", 2, 12, "tables[0].table", "has '1' where a name should start"},
-        ErrorCase{"table_long", "tables:\n  - table: " + std::string(64, 't') + "\n", 2, 12, "tables[0].table", "longer than 63 bytes"},
-        ErrorCase{"table_twice", kHead + "  - table: '\"outbox\"'\n", 7, 12, "tables[1].table", "names public.outbox again (already tables[0])"},
-        ErrorCase{"table_missing", kHead + "  - topic: x\n", 7, 5, "tables[1].table", "is required; set it in the file or in PGOUTBOX_TABLES_1_TABLE"},
-        ErrorCase{"tables_not_list", "postgres: {dsn: x=y}\nkafka: {brokers: k}\ntables: public.outbox\n", 3, 9, "tables", "must be a list of tables"},
-        ErrorCase{"table_item_scalar", "tables:\n  - public.outbox\n", 2, 5, "tables[0]", "must be a map with at least table:, not a single value"},
-        ErrorCase{"tables_empty", "postgres: {dsn: x=y}\nkafka: {brokers: k}\ntables: []\n", 3, 9, "tables", "must list at least one outbox table"},
-        ErrorCase{"tables_missing", "postgres: {dsn: x=y}\nkafka: {brokers: k}\n", 0, 0, "tables", "must list at least one outbox table"},
-        ErrorCase{"dsn_missing", "kafka: {brokers: k}\n", 0, 0, "postgres.dsn", "is required; set it in the file or in PGOUTBOX_POSTGRES_DSN"},
+        ErrorCase{"table_empty_quoted", "tables:\n  - table: '\"\"'\n", 2, 12, "tables[0].table",
+                  "empty quoted identifier"},
+        ErrorCase{"table_space", "tables:\n  - table: order events\n", 2, 12, "tables[0].table",
+                  "has 'e' after a name"},
+        ErrorCase{"table_digit", "tables:\n  - table: 1outbox\n", 2, 12, "tables[0].table",
+                  "has '1' where a name should start"},
+        ErrorCase{"table_long", "tables:\n  - table: " + std::string(64, 't') + "\n", 2, 12, "tables[0].table",
+                  "longer than 63 bytes"},
+        ErrorCase{"table_twice", kHead + "  - table: '\"outbox\"'\n", 7, 12, "tables[1].table",
+                  "names public.outbox again (already tables[0])"},
+        ErrorCase{"table_missing", kHead + "  - topic: x\n", 7, 5, "tables[1].table",
+                  "is required; set it in the file or in PGOUTBOX_TABLES_1_TABLE"},
+        ErrorCase{"tables_not_list", "postgres: {dsn: x=y}\nkafka: {brokers: k}\ntables: public.outbox\n", 3, 9,
+                  "tables", "must be a list of tables"},
+        ErrorCase{"table_item_scalar", "tables:\n  - public.outbox\n", 2, 5, "tables[0]",
+                  "must be a map with at least table:, not a single value"},
+        ErrorCase{"tables_empty", "postgres: {dsn: x=y}\nkafka: {brokers: k}\ntables: []\n", 3, 9, "tables",
+                  "must list at least one outbox table"},
+        ErrorCase{"tables_missing", "postgres: {dsn: x=y}\nkafka: {brokers: k}\n", 0, 0, "tables",
+                  "must list at least one outbox table"},
+        ErrorCase{"dsn_missing", "kafka: {brokers: k}\n", 0, 0, "postgres.dsn",
+                  "is required; set it in the file or in PGOUTBOX_POSTGRES_DSN"},
         ErrorCase{"dsn_empty", "postgres:\n  dsn: \"\"\n", 2, 8, "postgres.dsn", "must not be empty"},
-        ErrorCase{"dsn_malformed", "postgres:\n  dsn: \"host=db port\"\n", 2, 8, "postgres.dsn", "is malformed: a keyword is not followed by '=' (at character 9)"},
+        ErrorCase{"dsn_malformed", "postgres:\n  dsn: \"host=db port\"\n", 2, 8, "postgres.dsn",
+                  "is malformed: a keyword is not followed by '=' (at character 9)"},
         ErrorCase{"brokers_missing", "postgres: {dsn: x=y}\n", 0, 0, "kafka.brokers", "PGOUTBOX_KAFKA_BROKERS"},
         ErrorCase{"section_scalar", "postgres: yes\n", 1, 11, "postgres", "must be a map of keys, not a single value"},
         ErrorCase{"top_level_list", "- a\n- b\n", 1, 1, "", "the top level must be a map of keys, not a list"},
         ErrorCase{"duplicate_key", "postgres:\n  slot: a\n  slot: b\n", 3, 3, "postgres.slot", "is given twice"},
         ErrorCase{"invalid_yaml", "postgres:\n  dsn: [unclosed\nkafka: {}\n", 3, 6, "", "not valid YAML"},
-        ErrorCase{"tab_indent", "postgres:\n\tdsn: host=db\n", 2, 1, "", "tabs are not allowed for indentation; indent with spaces"},
+        ErrorCase{"tab_indent", "postgres:\n\tdsn: host=db\n", 2, 1, "",
+                  "tabs are not allowed for indentation; indent with spaces"},
         ErrorCase{"tab_after_spaces", kHead + "  \t topic: t\n", 7, 3, "", "tabs are not allowed for indentation"},
-        ErrorCase{"unclosed_double_quote", "postgres:\n  dsn: \"host=db\nkafka:\n  brokers: k\ntables: [{table: t}]\n", 2, 8, "",
-                  "the quote (\") opened here is not closed; close it on this line"},
-        ErrorCase{"unclosed_single_quote_at_the_end", kHead + "    topic: 'it''s\n", 7, 12, "", "the quote (') opened here is not closed"},
+        ErrorCase{"unclosed_double_quote", "postgres:\n  dsn: \"host=db\nkafka:\n  brokers: k\ntables: [{table: t}]\n",
+                  2, 8, "", "the quote (\") opened here is not closed; close it on this line"},
+        ErrorCase{"unclosed_single_quote_at_the_end", kHead + "    topic: 'it''s\n", 7, 12, "",
+                  "the quote (') opened here is not closed"},
         ErrorCase{"password_in_file", "postgres:\n  password: x\n", 2, 3, "postgres.password",
-                  "is a secret and is not read from the configuration file; set PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file"},
-        ErrorCase{"properties_scalar", "kafka:\n  properties: linger.ms=5\n", 2, 15, "kafka.properties", "must be a map of librdkafka property names"},
-        ErrorCase{"property_list", "kafka:\n  properties:\n    linger.ms: [5]\n", 3, 16, "kafka.properties.linger.ms", "must be a string, not a list"},
-        ErrorCase{"property_null", "kafka:\n  properties:\n    linger.ms:\n", 3, 5, "kafka.properties.linger.ms", "has no value"},
-        ErrorCase{"idempotence", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    enable.idempotence: false\ntables: [{table: t}]\n", 5, 25,
-                  "kafka.properties.enable.idempotence", "must stay true"},
-        ErrorCase{"acks", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    acks: 1\ntables: [{table: t}]\n", 5, 11, "kafka.properties.acks",
-                  "must stay all (or -1)"},
-        ErrorCase{"delivery_timeout", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    delivery.timeout.ms: 30000\ntables: [{table: t}]\n", 5,
-                  26, "kafka.properties.delivery.timeout.ms", "must stay 0 (no timeout)"},
-        ErrorCase{"required_acks_alias", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    request.required.acks: 1\ntables: [{table: t}]\n", 5,
-                  28, "kafka.properties.request.required.acks", "must stay all (or -1)"},
+                  "is a secret and is not read from the configuration file; set PGOUTBOX_POSTGRES_PASSWORD or "
+                  "postgres.password_file"},
+        ErrorCase{"properties_scalar", "kafka:\n  properties: linger.ms=5\n", 2, 15, "kafka.properties",
+                  "must be a map of librdkafka property names"},
+        ErrorCase{"property_list", "kafka:\n  properties:\n    linger.ms: [5]\n", 3, 16, "kafka.properties.linger.ms",
+                  "must be a string, not a list"},
+        ErrorCase{"property_null", "kafka:\n  properties:\n    linger.ms:\n", 3, 5, "kafka.properties.linger.ms",
+                  "has no value"},
+        ErrorCase{"idempotence",
+                  "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    enable.idempotence: false\ntables: "
+                  "[{table: t}]\n",
+                  5, 25, "kafka.properties.enable.idempotence", "must stay true"},
+        ErrorCase{"acks",
+                  "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    acks: 1\ntables: [{table: t}]\n", 5,
+                  11, "kafka.properties.acks", "must stay all (or -1)"},
+        ErrorCase{"delivery_timeout",
+                  "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    delivery.timeout.ms: 30000\ntables: "
+                  "[{table: t}]\n",
+                  5, 26, "kafka.properties.delivery.timeout.ms", "must stay 0 (no timeout)"},
+        ErrorCase{"required_acks_alias",
+                  "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    request.required.acks: 1\ntables: "
+                  "[{table: t}]\n",
+                  5, 28, "kafka.properties.request.required.acks", "must stay all (or -1)"},
         // Issue 12 #6: librdkafka's queue below the in-flight caps would stall sending.
-        ErrorCase{"queue_messages_below_cap", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    queue.buffering.max.messages: 100\nlimits: {max_in_flight_records: 500}\ntables: [{table: t}]\n", 5,
-                  35, "kafka.properties.queue.buffering.max.messages", "must hold at least limits.max_in_flight_records (500)"},
-        ErrorCase{"queue_kbytes_below_cap", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    queue.buffering.max.kbytes: 1024\ntables: [{table: t}]\n", 5,
-                  33, "kafka.properties.queue.buffering.max.kbytes", "must hold at least limits.max_in_flight_bytes (16384 KiB)"},
-        ErrorCase{"bootstrap", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    bootstrap.servers: b:9092\ntables: [{table: t}]\n", 5, 24,
-                  "kafka.properties.bootstrap.servers", "duplicates kafka.brokers"},
-        ErrorCase{"non_secret_file_variant", "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    linger.ms_file: /x\ntables: [{table: t}]\n", 5, 21,
-                  "kafka.properties.linger.ms_file", "only secret properties are read from files"}),
+        ErrorCase{"queue_messages_below_cap",
+                  "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    queue.buffering.max.messages: "
+                  "100\nlimits: {max_in_flight_records: 500}\ntables: [{table: t}]\n",
+                  5, 35, "kafka.properties.queue.buffering.max.messages",
+                  "must hold at least limits.max_in_flight_records (500)"},
+        ErrorCase{"queue_kbytes_below_cap",
+                  "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    queue.buffering.max.kbytes: "
+                  "1024\ntables: [{table: t}]\n",
+                  5, 33, "kafka.properties.queue.buffering.max.kbytes",
+                  "must hold at least limits.max_in_flight_bytes (16384 KiB)"},
+        ErrorCase{"bootstrap",
+                  "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    bootstrap.servers: b:9092\ntables: "
+                  "[{table: t}]\n",
+                  5, 24, "kafka.properties.bootstrap.servers", "duplicates kafka.brokers"},
+        ErrorCase{
+            "non_secret_file_variant",
+            "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    linger.ms_file: /x\ntables: [{table: t}]\n",
+            5, 21, "kafka.properties.linger.ms_file", "only secret properties are read from files"}),
     [](const auto& test_case) { return test_case.param.label; });
 
 struct UnknownKeyCase {
@@ -415,17 +497,22 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         UnknownKeyCase{"typo", "postgres:\n  slto: a\n", "postgres.slto", "unknown key; did you mean postgres.slot?"},
         UnknownKeyCase{"swap", "postgres:\n  dns: a\n", "postgres.dns", "did you mean postgres.dsn?"},
-        UnknownKeyCase{"camel_case", "limits:\n  maxInFlightBytes: 1\n", "limits.maxInFlightBytes", "did you mean limits.max_in_flight_bytes?"},
+        UnknownKeyCase{"camel_case", "limits:\n  maxInFlightBytes: 1\n", "limits.maxInFlightBytes",
+                       "did you mean limits.max_in_flight_bytes?"},
         UnknownKeyCase{"kebab_case", "shutdown-timeout: 1s\n", "shutdown-timeout", "did you mean shutdown_timeout?"},
         UnknownKeyCase{"wrong_section", "slot: a\n", "slot", "unknown key here; did you mean postgres.slot?"},
-        UnknownKeyCase{"in_table", "tables:\n  - table: t\n    colums: {}\n", "tables[0].colums", "did you mean tables[0].columns?"},
-        UnknownKeyCase{"in_columns", "tables:\n  - table: t\n    columns:\n      aggregateid: k\n", "tables[0].columns.aggregateid",
-                       "did you mean tables[0].columns.aggregate_id?"},
-        UnknownKeyCase{"column_in_table", "tables:\n  - table: t\n    payload: body\n", "tables[0].payload", "did you mean tables[].columns.payload?"},
+        UnknownKeyCase{"in_table", "tables:\n  - table: t\n    colums: {}\n", "tables[0].colums",
+                       "did you mean tables[0].columns?"},
+        UnknownKeyCase{"in_columns", "tables:\n  - table: t\n    columns:\n      aggregateid: k\n",
+                       "tables[0].columns.aggregateid", "did you mean tables[0].columns.aggregate_id?"},
+        UnknownKeyCase{"column_in_table", "tables:\n  - table: t\n    payload: body\n", "tables[0].payload",
+                       "did you mean tables[].columns.payload?"},
         UnknownKeyCase{"nothing_close", "colour: red\n", "colour",
-                       "unknown key; the top level takes postgres, kafka, tables, provenance_headers, limits, reconnect, poison, shutdown_timeout, "
+                       "unknown key; the top level takes postgres, kafka, tables, provenance_headers, limits, "
+                       "reconnect, poison, shutdown_timeout, "
                        "metrics_address, metrics_topic_labels, log_format, log_level"},
-        UnknownKeyCase{"nothing_close_in_section", "reconnect:\n  jitter: 1\n", "reconnect.jitter", "unknown key; reconnect takes min, max, factor"}),
+        UnknownKeyCase{"nothing_close_in_section", "reconnect:\n  jitter: 1\n", "reconnect.jitter",
+                       "unknown key; reconnect takes min, max, factor"}),
     [](const auto& test_case) { return test_case.param.label; });
 
 TEST(ConfigLoader, MissingFileNamesIt) {
@@ -434,7 +521,9 @@ TEST(ConfigLoader, MissingFileNamesIt) {
     FAIL() << "loaded a missing file";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.where(), "/nonexistent/pgoutbox.yaml");
-    EXPECT_NE(std::string(e.what()).find("cannot open the configuration file: No such file or directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot open the configuration file: No such file or directory"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -460,9 +549,10 @@ TEST(ConfigLoader, ExampleConfigLoads) {
 // The example writes most keys with their default values and says so; it must not lie.
 TEST(ConfigLoader, ExampleConfigStatesTheDefaults) {
   const std::string example = describe(load(PGOUTBOX_EXAMPLE_CONFIG, Environment{}));
-  const std::string same_required = describe(load_string(
-      "postgres: {dsn: host=127.0.0.1 port=5432 dbname=app user=pgoutbox}\nkafka: {brokers: \"127.0.0.1:9092\"}\ntables: [{table: public.outbox}]\n",
-      PGOUTBOX_EXAMPLE_CONFIG, Environment{}));
+  const std::string same_required =
+      describe(load_string("postgres: {dsn: host=127.0.0.1 port=5432 dbname=app user=pgoutbox}\nkafka: {brokers: "
+                           "\"127.0.0.1:9092\"}\ntables: [{table: public.outbox}]\n",
+                           PGOUTBOX_EXAMPLE_CONFIG, Environment{}));
   for (const auto& key : schema()) {
     if (key.path == "kafka.properties" || key.path == "metrics_address") continue;  // the example sets these on purpose
     std::string path = key.path;

@@ -91,7 +91,9 @@ std::optional<std::string> sample(const KeyInfo& key) {
     return first != key.default_value ? first : second.substr(0, second.find(','));
   }
   if (key.type == "string (secret)") return "sample-secret";
-  if (key.type == "string" || key.type == "name" || key.type == "slot name" || key.type == "column" || key.type == "column or null") return "sample_7";
+  if (key.type == "string" || key.type == "name" || key.type == "slot name" || key.type == "column" ||
+      key.type == "column or null")
+    return "sample_7";
   if (key.type == "host:port") return "127.0.0.1:7";
   if (key.type == "table name") return "app.sample_7";
   if (key.type == "topic template") return "sample.${sample_7}";
@@ -118,19 +120,24 @@ TEST(ConfigSchema, EveryEnvironmentVariableOverridesItsKey) {
     ASSERT_TRUE(value) << key.path << " has type " << key.type << ", which this test has no sample for";
     const std::string text = describe(load_yaml(kMinimal, {{variable, *value}}));
     const std::string shown = key.secret ? "********" : *value;
-    EXPECT_NE(text.find("  " + path + ": " + shown + "\n"), std::string::npos) << variable << "=" << *value << " did not set " << path << ":\n" << text;
+    EXPECT_NE(text.find("  " + path + ": " + shown + "\n"), std::string::npos)
+        << variable << "=" << *value << " did not set " << path << ":\n"
+        << text;
   }
 }
 
 TEST(ConfigSchema, ReferenceMentionsEveryKeyAndVariable) {
   const std::string reference = reference_markdown();
-  EXPECT_NE(reference.find("| Key | Type | Default | Required | Environment variable | Description |"), std::string::npos);
+  EXPECT_NE(reference.find("| Key | Type | Default | Required | Environment variable | Description |"),
+            std::string::npos);
   for (const auto& key : schema()) {
     EXPECT_NE(reference.find("| `" + key.path + "` |"), std::string::npos) << key.path;
     EXPECT_NE(reference.find("`" + key.env + "`"), std::string::npos) << key.env;
   }
   EXPECT_NE(reference.find("| `postgres.dsn` | string | — | yes | `PGOUTBOX_POSTGRES_DSN` |"), std::string::npos);
-  EXPECT_NE(reference.find("| `limits.max_in_flight_bytes` | size | `16MiB` | no | `PGOUTBOX_LIMITS_MAX_IN_FLIGHT_BYTES` |"), std::string::npos);
+  EXPECT_NE(
+      reference.find("| `limits.max_in_flight_bytes` | size | `16MiB` | no | `PGOUTBOX_LIMITS_MAX_IN_FLIGHT_BYTES` |"),
+      std::string::npos);
   EXPECT_NE(reference.find("(environment only)"), std::string::npos);
 }
 

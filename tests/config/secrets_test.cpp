@@ -18,14 +18,16 @@ using test::ScratchDir;
 TEST(ConfigSecrets, PostgresPasswordFromTheEnvironment) {
   const Config c = load_yaml(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "pg-secret null"}});
   EXPECT_EQ(c.postgres.password, "pg-secret null");
-  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "null"}}).postgres.password, "null") << "secrets are taken verbatim";
+  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "null"}}).postgres.password, "null")
+      << "secrets are taken verbatim";
 }
 
 TEST(ConfigSecrets, PostgresPasswordFromAFile) {
   ScratchDir dir;
   for (const std::string content : {"pg-secret", "pg-secret\n", "pg-secret\r\n", "pg-secret\n\n"}) {
     const std::string path = dir.write("pg", content);
-    const Config c = load_yaml("postgres:\n  dsn: host=db\n  password_file: " + path + "\nkafka: {brokers: k}\ntables: [{table: t}]\n");
+    const Config c = load_yaml("postgres:\n  dsn: host=db\n  password_file: " + path +
+                               "\nkafka: {brokers: k}\ntables: [{table: t}]\n");
     EXPECT_EQ(c.postgres.password, "pg-secret");
   }
 }
@@ -34,7 +36,8 @@ TEST(ConfigSecrets, PostgresPasswordFileIsRelativeToTheConfigFile) {
   ScratchDir dir;
   dir.write("pg-password", "from-file\n");
   const std::string config = dir.write(
-      "pgoutbox.yaml", "postgres:\n  dsn: host=db\n  password_file: pg-password\nkafka: {brokers: k}\ntables: [{table: outbox}]\n");
+      "pgoutbox.yaml",
+      "postgres:\n  dsn: host=db\n  password_file: pg-password\nkafka: {brokers: k}\ntables: [{table: outbox}]\n");
   EXPECT_EQ(load(config, Environment{}).postgres.password, "from-file");
 }
 
@@ -45,14 +48,16 @@ TEST(ConfigSecrets, PostgresPasswordFileFromTheEnvironment) {
 }
 
 TEST(ConfigSecrets, EnvironmentPasswordWinsOverTheConfiguredFile) {
-  const Config c = load_yaml("postgres:\n  dsn: host=db\n  password_file: /nonexistent/pg\nkafka: {brokers: k}\ntables: [{table: t}]\n",
-                             {{"PGOUTBOX_POSTGRES_PASSWORD", "env-secret"}});
+  const Config c = load_yaml(
+      "postgres:\n  dsn: host=db\n  password_file: /nonexistent/pg\nkafka: {brokers: k}\ntables: [{table: t}]\n",
+      {{"PGOUTBOX_POSTGRES_PASSWORD", "env-secret"}});
   EXPECT_EQ(c.postgres.password, "env-secret");
 }
 
 TEST(ConfigSecrets, PasswordAndPasswordFileBothInTheEnvironmentIsAnError) {
   ScratchDir dir;
-  const ConfigError e = error_of(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "a"}, {"PGOUTBOX_POSTGRES_PASSWORD_FILE", dir.write("pg", "b")}});
+  const ConfigError e = error_of(
+      kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "a"}, {"PGOUTBOX_POSTGRES_PASSWORD_FILE", dir.write("pg", "b")}});
   EXPECT_EQ(e.where(), "environment variable PGOUTBOX_POSTGRES_PASSWORD_FILE");
   EXPECT_EQ(e.problem(), "is set as well as PGOUTBOX_POSTGRES_PASSWORD; set only one");
 }
@@ -79,8 +84,9 @@ TEST(ConfigSecrets, UnreadablePasswordFilesAreErrorsAtTheKey) {
 }
 
 TEST(ConfigSecrets, PasswordInTheDsnAndElsewhereIsAnError) {
-  const ConfigError e = error_of("postgres:\n  dsn: host=db password=dsn-secret\nkafka: {brokers: k}\ntables: [{table: t}]\n",
-                                 {{"PGOUTBOX_POSTGRES_PASSWORD", "env-secret"}});
+  const ConfigError e =
+      error_of("postgres:\n  dsn: host=db password=dsn-secret\nkafka: {brokers: k}\ntables: [{table: t}]\n",
+               {{"PGOUTBOX_POSTGRES_PASSWORD", "env-secret"}});
   EXPECT_EQ(e.key(), "postgres.dsn");
   EXPECT_EQ(e.line(), 2);
   EXPECT_EQ(e.problem(), "holds a password and PGOUTBOX_POSTGRES_PASSWORD gives one too; keep only one");
@@ -96,7 +102,8 @@ TEST(ConfigSecrets, APasswordInTheFilesDsnIsRefusedNamingTheVariable) {
         << e.problem();
     EXPECT_EQ(std::string(e.what()).find("dsn-secret"), std::string::npos) << e.what();
   }
-  const ConfigError ssl = error_of("postgres:\n  dsn: host=db sslkey=/k sslpassword=x\nkafka: {brokers: k}\ntables: [{table: t}]\n");
+  const ConfigError ssl =
+      error_of("postgres:\n  dsn: host=db sslkey=/k sslpassword=x\nkafka: {brokers: k}\ntables: [{table: t}]\n");
   EXPECT_NE(ssl.problem().find("holds a sslpassword"), std::string::npos) << ssl.problem();
 }
 
@@ -125,23 +132,29 @@ TEST(ConfigSecrets, KafkaSecretFromAFileVariant) {
   ScratchDir dir;
   dir.write("sasl", "sasl-secret\n");
   dir.write("key", "key-secret");
-  const std::string config = dir.write("pgoutbox.yaml",
-                                       "postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password_file: sasl\n"
-                                       "    ssl.key.password_file: " + dir.path() + "/key\ntables: [{table: t}]\n");
+  const std::string config =
+      dir.write("pgoutbox.yaml",
+                "postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password_file: sasl\n"
+                "    ssl.key.password_file: " +
+                    dir.path() + "/key\ntables: [{table: t}]\n");
   const Config c = load(config, Environment{});
-  EXPECT_EQ(c.kafka.properties, (std::map<std::string, std::string>{{"sasl.password", "sasl-secret"}, {"ssl.key.password", "key-secret"}}));
+  EXPECT_EQ(c.kafka.properties,
+            (std::map<std::string, std::string>{{"sasl.password", "sasl-secret"}, {"ssl.key.password", "key-secret"}}));
 }
 
 TEST(ConfigSecrets, KafkaSecretFileFromTheEnvironmentReplacesTheFilesValue) {
   ScratchDir dir;
-  const Config c = load_yaml("postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password_file: /nonexistent\ntables: [{table: t}]\n",
-                             {{"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD_FILE", dir.write("sasl", "from-env-file\n")}});
+  const Config c = load_yaml(
+      "postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password_file: /nonexistent\ntables: "
+      "[{table: t}]\n",
+      {{"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD_FILE", dir.write("sasl", "from-env-file\n")}});
   EXPECT_EQ(c.kafka.properties, (std::map<std::string, std::string>{{"sasl.password", "from-env-file"}}));
 }
 
 TEST(ConfigSecrets, KafkaSecretAndItsFileVariantTogetherIsAnError) {
-  const ConfigError e =
-      error_of("postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password: a\n    sasl.password_file: /x\ntables: [{table: t}]\n");
+  const ConfigError e = error_of(
+      "postgres: {dsn: host=db}\nkafka:\n  brokers: k\n  properties:\n    sasl.password: a\n    sasl.password_file: "
+      "/x\ntables: [{table: t}]\n");
   EXPECT_EQ(e.key(), "kafka.properties.sasl.password_file");
   EXPECT_EQ(e.line(), 6);
   EXPECT_EQ(e.problem(), "is set as well as sasl.password; set only one");

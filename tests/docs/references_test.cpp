@@ -24,13 +24,12 @@ const fs::path root{PGOUTBOX_SOURCE_DIR};
 
 bool skipped_dir(const fs::path& p) {
   const auto name = p.filename().string();
-  return name == ".git" || name.rfind("build", 0) == 0 || name == ".deps" || name == "target" ||
-         name == "node_modules";
+  return name == ".git" || name.rfind("build", 0) == 0 || name == ".deps" || name == "target" || name == "node_modules";
 }
 
 bool text_file(const fs::path& p) {
-  static const std::vector<std::string> exts{".cpp", ".h",    ".hpp", ".md",   ".txt", ".cmake", ".json",
-                                             ".py",  ".sh",   ".yaml", ".yml", ".sql", ".in",    ".toml"};
+  static const std::vector<std::string> exts{".cpp", ".h",  ".hpp",  ".md",  ".txt", ".cmake", ".json",
+                                             ".py",  ".sh", ".yaml", ".yml", ".sql", ".in",    ".toml"};
   const auto ext = p.extension().string();
   const auto name = p.filename().string();
   return std::find(exts.begin(), exts.end(), ext) != exts.end() || name == "Dockerfile" || name == "run";
@@ -158,7 +157,8 @@ TEST(References, TheCheckerFindsEachKind) {
   std::vector<std::string> whats;
   for (const auto& p : found) whats.push_back(p.what);
   auto has = [&](const std::string& part) {
-    return std::any_of(whats.begin(), whats.end(), [&](const std::string& w) { return w.find(part) != std::string::npos; });
+    return std::any_of(whats.begin(), whats.end(),
+                       [&](const std::string& w) { return w.find(part) != std::string::npos; });
   };
   EXPECT_TRUE(has("cites ../shared"));
   EXPECT_TRUE(has("no such file in the repository: SPEC.md"));

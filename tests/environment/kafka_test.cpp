@@ -35,11 +35,11 @@ TEST(KafkaEnvironment, IdempotentLz4ProducerRoundTripsThroughAGroupConsumer) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   for (const auto& [k, v] : std::map<std::string, std::string>{{"bootstrap.servers", kafka.bootstrap()},
-                                                                {"enable.idempotence", "true"},
-                                                                {"acks", "all"},
-                                                                {"compression.type", "lz4"},
-                                                                {"linger.ms", "5"},
-                                                                {"debug", "feature,eos"}}) {
+                                                               {"enable.idempotence", "true"},
+                                                               {"acks", "all"},
+                                                               {"compression.type", "lz4"},
+                                                               {"linger.ms", "5"},
+                                                               {"debug", "feature,eos"}}) {
     ASSERT_EQ(rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err), RD_KAFKA_CONF_OK) << err;
   }
   rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
@@ -67,11 +67,10 @@ TEST(KafkaEnvironment, IdempotentLz4ProducerRoundTripsThroughAGroupConsumer) {
     const std::string value = "value-" + std::to_string(i) + std::string(100, 'x');
     sent_by_key[key].push_back(value);
     rd_kafka_resp_err_t rc;
-    while ((rc = rd_kafka_producev(producer.get(), RD_KAFKA_V_TOPIC(topic.c_str()),
-                                   RD_KAFKA_V_KEY(key.data(), key.size()),
-                                   RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-                                   RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
-           RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+    while ((rc = rd_kafka_producev(
+                producer.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
+                RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
       rd_kafka_poll(producer.get(), 10);
     }
     ASSERT_EQ(rc, RD_KAFKA_RESP_ERR_NO_ERROR) << rd_kafka_err2str(rc);

@@ -52,21 +52,24 @@ void produce(const std::string& bootstrap, const std::string& topic, const std::
              const std::optional<std::string>& value, const std::vector<std::pair<std::string, std::string>>& headers) {
   auto producer = make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap}});
   rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size());
-  for (const auto& [name, text] : headers) rd_kafka_header_add(hdrs, name.c_str(), -1, text.data(), static_cast<ssize_t>(text.size()));
+  for (const auto& [name, text] : headers)
+    rd_kafka_header_add(hdrs, name.c_str(), -1, text.data(), static_cast<ssize_t>(text.size()));
   void* value_data = value ? const_cast<char*>(value->data()) : nullptr;
   const std::size_t value_size = value ? value->size() : 0;
-  const auto error = rd_kafka_producev(producer.get(), RD_KAFKA_V_TOPIC(topic.c_str()),
-                                       RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
-                                       RD_KAFKA_V_VALUE(value_data, value_size), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                       RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+  const auto error = rd_kafka_producev(
+      producer.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
+      RD_KAFKA_V_VALUE(value_data, value_size), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
+      RD_KAFKA_V_END);
   if (error != RD_KAFKA_RESP_ERR_NO_ERROR) {
     rd_kafka_headers_destroy(hdrs);
     throw std::runtime_error(std::string("produce: ") + rd_kafka_err2str(error));
   }
-  if (rd_kafka_flush(producer.get(), 30000) != RD_KAFKA_RESP_ERR_NO_ERROR) throw std::runtime_error("produce: no ack in 30 s");
+  if (rd_kafka_flush(producer.get(), 30000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    throw std::runtime_error("produce: no ack in 30 s");
 }
 
-Finished run_to_end(const std::vector<std::string>& argv, const std::string& log_path, std::chrono::milliseconds timeout) {
+Finished run_to_end(const std::vector<std::string>& argv, const std::string& log_path,
+                    std::chrono::milliseconds timeout) {
   ChildProcess process({.argv = argv, .log_path = log_path, .run_as = std::nullopt, .extra_env = {}});
   const auto status = process.wait(timeout);
   Finished finished;

@@ -32,7 +32,8 @@ struct Finished {
   std::string output;  // stdout and stderr
 };
 // Runs a command to its end (or kills it after `timeout`).
-Finished run_to_end(const std::vector<std::string>& argv, const std::string& log_path, std::chrono::milliseconds timeout);
+Finished run_to_end(const std::vector<std::string>& argv, const std::string& log_path,
+                    std::chrono::milliseconds timeout);
 
 // Sends SIGTERM and returns the exit code (-1 when it had to be killed or died of a signal).
 int stop_gracefully(ChildProcess& process, std::chrono::milliseconds timeout);

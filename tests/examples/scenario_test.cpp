@@ -37,15 +37,17 @@ class ScenarioTest : public ::testing::Test {
   }
 
   ChildProcess start(std::vector<std::string> argv, const std::string& log) {
-    return ChildProcess({.argv = std::move(argv), .log_path = dir.path() + "/" + log, .run_as = std::nullopt, .extra_env = {}});
+    return ChildProcess(
+        {.argv = std::move(argv), .log_path = dir.path() + "/" + log, .run_as = std::nullopt, .extra_env = {}});
   }
 };
 
 TEST_F(ScenarioTest, EveryOrderIsAppliedOnceAcrossAKafkaOutage) {
   create_database(pg, shop, {"examples/sql/shop.sql", "sql/outbox.sql", "sql/publication.sql"});
   create_database(pg, stock, {"examples/sql/stock.sql", "sql/consumer_log.sql"});
-  pg.exec("INSERT INTO stock (sku, initial, available) SELECT 'SKU-' || g, 100000, 100000 FROM generate_series(1, 20) g",
-          stock);
+  pg.exec(
+      "INSERT INTO stock (sku, initial, available) SELECT 'SKU-' || g, 100000, 100000 FROM generate_series(1, 20) g",
+      stock);
   create_topic(kafka.bootstrap(), "outbox.event.order", 3);
   const std::string config = dir.path() + "/pgoutbox.yaml";
   std::ofstream(config) << "postgres:\n"
@@ -61,13 +63,14 @@ TEST_F(ScenarioTest, EveryOrderIsAppliedOnceAcrossAKafkaOutage) {
 
   auto relay = start({PGOUTBOX_BINARY, "run", "-c", config}, "pgoutbox.log");
   // The slot first: a logical slot decodes only what commits after its creation.
-  PGOUTBOX_ASSERT_EVENTUALLY(pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = 'scenario'") == "t",
-                             30s);
+  PGOUTBOX_ASSERT_EVENTUALLY(
+      pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = 'scenario'") == "t", 30s);
   auto consumer = start({STOCK_CONSUMER_BINARY, "--brokers", kafka.bootstrap(), "--dsn", pg.dsn(stock), "--backoff",
-                         "200ms,500ms,1s,2s,5s", "--stats-file", dir.path() + "/consumer.stats",
-                         "--kafka-property", "reconnect.backoff.max.ms=1000"},
+                         "200ms,500ms,1s,2s,5s", "--stats-file", dir.path() + "/consumer.stats", "--kafka-property",
+                         "reconnect.backoff.max.ms=1000"},
                         "consumer.log");
-  auto order_service = start({ORDER_SERVICE_BINARY, "--dsn", pg.dsn(shop), "--rate", "50", "--seconds", "20"}, "orders.log");
+  auto order_service =
+      start({ORDER_SERVICE_BINARY, "--dsn", pg.dsn(shop), "--rate", "50", "--seconds", "20"}, "orders.log");
 
   PGOUTBOX_ASSERT_EVENTUALLY(consumed() >= 100, 60s);
   kafka.stop();
@@ -98,9 +101,10 @@ TEST_F(ScenarioTest, EveryOrderIsAppliedOnceAcrossAKafkaOutage) {
   // The safety net must be able to fail: an order written without its event (outside the
   // outbox pattern) is reported lost, and a movement applied twice is reported as such.
   const auto unrelayed = *pg.query_value("INSERT INTO orders (sku, quantity) VALUES ('SKU-1', 1) RETURNING id", shop);
-  pg.exec("INSERT INTO stock_movements (msg_id, order_id, sku, quantity, outcome) "
-          "SELECT msg_id || '-again', order_id, sku, quantity, outcome FROM stock_movements ORDER BY id LIMIT 1",
-          stock);
+  pg.exec(
+      "INSERT INTO stock_movements (msg_id, order_id, sku, quantity, outcome) "
+      "SELECT msg_id || '-again', order_id, sku, quantity, outcome FROM stock_movements ORDER BY id LIMIT 1",
+      stock);
   const auto broken = reconcile("broken");
   EXPECT_EQ(broken.exit_code, 1) << broken.output;
   EXPECT_NE(broken.output.find(fmt::format("{} orders, {} applied, 1 lost, 1 applied twice", total + 1, total - 1)),

@@ -35,12 +35,13 @@ class StockConsumerTest : public ::testing::Test {
     create_database(pg, db, {"examples/sql/stock.sql", "sql/consumer_log.sql"});
     pg.exec("INSERT INTO stock (sku, initial, available) VALUES ('SKU-1', 10, 10)", db);
     create_topic(kafka.bootstrap(), topic, 1);
-    consumer = ChildProcess({.argv = {STOCK_CONSUMER_BINARY, "--brokers", kafka.bootstrap(), "--dsn", pg.dsn(db),
-                                      "--topic", topic, "--group", "stock-" + name, "--dlq-topic", dlq, "--reject-topic",
-                                      rejected, "--backoff", "200ms,500ms,1s,2s,4s,8s", "--stats-file", stats},
-                             .log_path = dir.path() + "/consumer.log",
-                             .run_as = std::nullopt,
-                             .extra_env = {}});
+    consumer =
+        ChildProcess({.argv = {STOCK_CONSUMER_BINARY, "--brokers", kafka.bootstrap(), "--dsn", pg.dsn(db), "--topic",
+                               topic, "--group", "stock-" + name, "--dlq-topic", dlq, "--reject-topic", rejected,
+                               "--backoff", "200ms,500ms,1s,2s,4s,8s", "--stats-file", stats},
+                      .log_path = dir.path() + "/consumer.log",
+                      .run_as = std::nullopt,
+                      .extra_env = {}});
   }
 
   void TearDown() override {
@@ -55,7 +56,9 @@ class StockConsumerTest : public ::testing::Test {
                 std::to_string(quantity) + "}",
             {{"id", id}, {"type", "OrderCreated"}});
   }
-  std::string available() { return pg.query_value("SELECT available FROM stock WHERE sku = 'SKU-1'", db).value_or("?"); }
+  std::string available() {
+    return pg.query_value("SELECT available FROM stock WHERE sku = 'SKU-1'", db).value_or("?");
+  }
   std::string count(const std::string& table) { return *pg.query_value("SELECT count(*) FROM " + table, db); }
   std::int64_t handled() { return stat_value(stats, "handled"); }
 };

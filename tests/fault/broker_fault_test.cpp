@@ -23,7 +23,8 @@ constexpr std::uint64_t kMiB = 1024 * 1024;
 constexpr std::uint64_t kInFlightCap = 8 * kMiB;
 
 std::chrono::seconds outage_length() {
-  if (const char* s = std::getenv("PGOUTBOX_FAULT_OUTAGE_SECONDS"); s != nullptr && *s != '\0') return std::chrono::seconds(std::atoi(s));
+  if (const char* s = std::getenv("PGOUTBOX_FAULT_OUTAGE_SECONDS"); s != nullptr && *s != '\0')
+    return std::chrono::seconds(std::atoi(s));
   return 60s;
 }
 
@@ -57,7 +58,8 @@ class BrokerFaultTest : public FaultTest {
   std::int64_t unsent_wal(const Pipeline& p) {
     const auto v = pg.query_value(
         "SELECT pg_current_wal_lsn() - r.sent_lsn FROM pg_stat_replication r JOIN pg_replication_slots s "
-        "ON s.active_pid = r.pid WHERE s.slot_name = '" + p.slot + "'");
+        "ON s.active_pid = r.pid WHERE s.slot_name = '" +
+        p.slot + "'");
     return v ? std::stoll(*v) : -1;
   }
 
@@ -80,7 +82,10 @@ TEST_F(BrokerFaultTest, KafkaDownUnderLoadLosesNothingAndKeepsMemoryAtTheCap) {
   RssSampler memory;
   memory.follow(relay->pid());
 
-  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(), .group = "outage-consumer", .topics = p.topics(), .dsn = pg.dsn(),
+  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(),
+                               .group = "outage-consumer",
+                               .topics = p.topics(),
+                               .dsn = pg.dsn(),
                                .durable_commits = false});
   consumer.start();
   auto writer_opts = writer_options(p);
@@ -93,7 +98,8 @@ TEST_F(BrokerFaultTest, KafkaDownUnderLoadLosesNothingAndKeepsMemoryAtTheCap) {
 
   // Warm: the pipeline runs end to end before the fault, so the memory baseline is a working one.
   ASSERT_TRUE(eventually([&] { return !relay->running() || delivered(p) >= 300; }, 120s) && relay->running())
-      << "nothing flows before the fault:\n" << log_tail();
+      << "nothing flows before the fault:\n"
+      << log_tail();
   const auto baseline = memory.window_peak();
   const auto before = writers.stats();
 
@@ -162,8 +168,7 @@ TEST_F(BrokerFaultTest, KafkaDownUnderLoadLosesNothingAndKeepsMemoryAtTheCap) {
   EXPECT_LT(stats.max_commit_latency, 15s) << "a writer blocked";
   EXPECT_TRUE(relay->running()) << log_tail();
   // Bounded memory (I6): at the cap pgoutbox stops reading and the WAL waits in Postgres.
-  EXPECT_LE(peak_down, baseline + kInFlightCap + kRssSlack)
-      << "RSS grew beyond the in-flight cap while Kafka was down";
+  EXPECT_LE(peak_down, baseline + kInFlightCap + kRssSlack) << "RSS grew beyond the in-flight cap while Kafka was down";
   if (payload_during > 3 * kInFlightCap) {
     EXPECT_GT(unsent_at_end, static_cast<std::int64_t>(kInFlightCap))
         << "more than the cap was written during the outage, yet Postgres does not hold it: pgoutbox kept reading";
@@ -184,7 +189,10 @@ TEST_F(BrokerFaultTest, HungBrokerPastTheRequestTimeoutLosesNothingAndRepeatsNot
   auto relay = start_pgoutbox(write_config("hung.yaml", config));
   ASSERT_TRUE(wait_streaming(p, *relay)) << log_tail();
 
-  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(), .group = "hung-consumer", .topics = p.topics(), .dsn = pg.dsn(),
+  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(),
+                               .group = "hung-consumer",
+                               .topics = p.topics(),
+                               .dsn = pg.dsn(),
                                .durable_commits = false});
   consumer.start();
   auto writer_opts = writer_options(p);
@@ -192,7 +200,8 @@ TEST_F(BrokerFaultTest, HungBrokerPastTheRequestTimeoutLosesNothingAndRepeatsNot
   LoadWriter writers(writer_opts);
   writers.start();
   ASSERT_TRUE(eventually([&] { return !relay->running() || delivered(p) >= 200; }, 120s) && relay->running())
-      << "nothing flows before the fault:\n" << log_tail();
+      << "nothing flows before the fault:\n"
+      << log_tail();
 
   // Frozen with its sockets open: requests in flight time out on the client side and are sent
   // again; the broker, thawed, then sees some of them twice and must drop the repeats by
@@ -220,7 +229,8 @@ TEST_F(BrokerFaultTest, HungBrokerPastTheRequestTimeoutLosesNothingAndRepeatsNot
   const auto once = check_exactly_once(pg.dsn(), "hung-consumer", committed);
 
   Figures("kafka-hung")
-      .add("hang", fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(2 * kRequestTimeout + 2s).count()))
+      .add("hang",
+           fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(2 * kRequestTimeout + 2s).count()))
       .add_audit(report)
       .add("committed_by_thaw", static_cast<double>(written_while_hung))
       .add_ms("recovery", *recovery)

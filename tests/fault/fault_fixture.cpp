@@ -1,7 +1,7 @@
 #include "fault_fixture.h"
 
-#include <cstdio>
 #include <fmt/format.h>
+#include <cstdio>
 
 #include "eventually.h"
 
@@ -15,7 +15,8 @@ std::vector<std::string> Pipeline::topics() const {
 
 Figures::~Figures() {
   std::string line = "FAULT " + scenario_ + ":";
-  for (std::size_t i = 0; i < items_.size(); ++i) line += (i == 0 ? " " : ", ") + items_[i].first + "=" + items_[i].second;
+  for (std::size_t i = 0; i < items_.size(); ++i)
+    line += (i == 0 ? " " : ", ") + items_[i].first + "=" + items_[i].second;
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 }
@@ -56,7 +57,8 @@ PgoutboxConfig FaultTest::config_for(const Pipeline& p, const std::string& broke
   c.slot = p.slot;
   c.publication = p.publication;
   c.brokers = brokers;
-  c.tables.push_back({.table = "public." + p.table, .topic = p.topic_prefix + "${aggregatetype}", .validate_json = false});
+  c.tables.push_back(
+      {.table = "public." + p.table, .topic = p.topic_prefix + "${aggregatetype}", .validate_json = false});
   c.kafka_properties = {{"linger.ms", "5"}};
   return c;
 }
@@ -65,7 +67,8 @@ std::string FaultTest::write_config(const std::string& file, const PgoutboxConfi
   return write_pgoutbox_config(dir.path() + "/" + file, config);
 }
 
-std::unique_ptr<PgoutboxProcess> FaultTest::start_pgoutbox(const std::string& config_path, const std::string& log_name) const {
+std::unique_ptr<PgoutboxProcess> FaultTest::start_pgoutbox(const std::string& config_path,
+                                                           const std::string& log_name) const {
   return std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, config_path, dir.path() + "/" + log_name);
 }
 
@@ -89,7 +92,7 @@ Lsn FaultTest::confirmed_lsn(const Pipeline& p) const {
 }
 
 std::optional<std::chrono::steady_clock::duration> FaultTest::wait_confirmed(const Pipeline& p, Lsn target,
-                                                                            std::chrono::milliseconds timeout) const {
+                                                                             std::chrono::milliseconds timeout) const {
   const auto started = std::chrono::steady_clock::now();
   const bool reached = eventually(
       [&] {

@@ -56,7 +56,8 @@ class FaultTest : public ::testing::Test {
   Pipeline make_pipeline(const std::string& name, std::vector<std::string> aggregate_types = {"Order", "Payment"});
   PgoutboxConfig config_for(const Pipeline& p, const std::string& brokers) const;
   std::string write_config(const std::string& file, const PgoutboxConfig& config) const;
-  std::unique_ptr<PgoutboxProcess> start_pgoutbox(const std::string& config_path, const std::string& log_name = "pgoutbox.log") const;
+  std::unique_ptr<PgoutboxProcess> start_pgoutbox(const std::string& config_path,
+                                                  const std::string& log_name = "pgoutbox.log") const;
   std::string log_tail(const std::string& log_name = "pgoutbox.log") const;
   LoadWriter::Options writer_options(const Pipeline& p) const;
 
@@ -65,10 +66,11 @@ class FaultTest : public ::testing::Test {
   // Waits until the slot is confirmed at or past `target`: everything committed before it was
   // acknowledged by Kafka (confirm-after-ack). Returns how long that took, or nullopt.
   std::optional<std::chrono::steady_clock::duration> wait_confirmed(const Pipeline& p, Lsn target,
-                                                                   std::chrono::milliseconds timeout) const;
+                                                                    std::chrono::milliseconds timeout) const;
   // Waits until pgoutbox holds the slot (it creates it on first start: rows committed before
   // that are not in its stream, so writers start after this). False if it exited or timed out.
-  bool wait_streaming(const Pipeline& p, PgoutboxProcess& relay, std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+  bool wait_streaming(const Pipeline& p, PgoutboxProcess& relay,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
   // True once the slot is not held by any walsender (its client is gone).
   bool slot_free(const Pipeline& p) const;
 };

@@ -41,7 +41,8 @@ class MockKafkaFaultTest : public FaultTest {
     for (auto& [k, v] : kafka_properties) config.kafka_properties[k] = v;
     config.extra_yaml = "reconnect:\n  min: 200ms\n  max: 2s\n";
     run.relay = start_pgoutbox(write_config(name + ".yaml", config), name + ".log");
-    if (!wait_streaming(run.pipeline, *run.relay)) throw std::runtime_error("pgoutbox did not stream:\n" + log_tail(name + ".log"));
+    if (!wait_streaming(run.pipeline, *run.relay))
+      throw std::runtime_error("pgoutbox did not stream:\n" + log_tail(name + ".log"));
     auto opts = writer_options(run.pipeline);
     opts.threads = 1;
     opts.pause = 50ms;
@@ -52,7 +53,8 @@ class MockKafkaFaultTest : public FaultTest {
 
   std::uint64_t delivered(const Run& run) {
     std::uint64_t n = 0;
-    for (const auto& t : run.pipeline.topics()) n += static_cast<std::uint64_t>(topic_record_count(mock.bootstrap(), t));
+    for (const auto& t : run.pipeline.topics())
+      n += static_cast<std::uint64_t>(topic_record_count(mock.bootstrap(), t));
     return n;
   }
 
@@ -87,7 +89,8 @@ TEST_F(MockKafkaFaultTest, NotLeaderForPartitionWhileLeadersMove) {
   auto run = start("mock_leader");
   ASSERT_TRUE(flowing(run, 50)) << "nothing reaches the mock cluster:\n" << log_tail(run.pipeline.name + ".log");
   for (int b = 1; b <= kBrokers; ++b) {
-    mock.fail_produce_on(b, {{RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, 0}, {RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, 0}});
+    mock.fail_produce_on(
+        b, {{RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, 0}, {RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, 0}});
   }
   // Leadership moves while the errors are answered: the producer must follow it.
   for (const auto& t : run.pipeline.topics()) {
@@ -108,7 +111,8 @@ TEST_F(MockKafkaFaultTest, RequestTimedOut) {
   for (int b = 1; b <= kBrokers; ++b) {
     // The broker's own timeout error, twice, then an answer later than the client's request
     // timeout (3 s): the client gives up on it and sends the batch again.
-    mock.fail_produce_on(b, {{RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, 0}, {RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, 500},
+    mock.fail_produce_on(b, {{RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, 0},
+                             {RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, 500},
                              {RD_KAFKA_RESP_ERR_NO_ERROR, 4000}});
   }
   PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s);

@@ -1,8 +1,8 @@
 // Poison records (docs/spec.md I8): one payload above the topic's max.message.bytes (Kafka refuses it
 // for good) and one that is not JSON on a table with validate_json, among good records. Under
 // dead-letter both land in the DLQ with the original key and headers and the error headers
-// (the oversized one without its value, with its size and SHA-256), every good record arrives and the stream goes on; under stop pgoutbox exits with
-// code 4 without confirming the poison, and restarted with dead-letter loses nothing.
+// (the oversized one without its value, with its size and SHA-256), every good record arrives and the stream goes on;
+// under stop pgoutbox exits with code 4 without confirming the poison, and restarted with dead-letter loses nothing.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -35,7 +35,8 @@ class PoisonFaultTest : public FaultTest {
   Pipeline make_text_pipeline(const std::string& name) {
     Pipeline p{name, name + "_outbox", name + "_slot", name + "_pub", name + ".", {"E"}};
     pg.exec("CREATE TABLE " + p.table +
-            " (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload text)");
+            " (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, "
+            "payload text)");
     // The oversized row goes to a topic of its own with a small limit. Kafka refuses a whole
     // batch for one record too large; records that shared that batch are sent again alone and
     // may then land after later records of their key. Keeping the good rows on another topic
@@ -72,7 +73,8 @@ class PoisonFaultTest : public FaultTest {
   Lsn insert(const Pipeline& p, const std::vector<Row>& rows) {
     std::string sql = "BEGIN; INSERT INTO " + p.table + " (id, aggregatetype, aggregateid, type, payload) VALUES ";
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      sql += (i ? ", " : "") + std::string("('") + rows[i].id + "', '" + rows[i].type + "', '" + rows[i].key + "', 'Created', '" + rows[i].payload + "')";
+      sql += (i ? ", " : "") + std::string("('") + rows[i].id + "', '" + rows[i].type + "', '" + rows[i].key +
+             "', 'Created', '" + rows[i].payload + "')";
     }
     sql += "; COMMIT;";
     pg.exec(sql);
@@ -107,7 +109,8 @@ class PoisonFaultTest : public FaultTest {
     EXPECT_EQ(found->header("pgoutbox.dlq.error.code"), code);
     EXPECT_FALSE(found->header("pgoutbox.dlq.error").value_or("").empty());
     EXPECT_EQ(found->header("pgoutbox.dlq.topic"), p.name + "." + row.type);
-    EXPECT_TRUE(Lsn::parse(found->header("pgoutbox.dlq.lsn").value_or(""))) << found->header("pgoutbox.dlq.lsn").value_or("<none>");
+    EXPECT_TRUE(Lsn::parse(found->header("pgoutbox.dlq.lsn").value_or("")))
+        << found->header("pgoutbox.dlq.lsn").value_or("<none>");
     const auto attempts = found->header("pgoutbox.dlq.attempts");
     ASSERT_TRUE(attempts);
     if (code == "MSG_SIZE_TOO_LARGE") {

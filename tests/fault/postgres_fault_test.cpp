@@ -38,14 +38,16 @@ TEST_F(PostgresFaultTest, FastAndImmediateRestartsUnderLoadLoseNothing) {
   RssSampler memory;
   memory.follow(relay->pid());
 
-  IdempotentConsumer consumer({.bootstrap = kafka.bootstrap(), .group = "pgrestart-consumer", .topics = p.topics(), .dsn = pg.dsn()});
+  IdempotentConsumer consumer(
+      {.bootstrap = kafka.bootstrap(), .group = "pgrestart-consumer", .topics = p.topics(), .dsn = pg.dsn()});
   consumer.start();
   auto writer_opts = writer_options(p);
   writer_opts.pause = 50ms;
   LoadWriter writers(writer_opts);
   writers.start();
   ASSERT_TRUE(eventually([&] { return !relay->running() || delivered(p) >= 200; }, 120s) && relay->running())
-      << "nothing flows before the fault:\n" << log_tail();
+      << "nothing flows before the fault:\n"
+      << log_tail();
 
   Figures figures("postgres-restart");
   for (const auto mode : {PgCluster::Stop::fast, PgCluster::Stop::immediate}) {

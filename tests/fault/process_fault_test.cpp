@@ -46,7 +46,8 @@ TEST_F(ProcessFaultTest, TwentySigkillsAtRandomMomentsLoseNothingAndRepeatOnlyTh
   config.extra_yaml = "provenance_headers: true\nreconnect:\n  min: 100ms\n  max: 1s\n";
   const auto config_path = write_config("crash.yaml", config);
 
-  IdempotentConsumer::Options consumer_opts{.bootstrap = kafka.bootstrap(), .group = "crash-consumer", .topics = p.topics(), .dsn = pg.dsn()};
+  IdempotentConsumer::Options consumer_opts{
+      .bootstrap = kafka.bootstrap(), .group = "crash-consumer", .topics = p.topics(), .dsn = pg.dsn()};
   auto consumer = std::make_unique<IdempotentConsumer>(consumer_opts);
   consumer->start();
   {
@@ -106,7 +107,8 @@ TEST_F(ProcessFaultTest, TwentySigkillsAtRandomMomentsLoseNothingAndRepeatOnlyTh
   std::vector<std::string> examples;
   std::map<std::string, std::string> commit_lsn_of;
   for (const auto& r : records) {
-    if (const auto id = r.header("id"); id && r.header("pgoutbox.lsn")) commit_lsn_of.emplace(*id, *r.header("pgoutbox.lsn"));
+    if (const auto id = r.header("id"); id && r.header("pgoutbox.lsn"))
+      commit_lsn_of.emplace(*id, *r.header("pgoutbox.lsn"));
   }
   for (const auto& [id, copies] : report.copies) {
     const auto lsn = Lsn::parse(commit_lsn_of[id]);
@@ -117,8 +119,8 @@ TEST_F(ProcessFaultTest, TwentySigkillsAtRandomMomentsLoseNothingAndRepeatOnlyTh
       ++beyond_bound;
       if (unconfirmed_at == 0) ++repeats_of_confirmed;
       if (examples.size() < 10) {
-        examples.push_back(id + " (commit " + lsn->to_string() + "): " + std::to_string(copies) + " copies, unconfirmed at " +
-                           std::to_string(unconfirmed_at) + " kills");
+        examples.push_back(id + " (commit " + lsn->to_string() + "): " + std::to_string(copies) +
+                           " copies, unconfirmed at " + std::to_string(unconfirmed_at) + " kills");
       }
     }
   }
@@ -165,7 +167,8 @@ TEST_F(ProcessFaultTest, AStandbyTakesOverWithinSecondsWhenTheActiveInstanceIsKi
   // is active for PID …", which pgoutbox logs), and it keeps trying.
   auto standby = start_pgoutbox(config_path, "standby.log");
   ASSERT_TRUE(eventually([&] { return log_text("standby.log").find("is active for PID") != std::string::npos; }, 60s))
-      << "the standby never reported waiting for the slot:\n" << tail_of(dir.path() + "/standby.log");
+      << "the standby never reported waiting for the slot:\n"
+      << tail_of(dir.path() + "/standby.log");
   ASSERT_TRUE(standby->running()) << tail_of(dir.path() + "/standby.log");
   EXPECT_EQ(slot_active_pid(pg.dsn(), p.slot), walsender) << "the standby took the slot from a live instance";
 
@@ -178,7 +181,8 @@ TEST_F(ProcessFaultTest, AStandbyTakesOverWithinSecondsWhenTheActiveInstanceIsKi
         return new_walsender.has_value() && new_walsender != walsender;
       },
       60s, 20ms))
-      << "no takeover within 60 s:\n" << tail_of(dir.path() + "/standby.log");
+      << "no takeover within 60 s:\n"
+      << tail_of(dir.path() + "/standby.log");
   const auto takeover = Clock::now() - killed_at;
   const auto after_kill = current_wal_lsn();
   const auto caught_up = wait_confirmed(p, after_kill, 120s);

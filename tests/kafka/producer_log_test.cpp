@@ -68,8 +68,9 @@ TEST(ProducerLog, EachConnectionFailureIsLoggedOnceAtWarn) {
     return at == std::string::npos ? line : line.substr(at);
   };
   for (std::size_t i = 1; i < refused.size(); ++i) {
-    EXPECT_NE(failure_text(refused[i - 1]), failure_text(refused[i]))
-        << "the same failure twice:\n" << refused[i - 1] << "\n" << refused[i];
+    EXPECT_NE(failure_text(refused[i - 1]), failure_text(refused[i])) << "the same failure twice:\n"
+                                                                      << refused[i - 1] << "\n"
+                                                                      << refused[i];
   }
 }
 

@@ -114,8 +114,11 @@ TEST(JsonLog, HostileMessagesStayOneValidLine) {
 TEST(JsonLog, EventLinesCarryTheEventsIdentity) {
   CapturedLog log(Format::json);
   event(spdlog::level::err,
-        EventFields{.event_id = "7f1c\"quoted\"", .aggregate_id = "order-42\n", .topic = "outbox.event.Order",
-                    .trace_id = "4bf92f3577b34da6a3ce929d0e0e4736", .lsn = Lsn{0x16B3748}},
+        EventFields{.event_id = "7f1c\"quoted\"",
+                    .aggregate_id = "order-42\n",
+                    .topic = "outbox.event.Order",
+                    .trace_id = "4bf92f3577b34da6a3ce929d0e0e4736",
+                    .lsn = Lsn{0x16B3748}},
         "dead-lettered after 5 attempts");
   event(spdlog::level::info, EventFields{.event_id = "only-id"}, "partial");
   spdlog::info("after the event");
@@ -181,16 +184,15 @@ TEST(Traceparent, TheTraceIdOfAValidHeader) {
 
 TEST(Traceparent, AnythingElseGivesNoTraceId) {
   for (const std::string_view bad : {
-           "",
-           "garbage",
-           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",      // upper case
-           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",      // version ff
-           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",      // zero trace id
-           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",      // zero parent id
-           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",    // version 00 is exact
-           "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",      // separators
-           "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",       // short trace id
-           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",      // not hex
+           "", "garbage",
+           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",    // upper case
+           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",    // version ff
+           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",    // zero trace id
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",    // zero parent id
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",  // version 00 is exact
+           "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",    // separators
+           "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",     // short trace id
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",    // not hex
        }) {
     EXPECT_TRUE(trace_id_from_traceparent(bad).empty()) << bad;
   }
@@ -198,7 +200,10 @@ TEST(Traceparent, AnythingElseGivesNoTraceId) {
 
 TEST(JsonEscape, ControlCharactersUseUnicodeEscapes) {
   std::string out;
-  append_json_escaped(out, std::string_view("a\x01" "b\x1f" "c", 5));
+  append_json_escaped(out, std::string_view("a\x01"
+                                            "b\x1f"
+                                            "c",
+                                            5));
   EXPECT_EQ(out, "a\\u0001b\\u001fc");
 }
 

@@ -29,8 +29,8 @@ std::vector<std::string> metric_names_in(std::string_view expr) {
   constexpr std::string_view kPrefix = "pgoutbox_";
   for (auto at = expr.find(kPrefix); at != std::string_view::npos; at = expr.find(kPrefix, at)) {
     auto end = at + kPrefix.size();
-    while (end < expr.size() && ((expr[end] >= 'a' && expr[end] <= 'z') || (expr[end] >= '0' && expr[end] <= '9') ||
-                                 expr[end] == '_')) {
+    while (end < expr.size() &&
+           ((expr[end] >= 'a' && expr[end] <= 'z') || (expr[end] >= '0' && expr[end] <= '9') || expr[end] == '_')) {
       ++end;
     }
     names.emplace_back(expr.substr(at, end - at));
@@ -63,7 +63,8 @@ class MetricsEndpointTest : public ::testing::Test {
   // A table of its own, a config with the metrics address and JSON logs (auto: stderr is a file).
   std::string write_config(const std::string& name, const std::string& extra = "") {
     pg.exec("CREATE TABLE IF NOT EXISTS " + name +
-            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, type text, payload jsonb)");
+            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, type text, payload "
+            "jsonb)");
     const std::string path = dir.path() + "/" + name + ".yaml";
     std::ofstream out(path);
     out << "postgres:\n"
@@ -95,9 +96,7 @@ class MetricsEndpointTest : public ::testing::Test {
     return sample_sum(scrape(), name, labels).value_or(-1);
   }
 
-  void wait_ready() {
-    PGOUTBOX_ASSERT_EVENTUALLY(get("/readyz").status == 200, 60s);
-  }
+  void wait_ready() { PGOUTBOX_ASSERT_EVENTUALLY(get("/readyz").status == 200, 60s); }
 
   void stop_and_expect_exit_zero() {
     process->signal_leader(SIGTERM);
@@ -136,9 +135,11 @@ TEST_F(MetricsEndpointTest, MetricsMoveAsEventsFlow) {
   PGOUTBOX_ASSERT_EVENTUALLY(value("pgoutbox_in_flight_events") == 0, 30s);
   const auto slot_confirmed = [&] {
     return static_cast<double>(Lsn::parse(*pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots "
-                                                          "WHERE slot_name = 'm_flow_slot'"))->value);
+                                                          "WHERE slot_name = 'm_flow_slot'"))
+                                   ->value);
   };
-  PGOUTBOX_ASSERT_EVENTUALLY(value("pgoutbox_confirmed_lsn") > 0 && value("pgoutbox_confirmed_lsn") <= slot_confirmed(), 30s);
+  PGOUTBOX_ASSERT_EVENTUALLY(value("pgoutbox_confirmed_lsn") > 0 && value("pgoutbox_confirmed_lsn") <= slot_confirmed(),
+                             30s);
   EXPECT_GT(value("pgoutbox_received_lsn"), 0);
   PGOUTBOX_ASSERT_EVENTUALLY(value("pgoutbox_postgres_up") == 1, 30s);
   EXPECT_EQ(value("pgoutbox_slot_active"), 1);
@@ -225,7 +226,8 @@ TEST_F(MetricsEndpointTest, EveryMetricTheDashboardQueriesIsExported) {
   // The panels the issue asks for.
   for (const auto* wanted : {"Pending", "Published / s", "Failed", "Dead-lettered", "Replication lag", "Retained WAL",
                              "Commit-to-ack latency"}) {
-    EXPECT_TRUE(std::any_of(titles.begin(), titles.end(), [&](const std::string& t) { return t.rfind(wanted, 0) == 0; }))
+    EXPECT_TRUE(
+        std::any_of(titles.begin(), titles.end(), [&](const std::string& t) { return t.rfind(wanted, 0) == 0; }))
         << "no panel " << wanted;
   }
   EXPECT_NE(dashboard_text.find("histogram_quantile(0.99"), std::string::npos);

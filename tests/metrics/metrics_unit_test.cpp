@@ -100,10 +100,10 @@ TEST(RelayProbeLabels, SeriesAreBoundedByTheConfigurationNotByRowValues) {
 }
 
 TEST_F(RelayProbeTest, CommitToAckFillsTheHistogramInSeconds) {
-  observer.event_published("t", 500us);     // 0.0005 s: in the 1 ms bucket
-  observer.event_published("t", 3ms);       // in 5 ms
-  observer.event_published("t", 2s);        // in 2.5 s
-  observer.event_published("t", 120s);      // beyond 60 s: only +Inf
+  observer.event_published("t", 500us);  // 0.0005 s: in the 1 ms bucket
+  observer.event_published("t", 3ms);    // in 5 ms
+  observer.event_published("t", 2s);     // in 2.5 s
+  observer.event_published("t", 120s);   // beyond 60 s: only +Inf
   const auto text = scrape(registry);
   EXPECT_EQ(sample_sum(text, "pgoutbox_commit_to_ack_seconds_count"), 4);
   EXPECT_NEAR(*sample_sum(text, "pgoutbox_commit_to_ack_seconds_sum"), 122.0035, 1e-6);
@@ -221,7 +221,8 @@ TEST(SlotProbe, RecordsLagRetainedStatusAndUp) {
   EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status"), 1) << "one status at a time";
   EXPECT_EQ(probe.lag_bytes(), 1234);
 
-  probe.record({.exists = false, .active = false, .wal_status = "", .lag_bytes = std::nullopt, .retained_bytes = std::nullopt});
+  probe.record(
+      {.exists = false, .active = false, .wal_status = "", .lag_bytes = std::nullopt, .retained_bytes = std::nullopt});
   text = scrape(registry);
   EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status", "status=\"missing\""), 1);
   EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status", "status=\"extended\""), 0);
@@ -235,10 +236,12 @@ TEST(SlotProbe, RecordsLagRetainedStatusAndUp) {
 TEST(SlotProbe, MissingOnlyWhenTheServerAnsweredWithoutTheSlot) {
   prometheus::Registry registry;
   SlotProbe probe(registry);
-  probe.record({.exists = false, .active = false, .wal_status = "", .lag_bytes = std::nullopt, .retained_bytes = std::nullopt});
+  probe.record(
+      {.exists = false, .active = false, .wal_status = "", .lag_bytes = std::nullopt, .retained_bytes = std::nullopt});
   EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status", "status=\"missing\""), 1);
   probe.unreachable();
-  EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status"), 0) << "unreachable is not missing, nor any status";
+  EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status"), 0)
+      << "unreachable is not missing, nor any status";
   probe.record({.exists = true, .active = true, .wal_status = "reserved", .lag_bytes = 0, .retained_bytes = 0});
   probe.unreachable();
   EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status"), 0) << "no stale status either";
@@ -329,13 +332,18 @@ TEST(HttpServer, RefusesAnAddressInUseOrMalformed) {
 // SECURITY.md "The metrics port": a client holding a connection open without a request costs
 // one of max_sessions slots for at most 5 s; clients beyond the cap wait in the backlog.
 TEST(HttpServer, IdleClientsHoldASlotForAtMostTheRequestDeadline) {
-  HttpServer server("127.0.0.1:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}},
+  HttpServer server("127.0.0.1:0",
+                    {{"/healthz",
+                      [] {
+                        return HttpResponse{200, "text/plain", "ok\n"};
+                      }}},
                     HttpLimits{.max_sessions = 1, .reserved_descriptors = 0});
   boost::asio::io_context io;
   boost::asio::ip::tcp::socket idle(io);
   idle.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
   const auto started = std::chrono::steady_clock::now();
-  EXPECT_EQ(test::http_get("127.0.0.1", server.port(), "/healthz").status, 200U) << "served once the idle one is dropped";
+  EXPECT_EQ(test::http_get("127.0.0.1", server.port(), "/healthz").status, 200U)
+      << "served once the idle one is dropped";
   const auto waited = std::chrono::steady_clock::now() - started;
   EXPECT_GE(waited, std::chrono::seconds(4)) << "the cap of one session held the second client back";
   EXPECT_LT(waited, std::chrono::seconds(8)) << "the idle client was dropped at the 5 s deadline";
@@ -344,7 +352,11 @@ TEST(HttpServer, IdleClientsHoldASlotForAtMostTheRequestDeadline) {
 // A connection that would leave too few descriptors for the relay is closed at once; the server
 // stays up and answers once descriptors are back.
 TEST(HttpServer, ClosesConnectionsThatWouldEatTheRelaysDescriptorReserve) {
-  HttpServer starved("127.0.0.1:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}},
+  HttpServer starved("127.0.0.1:0",
+                     {{"/healthz",
+                       [] {
+                         return HttpResponse{200, "text/plain", "ok\n"};
+                       }}},
                      HttpLimits{.max_sessions = 16, .reserved_descriptors = std::uint64_t{1} << 40});
   EXPECT_EQ(test::http_get("127.0.0.1", starved.port(), "/healthz").status, 0U);
   EXPECT_EQ(test::http_get("127.0.0.1", starved.port(), "/healthz").status, 0U);

@@ -61,20 +61,21 @@ TEST_F(DebianPackageTest, ControlData) {
 TEST_F(DebianPackageTest, Contents) {
   const auto contents = run_command("dpkg-deb --contents " + deb_);
   ASSERT_EQ(contents.status, 0) << contents.output;
-  for (const char* path :
-       {"./usr/bin/pgoutbox", "./etc/pgoutbox/pgoutbox.yaml", "./etc/default/pgoutbox",
-        "./lib/systemd/system/pgoutbox.service", "./lib/systemd/system/pgoutbox@.service",
-        "./usr/share/pgoutbox/sql/outbox.sql", "./usr/share/pgoutbox/sql/role.sql",
-        "./usr/share/pgoutbox/prometheus/alerts.yaml", "./usr/share/man/man1/pgoutbox.1.gz",
-        "./usr/share/doc/pgoutbox/copyright", "./usr/share/doc/pgoutbox/changelog.gz",
-        "./usr/share/doc/pgoutbox/runbook.md", "./usr/share/doc/pgoutbox/README.md"}) {
-    EXPECT_TRUE(std::regex_search(contents.output, std::regex(std::string(" ") + path + "\n")))
-        << path << "\n" << contents.output;
+  for (const char* path : {"./usr/bin/pgoutbox", "./etc/pgoutbox/pgoutbox.yaml", "./etc/default/pgoutbox",
+                           "./lib/systemd/system/pgoutbox.service", "./lib/systemd/system/pgoutbox@.service",
+                           "./usr/share/pgoutbox/sql/outbox.sql", "./usr/share/pgoutbox/sql/role.sql",
+                           "./usr/share/pgoutbox/prometheus/alerts.yaml", "./usr/share/man/man1/pgoutbox.1.gz",
+                           "./usr/share/doc/pgoutbox/copyright", "./usr/share/doc/pgoutbox/changelog.gz",
+                           "./usr/share/doc/pgoutbox/runbook.md", "./usr/share/doc/pgoutbox/README.md"}) {
+    EXPECT_TRUE(std::regex_search(contents.output, std::regex(std::string(" ") + path + "\n"))) << path << "\n"
+                                                                                                << contents.output;
   }
   // Owned by root, nothing world-writable, the binary executable.
-  EXPECT_TRUE(std::regex_search(contents.output, std::regex(R"(-rwxr-xr-x root/root +[0-9]+ .* \./usr/bin/pgoutbox\n)")));
+  EXPECT_TRUE(
+      std::regex_search(contents.output, std::regex(R"(-rwxr-xr-x root/root +[0-9]+ .* \./usr/bin/pgoutbox\n)")));
   EXPECT_FALSE(std::regex_search(contents.output, std::regex(R"((^|\n)[-dl].{7}w)"))) << "world-writable file";
-  EXPECT_FALSE(std::regex_search(contents.output, std::regex(R"((^|\n)\S+ (?!root/root))"))) << "a file not owned by root";
+  EXPECT_FALSE(std::regex_search(contents.output, std::regex(R"((^|\n)\S+ (?!root/root))")))
+      << "a file not owned by root";
   // The installed files are the repository's.
   for (const auto& [installed, source] : std::vector<std::pair<std::string, std::string>>{
            {"/lib/systemd/system/pgoutbox.service", "/deploy/systemd/pgoutbox.service"},
@@ -116,8 +117,9 @@ TEST_F(DebianPackageTest, InstalledBinaryRunsVersionAndCheck) {
   pg.exec("DROP PUBLICATION IF EXISTS pgoutbox");
   pg.exec(file_text(root_ + "/usr/share/pgoutbox/sql/outbox.sql"));
   pg.exec(file_text(root_ + "/usr/share/pgoutbox/sql/publication.sql"));
-  const auto check = run_command("PGOUTBOX_POSTGRES_DSN='" + pg.dsn() + "' PGOUTBOX_KAFKA_BROKERS=" + kafka.bootstrap() +
-                                 " " + binary + " check -c " + root_ + "/etc/pgoutbox/pgoutbox.yaml");
+  const auto check =
+      run_command("PGOUTBOX_POSTGRES_DSN='" + pg.dsn() + "' PGOUTBOX_KAFKA_BROKERS=" + kafka.bootstrap() + " " +
+                  binary + " check -c " + root_ + "/etc/pgoutbox/pgoutbox.yaml");
   std::printf("OPS check with the installed binary:\n%s", check.output.c_str());
   EXPECT_NE(check.output.find("ok"), std::string::npos) << check.output;
   EXPECT_EQ(check.output.find("FAIL"), std::string::npos) << check.output;

@@ -70,8 +70,9 @@ class PrometheusAlertsTest : public ::testing::Test {
   }
 
   void start_pgoutbox() {
-    pg.exec("CREATE TABLE IF NOT EXISTS ops_alerts (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), "
-            "aggregatetype text, aggregateid text, type text, payload jsonb)");
+    pg.exec(
+        "CREATE TABLE IF NOT EXISTS ops_alerts (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), "
+        "aggregatetype text, aggregateid text, type text, payload jsonb)");
     const std::string path = dir.path() + "/pgoutbox.yaml";
     std::ofstream(path) << "postgres:\n"
                         << "  dsn: \"" << pg.dsn() << "\"\n"
@@ -95,25 +96,28 @@ class PrometheusAlertsTest : public ::testing::Test {
 
   void start_prometheus() {
     // The shipped rules with short `for:` durations; the expressions are untouched.
-    const auto rules = std::regex_replace(file_text(std::string(PGOUTBOX_SOURCE_DIR) + "/deploy/prometheus/alerts.yaml"),
-                                          std::regex(R"(\bfor: [0-9]+[smh])"), "for: 3s");
+    const auto rules =
+        std::regex_replace(file_text(std::string(PGOUTBOX_SOURCE_DIR) + "/deploy/prometheus/alerts.yaml"),
+                           std::regex(R"(\bfor: [0-9]+[smh])"), "for: 3s");
     std::ofstream(dir.path() + "/alerts.yaml") << rules;
-    std::ofstream(dir.path() + "/prometheus.yml")
-        << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        << "rule_files: [\"" << dir.path() << "/alerts.yaml\"]\n"
-        << "scrape_configs:\n  - job_name: pgoutbox\n    static_configs:\n"
-        << "      - targets: [\"127.0.0.1:" << metrics_port << "\"]\n"
-        << "        labels: {slot: ops_alerts_slot}\n";
+    std::ofstream(dir.path() + "/prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                                                  << "rule_files: [\"" << dir.path() << "/alerts.yaml\"]\n"
+                                                  << "scrape_configs:\n  - job_name: pgoutbox\n    static_configs:\n"
+                                                  << "      - targets: [\"127.0.0.1:" << metrics_port << "\"]\n"
+                                                  << "        labels: {slot: ops_alerts_slot}\n";
     prometheus.emplace(ChildProcess::Options{
         .argv = {PGOUTBOX_PROMETHEUS, "--config.file=" + dir.path() + "/prometheus.yml",
-                 "--storage.tsdb.path=" + dir.path() + "/data", "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port),
-                 "--log.level=warn"},
+                 "--storage.tsdb.path=" + dir.path() + "/data",
+                 "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=warn"},
         .log_path = dir.path() + "/prometheus.log",
         .run_as = std::nullopt,
         .extra_env = {}});
   }
 
-  std::string logs() { return "\npgoutbox: " + tail_of(dir.path() + "/pgoutbox.log") + "\nprometheus: " + tail_of(dir.path() + "/prometheus.log"); }
+  std::string logs() {
+    return "\npgoutbox: " + tail_of(dir.path() + "/pgoutbox.log") +
+           "\nprometheus: " + tail_of(dir.path() + "/prometheus.log");
+  }
 };
 
 TEST_F(PrometheusAlertsTest, KafkaDownAndPausedFireAndResolve) {
@@ -130,8 +134,9 @@ TEST_F(PrometheusAlertsTest, KafkaDownAndPausedFireAndResolve) {
   EXPECT_EQ(active_alerts(prometheus_port), (std::map<std::string, std::string>{})) << logs();
 
   kafka.stop();
-  pg.exec("INSERT INTO ops_alerts (aggregatetype, aggregateid, payload) "
-          "SELECT 'E', 'k' || g, jsonb_build_object('n', g) FROM generate_series(1, 100) g");
+  pg.exec(
+      "INSERT INTO ops_alerts (aggregatetype, aggregateid, payload) "
+      "SELECT 'E', 'k' || g, jsonb_build_object('n', g) FROM generate_series(1, 100) g");
   std::set<std::string> seen;  // "alert:state" seen along the way
   const auto watch = [&](const std::string& alert, const std::string& state) {
     for (const auto& [name, now] : active_alerts(prometheus_port)) seen.insert(name + ":" + now);
@@ -140,11 +145,13 @@ TEST_F(PrometheusAlertsTest, KafkaDownAndPausedFireAndResolve) {
   PGOUTBOX_EXPECT_EVENTUALLY(watch("PgoutboxKafkaDown", "firing") && watch("PgoutboxPaused", "firing"), 60s) << logs();
   EXPECT_TRUE(seen.count("PgoutboxKafkaDown:pending")) << "the alert waits its `for:` first";
   EXPECT_TRUE(seen.count("PgoutboxPaused:pending"));
-  std::printf("OPS alerts seen while Kafka was down: %s\n", [&] {
-    std::string all;
-    for (const auto& s : seen) all += s + " ";
-    return all;
-  }().c_str());
+  std::printf("OPS alerts seen while Kafka was down: %s\n",
+              [&] {
+                std::string all;
+                for (const auto& s : seen) all += s + " ";
+                return all;
+              }()
+                  .c_str());
 
   kafka.start();
   PGOUTBOX_EXPECT_EVENTUALLY(

@@ -69,17 +69,17 @@ TEST(SystemdUnits, HardeningTheIssueAsksFor) {
   for (const auto& unit : kUnits) {
     SCOPED_TRACE(unit);
     const auto text = file_text(kRoot + "/deploy/systemd/" + unit);
-    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-             {"User", "pgoutbox"},
-             {"NoNewPrivileges", "yes"},
-             {"ProtectSystem", "strict"},
-             {"ProtectHome", "yes"},
-             {"PrivateTmp", "yes"},
-             {"CapabilityBoundingSet", ""},
-             {"RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"},
-             {"SystemCallFilter", "@system-service"},
-             {"Restart", "on-failure"},
-             {"EnvironmentFile", "-/etc/default/pgoutbox"}}) {
+    for (const auto& [key, value] :
+         std::vector<std::pair<std::string, std::string>>{{"User", "pgoutbox"},
+                                                          {"NoNewPrivileges", "yes"},
+                                                          {"ProtectSystem", "strict"},
+                                                          {"ProtectHome", "yes"},
+                                                          {"PrivateTmp", "yes"},
+                                                          {"CapabilityBoundingSet", ""},
+                                                          {"RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"},
+                                                          {"SystemCallFilter", "@system-service"},
+                                                          {"Restart", "on-failure"},
+                                                          {"EnvironmentFile", "-/etc/default/pgoutbox"}}) {
       const auto values = values_of(text, key);
       EXPECT_NE(std::find(values.begin(), values.end(), value), values.end()) << key << "=" << value;
     }

@@ -28,13 +28,15 @@ const pgoutput::Relation& relation(pgoutput::Oid relid, const std::string& schem
 }
 
 const pgoutput::Relation& debezium_outbox(pgoutput::Oid relid = 1000) {
-  return relation(relid, "public", "outbox",
-                  {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kJsonb}});
+  return relation(
+      relid, "public", "outbox",
+      {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kJsonb}});
 }
 
 const pgoutput::Relation& debezium_outbox_named(pgoutput::Oid relid, const std::string& name) {
-  return relation(relid, "public", name,
-                  {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kJsonb}});
+  return relation(
+      relid, "public", name,
+      {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kJsonb}});
 }
 
 pgoutput::TupleData tuple(std::vector<std::optional<std::string_view>> values) {
@@ -63,8 +65,8 @@ TEST(Mapping, DebeziumDefaultsRouteKeyValueAndHeaders) {
   Mapping m({table()}, false);
   const auto* rt = m.resolve(debezium_outbox());
   ASSERT_NE(rt, nullptr);
-  const auto rec = build_ok(*rt, tuple({"6f1c2a4e-9b7d-4c1e-8f00-0123456789ab", "Order", "order-42", "OrderCreated",
-                                        R"({"total": 10})"}));
+  const auto rec = build_ok(
+      *rt, tuple({"6f1c2a4e-9b7d-4c1e-8f00-0123456789ab", "Order", "order-42", "OrderCreated", R"({"total": 10})"}));
   EXPECT_EQ(rec.topic, "outbox.event.Order");
   EXPECT_EQ(rec.key, "order-42");
   EXPECT_EQ(rec.value, R"({"total": 10})");
@@ -81,20 +83,30 @@ TEST(Mapping, DebeziumDefaultsRouteKeyValueAndHeaders) {
 TEST(Mapping, CustomColumnsTemplateHeadersTimestampAndProvenance) {
   auto t = table("Order Events");
   t.schema = "Sales";
-  t.columns = {"event_id", "kind", "order_no", "body", std::string("event_type"), std::string("meta"),
+  t.columns = {"event_id",
+               "kind",
+               "order_no",
+               "body",
+               std::string("event_type"),
+               std::string("meta"),
                std::string("occurred_at")};
   t.type_column_explicit = true;
   t.topic = "${kind}-events.${event_type}";
   Mapping m({t}, true);
   const auto& rel = relation(2000, "Sales", "Order Events",
-                             {{"event_id", kInt8}, {"kind", kText}, {"order_no", kText}, {"body", kJson},
-                              {"event_type", kText}, {"meta", kJsonb}, {"occurred_at", kTimestamptz}});
+                             {{"event_id", kInt8},
+                              {"kind", kText},
+                              {"order_no", kText},
+                              {"body", kJson},
+                              {"event_type", kText},
+                              {"meta", kJsonb},
+                              {"occurred_at", kTimestamptz}});
   const auto* rt = m.resolve(rel);
   ASSERT_NE(rt, nullptr);
-  const auto rec = build_ok(
-      *rt, tuple({"42", "order", "A-1", R"({"a": 1})", "Paid",
-                  R"({"traceparent": "00-abc-01", "attempt": 3, "nested": {"x": [1, 2]}, "flag": true})",
-                  "2026-11-29 08:00:00.123456+00"}));
+  const auto rec =
+      build_ok(*rt, tuple({"42", "order", "A-1", R"({"a": 1})", "Paid",
+                           R"({"traceparent": "00-abc-01", "attempt": 3, "nested": {"x": [1, 2]}, "flag": true})",
+                           "2026-11-29 08:00:00.123456+00"}));
   EXPECT_EQ(rec.topic, "order-events.Paid");
   EXPECT_EQ(rec.key, "A-1");
   EXPECT_EQ(rec.timestamp_ms, 1'795'939'200'123);
@@ -164,9 +176,9 @@ TEST(Mapping, ValidateJsonMakesATextPayloadThatIsNotJsonPoisonKeepingWhatWasBuil
   auto t = table();
   t.validate_json = true;
   Mapping m({t}, false);
-  const auto& rel = relation(6500, "public", "outbox",
-                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText},
-                              {"payload", kText}});
+  const auto& rel =
+      relation(6500, "public", "outbox",
+               {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kText}});
   const auto* rt = m.resolve(rel);
   ASSERT_NE(rt, nullptr);
   build_ok(*rt, tuple({"e1", "Order", "k1", "Created", R"({"a": [1, 2, "x"]})"}));
@@ -192,9 +204,9 @@ TEST(Mapping, MalformedHeadersObjectIsPoison) {
   auto t = table();
   t.columns.headers = "meta";
   Mapping m({t}, false);
-  const auto& rel = relation(6000, "public", "outbox",
-                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText},
-                              {"meta", kJson}});
+  const auto& rel =
+      relation(6000, "public", "outbox",
+               {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText}, {"meta", kJson}});
   const auto* rt = m.resolve(rel);
   EXPECT_TRUE(std::holds_alternative<Poison>(rt->build(tuple({"e", "A", "k", "p", "[1, 2]"}), kTxn)));
   EXPECT_TRUE(std::holds_alternative<Poison>(rt->build(tuple({"e", "A", "k", "p", "{oops"}), kTxn)));
@@ -252,8 +264,12 @@ TEST(Mapping, OtherTablesAreNotMappedAndANewRelationIsResolvedAgain) {
   const auto gen = first->relation_generation();
   // ALTER TABLE … ADD COLUMN: a new Relation message for the same relid.
   const auto& altered = relation(8001, "public", "outbox",
-                                 {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText},
-                                  {"payload", kJsonb}, {"extra", kText}});
+                                 {{"id", kUuid},
+                                  {"aggregatetype", kText},
+                                  {"aggregateid", kText},
+                                  {"type", kText},
+                                  {"payload", kJsonb},
+                                  {"extra", kText}});
   const auto* second = m.resolve(altered);
   ASSERT_NE(second, nullptr);
   EXPECT_GT(second->relation_generation(), gen);
@@ -282,9 +298,9 @@ TEST(MappingFamily, ALeafPartitionIsMappedWithItsRootsMappingByColumnName) {
   catalog.known[9001] = {{"public", "outbox_2026"}, {"public", "outbox"}};  // a sub-partition
   Mapping m({table()}, false, catalog.lookup());
   // Columns in another order than the root's, as a partition created apart and attached.
-  const auto& leaf = relation(9001, "public", "outbox_2026_05",
-                              {{"payload", kJsonb}, {"aggregateid", kText}, {"id", kUuid}, {"type", kText},
-                               {"aggregatetype", kText}});
+  const auto& leaf =
+      relation(9001, "public", "outbox_2026_05",
+               {{"payload", kJsonb}, {"aggregateid", kText}, {"id", kUuid}, {"type", kText}, {"aggregatetype", kText}});
   const auto* rt = m.resolve(leaf);
   ASSERT_NE(rt, nullptr);
   const auto rec = build_ok(*rt, tuple({R"({"n": 1})", "order-7", "e-1", "OrderCreated", "Order"}));
@@ -305,21 +321,25 @@ TEST(MappingFamily, AnInheritanceChildWithExtraColumnsUsesTheNearestConfiguredAn
   custom.topic = "shop.${aggregatetype}";
   Mapping m({table(), custom}, false, catalog.lookup());
   const auto* child = m.resolve(relation(9101, "public", "outbox_2026",
-                                         {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText},
-                                          {"type", kText}, {"payload", kJsonb}, {"archived", kText}}));
+                                         {{"id", kUuid},
+                                          {"aggregatetype", kText},
+                                          {"aggregateid", kText},
+                                          {"type", kText},
+                                          {"payload", kJsonb},
+                                          {"archived", kText}}));
   ASSERT_NE(child, nullptr);
   EXPECT_EQ(build_ok(*child, tuple({"e", "A", "k", "t", "{}", "x"})).topic, "outbox.event.A");
-  const auto* grandchild = m.resolve(relation(9102, "shop", "events_old",
-                                              {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText},
-                                               {"type", kText}, {"payload", kJsonb}}));
+  const auto* grandchild = m.resolve(relation(
+      9102, "shop", "events_old",
+      {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText}, {"payload", kJsonb}}));
   ASSERT_NE(grandchild, nullptr);
   EXPECT_EQ(build_ok(*grandchild, tuple({"e", "B", "k", "t", "{}"})).topic, "shop.B");
 }
 
 TEST(MappingFamily, RelationsOutsideEveryFamilyStayIgnored) {
   FakeCatalog catalog;
-  catalog.known[9201] = {};                             // a plain table
-  catalog.known[9202] = {{"public", "invoices"}};       // a partition of something else
+  catalog.known[9201] = {};                        // a plain table
+  catalog.known[9202] = {{"public", "invoices"}};  // a partition of something else
   Mapping m({table()}, false, catalog.lookup());
   EXPECT_EQ(m.resolve(relation(9201, "public", "orders", {{"id", kInt8}})), nullptr);
   EXPECT_EQ(m.resolve(debezium_outbox_named(9202, "invoices_2026")), nullptr);
@@ -330,8 +350,8 @@ TEST(MappingFamily, AnUnmappableMemberStopsNamingTableRelationAndFix) {
   catalog.known[9301] = {{"public", "outbox"}};
   Mapping m({table()}, false, catalog.lookup());
   // A publication column list that leaves out the payload of one child.
-  const auto& child = relation(9301, "public", "outbox_legacy", {{"id", kUuid}, {"aggregatetype", kText},
-                                                                 {"aggregateid", kText}});
+  const auto& child =
+      relation(9301, "public", "outbox_legacy", {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}});
   try {
     m.resolve(child);
     FAIL() << "an unmappable family member was ignored";
@@ -408,11 +428,18 @@ TEST(Mapping, ReservedHeaderNamesFromTheColumnAreDroppedAndCounted) {
   t.columns.headers = "meta";
   Mapping m({t}, true);
   const auto& rel = relation(7100, "public", "spoof_outbox",
-                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"type", kText},
-                              {"payload", kText}, {"meta", kJsonb}});
+                             {{"id", kText},
+                              {"aggregatetype", kText},
+                              {"aggregateid", kText},
+                              {"type", kText},
+                              {"payload", kText},
+                              {"meta", kJsonb}});
   const auto* rt = m.resolve(rel);
-  const auto rec = build_ok(*rt, tuple({"real-id", "A", "k", "Created", "p",
-                                        R"({"id": "SPOOFED", "ID": "x", "Type": "t", "pgoutbox.lsn": "0/0", "PGOUTBOX.xid": "1", "traceparent": "00-ab"})"}));
+  const auto rec = build_ok(
+      *rt,
+      tuple(
+          {"real-id", "A", "k", "Created", "p",
+           R"({"id": "SPOOFED", "ID": "x", "Type": "t", "pgoutbox.lsn": "0/0", "PGOUTBOX.xid": "1", "traceparent": "00-ab"})"}));
   std::vector<std::string> names;
   for (const auto& h : rec.headers) names.push_back(h.name);
   EXPECT_EQ(names, (std::vector<std::string>{"id", "type", "traceparent", "pgoutbox.lsn", "pgoutbox.commit_time_us",
@@ -430,13 +457,14 @@ TEST(Mapping, HeadersOverTheCapArePoison) {
   auto t = table();
   t.columns.headers = "meta";
   Mapping m({t}, false);
-  const auto& rel = relation(7200, "public", "outbox",
-                             {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText},
-                              {"meta", kJsonb}});
+  const auto& rel =
+      relation(7200, "public", "outbox",
+               {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText}, {"meta", kJsonb}});
   const auto* rt = m.resolve(rel);
   const auto object_with = [](std::size_t keys, std::size_t value_bytes) {
     std::string json = "{";
-    for (std::size_t i = 0; i < keys; ++i) json += (i ? ",\"h" : "\"h") + std::to_string(i) + "\":\"" + std::string(value_bytes, 'v') + "\"";
+    for (std::size_t i = 0; i < keys; ++i)
+      json += (i ? ",\"h" : "\"h") + std::to_string(i) + "\":\"" + std::string(value_bytes, 'v') + "\"";
     return json + "}";
   };
   EXPECT_EQ(build_ok(*rt, tuple({"e", "A", "k", "p", object_with(kMaxColumnHeaders, 10)})).headers.size(),

@@ -59,12 +59,11 @@ const Bytes& kUpdate729 = register_vector(
     "pg15_update_full",
     from_hex("55000040004f000474000000013274000000006e7400000001784e000474000000013274000000006e740000000179"));
 const Bytes& kDelete730 = register_vector(
-    "pg15_delete_full",
-    from_hex("44000040004f000474000000013174000000066f7264657273740000000a68c3a96c6c6f20e282ac6e"));
-const Bytes& kMessageTx = register_vector(
-    "pg15_message_transactional", from_hex("4d0100000000015297e87072656669780000000007636f6e74656e74"));
-const Bytes& kMessageNonTx = register_vector(
-    "pg15_message_non_transactional", from_hex("4d0000000000015298587072656669780000000007636f6e74656e74"));
+    "pg15_delete_full", from_hex("44000040004f000474000000013174000000066f7264657273740000000a68c3a96c6c6f20e282ac6e"));
+const Bytes& kMessageTx =
+    register_vector("pg15_message_transactional", from_hex("4d0100000000015297e87072656669780000000007636f6e74656e74"));
+const Bytes& kMessageNonTx = register_vector("pg15_message_non_transactional",
+                                             from_hex("4d0000000000015298587072656669780000000007636f6e74656e74"));
 const Bytes& kTruncate732 = register_vector("pg15_truncate", from_hex("54000000010000004000"));
 
 TEST(Pg15Capture, BeginRelationInsertCommit) {
@@ -154,9 +153,9 @@ const Bytes& kTypeMood = register_vector("pg15_type", from_hex("590000400e707562
 const Bytes& kRelationT2 = register_vector(
     "pg15_relation_t2", from_hex("52000040137075626c6963007432006400040169640000000017ffffffff006d000000400efffff"
                                  "fff006269670000000019ffffffff00620000000011ffffffff"));
-const Bytes& kUpdateBinary = register_vector(
-    "pg15_update_binary_unchanged_toast",
-    from_hex("55000040134e0004620000000400000001620000000373616475620000000200ff"));
+const Bytes& kUpdateBinary =
+    register_vector("pg15_update_binary_unchanged_toast",
+                    from_hex("55000040134e0004620000000400000001620000000373616475620000000200ff"));
 
 TEST(Pg15Capture, TypeAndBinaryColumnsWithUnchangedToast) {
   const auto type = decode_to<TypeData>(kTypeMood);
@@ -193,15 +192,15 @@ TEST(Pg15Capture, TypeAndBinaryColumnsWithUnchangedToast) {
 //   BEGIN; INSERT INTO t3 VALUES (-2); PREPARE TRANSACTION 'gid-2';     -- xid 743
 //   ROLLBACK PREPARED 'gid-2';
 const Bytes& kStreamStartFirst = register_vector("pg15_stream_start_first", from_hex("53000002e501"));
-const Bytes& kRelationInStream = register_vector(
-    "pg15_relation_in_stream",
-    from_hex("52000002e50000401d7075626c6963007433006400010169640000000017ffffffff"), kInStream);
+const Bytes& kRelationInStream =
+    register_vector("pg15_relation_in_stream",
+                    from_hex("52000002e50000401d7075626c6963007433006400010169640000000017ffffffff"), kInStream);
 const Bytes& kInsertInStream =
     register_vector("pg15_insert_in_stream", from_hex("49000002e50000401d4e0001740000000131"), kInStream);
 const Bytes& kStreamStop = register_vector("pg15_stream_stop", from_hex("45"));
 const Bytes& kStreamStartLater = register_vector("pg15_stream_start_later", from_hex("53000002e500"));
-const Bytes& kStreamCommit = register_vector(
-    "pg15_stream_commit", from_hex("63000002e500000000000159cb58000000000159cb880003046525f5c4d1"));
+const Bytes& kStreamCommit =
+    register_vector("pg15_stream_commit", from_hex("63000002e500000000000159cb58000000000159cb880003046525f5c4d1"));
 const Bytes& kBeginPrepare = register_vector(
     "pg15_begin_prepare", from_hex("62000000000159cc08000000000159cd000003046525f5c792000002e66769642d3100"));
 const Bytes& kPrepare = register_vector(

@@ -156,15 +156,16 @@ TEST(DecoderCorruption, ColumnLengthBeyondTheMessage) {
 
 TEST(DecoderCorruption, HugeTupleColumnCount) {
   // ncols(6..7) = 65535 with 3 bytes left: refused before anything is reserved.
-  const auto e = decode_error(MessageBuilder('I').int32(1).int8('N').int16(0xFFFF).null_column().null_column().null_column());
+  const auto e =
+      decode_error(MessageBuilder('I').int32(1).int8('N').int16(0xFFFF).null_column().null_column().null_column());
   EXPECT_EQ(e.offset, 6U);
   EXPECT_EQ(e.reason, "Int16 ncols = 65535 needs at least 65535 bytes, 3 left");
 }
 
 TEST(DecoderCorruption, HugeRelationColumnCount) {
   // R(0) relid(1..4) "s\0"(5..6) "t\0"(7..8) replident(9) ncols(10..11); one column is ≥ 10 bytes.
-  const auto e = decode_error(MessageBuilder('R').int32(1).string("s").string("t").int8('d').int16(2).relation_column(
-      0, "a", 23, -1));
+  const auto e = decode_error(
+      MessageBuilder('R').int32(1).string("s").string("t").int8('d').int16(2).relation_column(0, "a", 23, -1));
   EXPECT_EQ(e.offset, 10U);
   EXPECT_EQ(e.reason, "Int16 ncols = 2 needs at least 20 bytes, 11 left");
 }
@@ -226,7 +227,8 @@ TEST(DecodeError, FormatsKindNameOffsetAndReason) {
   EXPECT_EQ(e.offset, 2U);
   EXPECT_EQ(e.to_string(), "pgoutput 'C' (Commit) at offset 2: truncated Int64 commit_lsn");
 
-  EXPECT_EQ(decode_error(MessageBuilder('\xff')).to_string(), "pgoutput 0xff (unknown) at offset 0: unknown message type");
+  EXPECT_EQ(decode_error(MessageBuilder('\xff')).to_string(),
+            "pgoutput 0xff (unknown) at offset 0: unknown message type");
   EXPECT_EQ(decode_error({}).to_string(), "pgoutput 0x00 (unknown) at offset 0: empty message");
 }
 

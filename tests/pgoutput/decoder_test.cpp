@@ -288,8 +288,8 @@ TEST(DecodeUpdate, UnchangedToastInNewTuple) {
 // ---- Delete 'D': [xid] Int32 relid, 'K' | 'O', TupleData
 const Bytes& kDeleteKey = register_vector("delete_old_key", key_tuple(MessageBuilder('D').int32(kRelid).int8('K')));
 const Bytes& kDeleteOld = register_vector("delete_old_row", full_tuple(MessageBuilder('D').int32(kRelid2).int8('O')));
-const Bytes& kDeleteInStream = register_vector(
-    "delete_in_stream", key_tuple(MessageBuilder('D').int32(kXid).int32(kRelid).int8('K')), kInStream);
+const Bytes& kDeleteInStream =
+    register_vector("delete_in_stream", key_tuple(MessageBuilder('D').int32(kXid).int32(kRelid).int8('K')), kInStream);
 
 TEST(DecodeDelete, WithOldKey) {
   const auto m = decode_to<DeleteData>(kDeleteKey);
@@ -347,9 +347,9 @@ const Bytes& kMessageTransactional =
                                                  .raw(kContent));
 const Bytes& kMessageNonTransactional =
     register_vector("message_non_transactional", MessageBuilder('M').int8(0).int64(kLsnC).string("").int32(0));
-const Bytes& kMessageInStream = register_vector(
-    "message_in_stream", MessageBuilder('M').int32(kSubXid).int8(1).int64(kLsnA).string("p").int32(2).raw("hi"),
-    kInStream);
+const Bytes& kMessageInStream =
+    register_vector("message_in_stream",
+                    MessageBuilder('M').int32(kSubXid).int8(1).int64(kLsnA).string("p").int32(2).raw("hi"), kInStream);
 
 TEST(DecodeMessage, Transactional) {
   const auto m = decode_to<MessageData>(kMessageTransactional);
@@ -413,9 +413,9 @@ TEST(DecodeStreamCommit, ReadsEveryField) {
 
 // ---- Stream Abort 'A': Int32 xid, Int32 subxid, (streaming = parallel: Int64 abort_lsn, Int64 abort_time)
 const Bytes& kStreamAbort = register_vector("stream_abort", MessageBuilder('A').int32(kXid).int32(kSubXid));
-const Bytes& kStreamAbortParallel = register_vector(
-    "stream_abort_parallel", MessageBuilder('A').int32(kXid).int32(kSubXid).int64(kLsnC).int64(bits(kTimeA)),
-    kParallel);
+const Bytes& kStreamAbortParallel =
+    register_vector("stream_abort_parallel",
+                    MessageBuilder('A').int32(kXid).int32(kSubXid).int64(kLsnC).int64(bits(kTimeA)), kParallel);
 
 TEST(DecodeStreamAbort, WithoutAbortInfo) {
   const auto m = decode_to<StreamAbortData>(kStreamAbort);

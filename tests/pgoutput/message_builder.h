@@ -31,7 +31,9 @@ class MessageBuilder {
   // TupleData column kinds: 'n' NULL, 'u' unchanged TOAST, 't' text, 'b' binary.
   MessageBuilder& null_column() { return int8('n'); }
   MessageBuilder& unchanged_column() { return int8('u'); }
-  MessageBuilder& text_column(std::string_view v) { return int8('t').int32(static_cast<std::uint32_t>(v.size())).raw(v); }
+  MessageBuilder& text_column(std::string_view v) {
+    return int8('t').int32(static_cast<std::uint32_t>(v.size())).raw(v);
+  }
   MessageBuilder& binary_column(std::string_view v) {
     return int8('b').int32(static_cast<std::uint32_t>(v.size())).raw(v);
   }

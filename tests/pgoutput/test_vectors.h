@@ -36,9 +36,7 @@ T decode_to(const Bytes& bytes, const DecodeOptions& options = {}) {
   return std::get<T>(result.message());
 }
 
-inline std::string_view text(const Bytes& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
+inline std::string_view text(const Bytes& bytes) { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
 
 // True when `view` lies inside `bytes`: decoded strings are views into the input, not copies.
 inline bool points_into(std::string_view view, const Bytes& bytes) {

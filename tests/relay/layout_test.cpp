@@ -74,7 +74,8 @@ class LayoutTest : public ::testing::Test {
 };
 
 TEST_F(LayoutTest, APartitionedOutboxUnderAnAllTablesPublicationArrivesThroughItsLeavesAndSubPartitions) {
-  pg.exec(std::string("CREATE TABLE lay_all (") + kColumns + ") PARTITION BY LIST (aggregatetype);"
+  pg.exec(std::string("CREATE TABLE lay_all (") + kColumns +
+          ") PARTITION BY LIST (aggregatetype);"
           "CREATE TABLE lay_all_a PARTITION OF lay_all FOR VALUES IN ('A');"
           "CREATE TABLE lay_all_b PARTITION OF lay_all FOR VALUES IN ('B') PARTITION BY HASH (id);"
           "CREATE TABLE lay_all_b0 PARTITION OF lay_all_b FOR VALUES WITH (MODULUS 2, REMAINDER 0);"
@@ -94,7 +95,8 @@ TEST_F(LayoutTest, APartitionedOutboxUnderAnAllTablesPublicationArrivesThroughIt
 }
 
 TEST_F(LayoutTest, AnExplicitPublicationWithoutViaRootIsRelayedWithColumnsInAnotherOrder) {
-  pg.exec(std::string("CREATE TABLE lay_leaf (") + kColumns + ") PARTITION BY LIST (aggregatetype);"
+  pg.exec(std::string("CREATE TABLE lay_leaf (") + kColumns +
+          ") PARTITION BY LIST (aggregatetype);"
           // Created apart with another column order and attached: mapped by name, not position.
           "CREATE TABLE lay_leaf_x (payload jsonb, created_at timestamptz DEFAULT now(), type text, "
           "aggregateid text, aggregatetype text NOT NULL, id text NOT NULL);"
@@ -111,7 +113,8 @@ TEST_F(LayoutTest, AnExplicitPublicationWithoutViaRootIsRelayedWithColumnsInAnot
 }
 
 TEST_F(LayoutTest, InheritanceChildrenArriveUnderTheirOwnNamesAndAreRelayed) {
-  pg.exec(std::string("CREATE TABLE lay_inh (") + kColumns + ");"
+  pg.exec(std::string("CREATE TABLE lay_inh (") + kColumns +
+          ");"
           "CREATE TABLE lay_inh_2026 (archived boolean DEFAULT false) INHERITS (lay_inh);"
           "CREATE TABLE lay_inh_2026_q1 () INHERITS (lay_inh_2026);"
           "CREATE PUBLICATION lay_inh_pub FOR TABLE lay_inh WITH (publish = 'insert')");
@@ -122,7 +125,8 @@ TEST_F(LayoutTest, InheritanceChildrenArriveUnderTheirOwnNamesAndAreRelayed) {
 }
 
 TEST_F(LayoutTest, AnInheritanceChildThePublicationLeavesOutIsRefusedAtConnect) {
-  pg.exec(std::string("CREATE TABLE lay_only (") + kColumns + ");"
+  pg.exec(std::string("CREATE TABLE lay_only (") + kColumns +
+          ");"
           "CREATE PUBLICATION lay_only_pub FOR TABLE lay_only WITH (publish = 'insert');"
           // Created after the publication: never published, its rows would never arrive.
           "CREATE TABLE lay_only_late () INHERITS (lay_only)");
@@ -135,7 +139,8 @@ TEST_F(LayoutTest, AnInheritanceChildThePublicationLeavesOutIsRefusedAtConnect) 
 }
 
 TEST_F(LayoutTest, AFamilyMemberThatCannotBeMappedStopsWithTheMappingCodeBeforeConfirmingIt) {
-  pg.exec(std::string("CREATE TABLE lay_cols (") + kColumns + ");"
+  pg.exec(std::string("CREATE TABLE lay_cols (") + kColumns +
+          ");"
           "CREATE TABLE lay_cols_kid () INHERITS (lay_cols);"
           // A column list leaves the child's payload out of the stream.
           "CREATE PUBLICATION lay_cols_pub FOR TABLE ONLY lay_cols, ONLY lay_cols_kid (id, aggregatetype, aggregateid) "
@@ -157,7 +162,8 @@ TEST_F(LayoutTest, AFamilyMemberThatCannotBeMappedStopsWithTheMappingCodeBeforeC
 
 // A partition dropped before pgoutbox read its rows: the catalog can no longer say whose it was.
 TEST_F(LayoutTest, ARowOfADroppedPartitionStopsTheRelayInsteadOfBeingIgnored) {
-  pg.exec(std::string("CREATE TABLE lay_gone (") + kColumns + ") PARTITION BY LIST (aggregatetype);"
+  pg.exec(std::string("CREATE TABLE lay_gone (") + kColumns +
+          ") PARTITION BY LIST (aggregatetype);"
           "CREATE TABLE lay_gone_a PARTITION OF lay_gone FOR VALUES IN ('A');"
           "CREATE PUBLICATION lay_gone_pub FOR TABLE lay_gone WITH (publish = 'insert')");
   auto cfg = relay_config("lay_gone", "lay_gone_pub");
@@ -179,7 +185,8 @@ TEST_F(LayoutTest, ARowOfADroppedPartitionStopsTheRelayInsteadOfBeingIgnored) {
 // Detached (not dropped) before pgoutbox read its rows, under an explicit publication: the stream
 // carried it, so it was a member then; today's catalog no longer says so.
 TEST_F(LayoutTest, ARowOfAPartitionDetachedSinceStopsTheRelayInsteadOfBeingIgnored) {
-  pg.exec(std::string("CREATE TABLE lay_det (") + kColumns + ") PARTITION BY LIST (aggregatetype);"
+  pg.exec(std::string("CREATE TABLE lay_det (") + kColumns +
+          ") PARTITION BY LIST (aggregatetype);"
           "CREATE TABLE lay_det_a PARTITION OF lay_det FOR VALUES IN ('A');"
           "CREATE PUBLICATION lay_det_pub FOR TABLE lay_det WITH (publish = 'insert')");
   auto cfg = relay_config("lay_det", "lay_det_pub");
@@ -205,9 +212,10 @@ TEST_F(LayoutTest, DatabaseAndRoleSettingsDoNotChangeWhatIsRelayed) {
   pg.exec("ALTER ROLE postgres IN DATABASE lay_settings SET DateStyle = 'SQL, DMY'");
   pg.exec("ALTER ROLE postgres IN DATABASE lay_settings SET TimeZone = 'Asia/Kathmandu'");
   pg.exec("ALTER ROLE postgres IN DATABASE lay_settings SET IntervalStyle = 'sql_standard'");
-  pg.exec("CREATE TABLE lay_bytes (id text NOT NULL, aggregatetype text NOT NULL, aggregateid text, payload bytea, "
-          "occurred timestamptz); CREATE PUBLICATION lay_bytes_pub FOR TABLE lay_bytes WITH (publish = 'insert')",
-          "lay_settings");
+  pg.exec(
+      "CREATE TABLE lay_bytes (id text NOT NULL, aggregatetype text NOT NULL, aggregateid text, payload bytea, "
+      "occurred timestamptz); CREATE PUBLICATION lay_bytes_pub FOR TABLE lay_bytes WITH (publish = 'insert')",
+      "lay_settings");
   auto cfg = relay_config("lay_bytes", "lay_bytes_pub", "lay_settings");
   cfg.tables[0].columns.type.reset();
   cfg.tables[0].columns.timestamp = "occurred";
@@ -237,7 +245,8 @@ TEST_F(LayoutTest, TheReceivedPositionNeverDropsToZeroAndFollowsKeepalives) {
       return seen.empty() ? Lsn{} : seen.back();
     }
   } positions;
-  pg.exec(std::string("CREATE TABLE lay_recv (") + kColumns + "); CREATE TABLE lay_recv_other (x int);"
+  pg.exec(std::string("CREATE TABLE lay_recv (") + kColumns +
+          "); CREATE TABLE lay_recv_other (x int);"
           "CREATE PUBLICATION lay_recv_pub FOR TABLE lay_recv WITH (publish = 'insert')");
   auto cfg = relay_config("lay_recv", "lay_recv_pub");
   RelayRunner relay(cfg, &positions);

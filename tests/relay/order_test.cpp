@@ -64,7 +64,8 @@ TEST_F(OrderTest, AnInvalidTimestampHoldsTheLaterRecordsOfItsKeyUntilItIsSettled
   RelayRunner relay(cfg);
   pg.exec("INSERT INTO " + name + " VALUES ('a00', 'E', 'A', '{}', now())");
   ASSERT_EQ(read_topic(kafka.bootstrap(), name + ".E", 1, 60s).size(), 1U);
-  pg.exec("INSERT INTO " + name + " VALUES ('a01', 'E', 'A', '{}', now()), "
+  pg.exec("INSERT INTO " + name +
+          " VALUES ('a01', 'E', 'A', '{}', now()), "
           "('p', 'E', 'A', '{}', clock_timestamp() + interval '3 seconds'), ('a02', 'E', 'A', '{}', now())");
   std::this_thread::sleep_for(200ms);  // the refusal is reported meanwhile
   for (int i = 3; i <= 30; ++i) {

@@ -33,11 +33,16 @@ using namespace std::chrono_literals;
 enum class Layout { plain, partitioned_via_root, partitioned_leaves, sub_partitioned_leaves, inheritance };
 const char* name_of(Layout l) {
   switch (l) {
-    case Layout::plain: return "plain";
-    case Layout::partitioned_via_root: return "partitioned via root";
-    case Layout::partitioned_leaves: return "partitioned through leaves";
-    case Layout::sub_partitioned_leaves: return "sub-partitioned through leaves";
-    case Layout::inheritance: return "inheritance";
+    case Layout::plain:
+      return "plain";
+    case Layout::partitioned_via_root:
+      return "partitioned via root";
+    case Layout::partitioned_leaves:
+      return "partitioned through leaves";
+    case Layout::sub_partitioned_leaves:
+      return "sub-partitioned through leaves";
+    case Layout::inheritance:
+      return "inheritance";
   }
   return "?";
 }
@@ -114,22 +119,26 @@ class OutboxPropertyTest : public ::testing::Test {
         break;
       case Layout::partitioned_via_root:
       case Layout::partitioned_leaves:
-        sql = "CREATE TABLE prop_outbox (" + cols + ") PARTITION BY LIST (part);"
+        sql = "CREATE TABLE prop_outbox (" + cols +
+              ") PARTITION BY LIST (part);"
               "CREATE TABLE prop_outbox_p0 PARTITION OF prop_outbox FOR VALUES IN (0);"
               // Another column order, attached: mapped by name.
-              "CREATE TABLE prop_outbox_p1 (part int NOT NULL, payload " + c.payload_type +
+              "CREATE TABLE prop_outbox_p1 (part int NOT NULL, payload " +
+              c.payload_type +
               ", occurred timestamptz, aggregateid text, aggregatetype text NOT NULL, id text NOT NULL);"
               "ALTER TABLE prop_outbox ATTACH PARTITION prop_outbox_p1 FOR VALUES IN (1);";
         break;
       case Layout::sub_partitioned_leaves:
-        sql = "CREATE TABLE prop_outbox (" + cols + ") PARTITION BY LIST (part);"
+        sql = "CREATE TABLE prop_outbox (" + cols +
+              ") PARTITION BY LIST (part);"
               "CREATE TABLE prop_outbox_p0 PARTITION OF prop_outbox FOR VALUES IN (0);"
               "CREATE TABLE prop_outbox_p1 PARTITION OF prop_outbox FOR VALUES IN (1) PARTITION BY HASH (id);"
               "CREATE TABLE prop_outbox_p1_h0 PARTITION OF prop_outbox_p1 FOR VALUES WITH (MODULUS 2, REMAINDER 0);"
               "CREATE TABLE prop_outbox_p1_h1 PARTITION OF prop_outbox_p1 FOR VALUES WITH (MODULUS 2, REMAINDER 1);";
         break;
       case Layout::inheritance:
-        sql = "CREATE TABLE prop_outbox (" + cols + ");"
+        sql = "CREATE TABLE prop_outbox (" + cols +
+              ");"
               "CREATE TABLE prop_outbox_p1 (archived boolean DEFAULT false) INHERITS (prop_outbox);";
         break;
     }

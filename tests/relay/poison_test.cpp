@@ -49,10 +49,12 @@ class PoisonTest : public ::testing::Test {
   // Ten good rows with ids g1..g10 around an oversized one (big) and a malformed one (bad).
   // Returns a WAL position inside the last transaction: confirming past it confirms them all.
   Lsn write_mixed(const std::string& name) {
-    pg.exec("INSERT INTO " + name + " SELECT 'g' || g, 'E', 'k' || (g % 3), '{\"n\": ' || g || '}' "
+    pg.exec("INSERT INTO " + name +
+            " SELECT 'g' || g, 'E', 'k' || (g % 3), '{\"n\": ' || g || '}' "
             "FROM generate_series(1, 5) g");
     // Random hex, so compression cannot bring it under the topic's limit.
-    pg.exec("INSERT INTO " + name + " SELECT 'big', 'E', 'k1', '{\"pad\": \"' || string_agg(md5(random()::text), '') || "
+    pg.exec("INSERT INTO " + name +
+            " SELECT 'big', 'E', 'k1', '{\"pad\": \"' || string_agg(md5(random()::text), '') || "
             "'\"}' FROM generate_series(1, 625)");
     pg.exec("INSERT INTO " + name + " VALUES ('bad', 'E', 'k2', '{\"oops\": ')");
     return *Lsn::parse(*pg.query_value("WITH rows AS (INSERT INTO " + name +
@@ -62,7 +64,8 @@ class PoisonTest : public ::testing::Test {
   }
 
   std::optional<Lsn> slot_confirmed(const std::string& slot) {
-    const auto v = pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
+    const auto v =
+        pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
     return v ? Lsn::parse(*v) : std::nullopt;
   }
 

@@ -3,9 +3,9 @@
 // Runs a Relay on its own thread and io_context, as the daemon does, so a test can write rows,
 // fault services and read Kafka meanwhile.
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <atomic>
 #include <future>
 #include <thread>
 

@@ -24,7 +24,8 @@ class RelayTest : public ::testing::Test {
   config::Config outbox_config(const std::string& name, const std::string& payload_type = "jsonb") {
     pg.exec("CREATE TABLE " + name +
             " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, aggregateid text, "
-            "type text, payload " + payload_type + ", created_at timestamptz DEFAULT now())");
+            "type text, payload " +
+            payload_type + ", created_at timestamptz DEFAULT now())");
     config::Config cfg;
     cfg.postgres.dsn = pg.dsn();
     cfg.postgres.slot = name + "_slot";
@@ -46,7 +47,8 @@ class RelayTest : public ::testing::Test {
   }
 
   std::optional<Lsn> slot_confirmed(const std::string& slot) {
-    const auto v = pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
+    const auto v =
+        pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" + slot + "'");
     if (!v) return std::nullopt;
     return Lsn::parse(*v);
   }
@@ -58,16 +60,21 @@ TEST_F(RelayTest, EveryCommittedRowArrivesOnceWithTopicKeyValueAndHeaders) {
   auto cfg = outbox_config("basic");
   create_topic(kafka.bootstrap(), "basic.Order", 3);
   RelayRunner relay(cfg);
-  pg.exec("INSERT INTO basic (id, aggregatetype, aggregateid, type, payload) VALUES "
-          "('11111111-1111-1111-1111-111111111111', 'Order', 'order-1', 'OrderCreated', '{\"total\": 10, \"cur\": \"EUR\"}'), "
-          "('22222222-2222-2222-2222-222222222222', 'Customer', 'cust-9', 'CustomerMoved', '{\"city\": \"Zürich\"}')");
+  pg.exec(
+      "INSERT INTO basic (id, aggregatetype, aggregateid, type, payload) VALUES "
+      "('11111111-1111-1111-1111-111111111111', 'Order', 'order-1', 'OrderCreated', '{\"total\": 10, \"cur\": "
+      "\"EUR\"}'), "
+      "('22222222-2222-2222-2222-222222222222', 'Customer', 'cust-9', 'CustomerMoved', '{\"city\": \"Zürich\"}')");
   // Rolled back: must never appear (I3).
-  pg.exec("BEGIN; INSERT INTO basic (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'order-2', 'OrderPaid', '{}');"
-          "ROLLBACK");
+  pg.exec(
+      "BEGIN; INSERT INTO basic (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'order-2', 'OrderPaid', "
+      "'{}');"
+      "ROLLBACK");
   // Insert-then-delete in one transaction: the insert is still relayed.
-  pg.exec("BEGIN; INSERT INTO basic (id, aggregatetype, aggregateid, type, payload) VALUES "
-          "('33333333-3333-3333-3333-333333333333', 'Customer', 'cust-10', 'CustomerCreated', '{}');"
-          "DELETE FROM basic WHERE id = '33333333-3333-3333-3333-333333333333'; COMMIT");
+  pg.exec(
+      "BEGIN; INSERT INTO basic (id, aggregatetype, aggregateid, type, payload) VALUES "
+      "('33333333-3333-3333-3333-333333333333', 'Customer', 'cust-10', 'CustomerCreated', '{}');"
+      "DELETE FROM basic WHERE id = '33333333-3333-3333-3333-333333333333'; COMMIT");
   PGOUTBOX_ASSERT_EVENTUALLY(relay.counters().records_acked >= 3U, 30s);
   const auto orders = read_topic(kafka.bootstrap(), "basic.Order", 1, 30s);
   const auto customers = read_topic(kafka.bootstrap(), "basic.Customer", 2, 30s);
@@ -108,8 +115,9 @@ TEST_F(RelayTest, PayloadTypesAreRelayedAsStored) {
 
 TEST_F(RelayTest, SeveralTablesWithTheirOwnMappingsAndCustomColumns) {
   auto cfg = outbox_config("multi_a");
-  pg.exec("CREATE SCHEMA IF NOT EXISTS shop; CREATE TABLE shop.\"Events\" (event_id bigint PRIMARY KEY, "
-          "kind text, order_no text, body text, meta jsonb, occurred timestamptz)");
+  pg.exec(
+      "CREATE SCHEMA IF NOT EXISTS shop; CREATE TABLE shop.\"Events\" (event_id bigint PRIMARY KEY, "
+      "kind text, order_no text, body text, meta jsonb, occurred timestamptz)");
   config::TableConfig custom;
   custom.schema = "shop";
   custom.name = "Events";
@@ -118,9 +126,10 @@ TEST_F(RelayTest, SeveralTablesWithTheirOwnMappingsAndCustomColumns) {
   cfg.tables.push_back(custom);
   cfg.provenance_headers = true;
   RelayRunner relay(cfg);
-  pg.exec("BEGIN; INSERT INTO multi_a (aggregatetype, aggregateid, payload) VALUES ('A', 'a1', '{}');"
-          "INSERT INTO shop.\"Events\" VALUES (7, 'refund', 'R-1', 'refunded', '{\"traceparent\": \"00-t-01\", \"n\": 2}', "
-          "'2026-01-02 03:04:05.678+00'); COMMIT");
+  pg.exec(
+      "BEGIN; INSERT INTO multi_a (aggregatetype, aggregateid, payload) VALUES ('A', 'a1', '{}');"
+      "INSERT INTO shop.\"Events\" VALUES (7, 'refund', 'R-1', 'refunded', '{\"traceparent\": \"00-t-01\", \"n\": 2}', "
+      "'2026-01-02 03:04:05.678+00'); COMMIT");
   const auto a = read_topic(kafka.bootstrap(), "multi_a.A", 1, 30s);
   const auto shop = read_topic(kafka.bootstrap(), "shop-refund", 1, 30s);
   ASSERT_EQ(a.size(), 1U);
@@ -140,8 +149,9 @@ TEST_F(RelayTest, AHundredThousandRowTransactionArrivesWhole) {
   auto cfg = outbox_config("big");
   create_topic(kafka.bootstrap(), "big.Bulk", 4);
   RelayRunner relay(cfg);
-  pg.exec("INSERT INTO big (aggregatetype, aggregateid, type, payload) SELECT 'Bulk', 'k' || (g % 1000), 'Made', "
-          "jsonb_build_object('n', g) FROM generate_series(1, 100000) g");
+  pg.exec(
+      "INSERT INTO big (aggregatetype, aggregateid, type, payload) SELECT 'Bulk', 'k' || (g % 1000), 'Made', "
+      "jsonb_build_object('n', g) FROM generate_series(1, 100000) g");
   const auto got = read_topic(kafka.bootstrap(), "big.Bulk", 100000, 180s);
   ASSERT_EQ(got.size(), 100000U);
   std::set<std::string> ids;
@@ -156,8 +166,9 @@ TEST_F(RelayTest, ConcurrentWritersKeepPerKeyCommitOrder) {
   cfg.provenance_headers = true;
   create_topic(kafka.bootstrap(), "order8.Seq", 6);
   RelayRunner relay(cfg);
-  pg.exec("CREATE TABLE order8_seq (k int PRIMARY KEY, n int NOT NULL); "
-          "INSERT INTO order8_seq SELECT g, 0 FROM generate_series(0, 99) g");
+  pg.exec(
+      "CREATE TABLE order8_seq (k int PRIMARY KEY, n int NOT NULL); "
+      "INSERT INTO order8_seq SELECT g, 0 FROM generate_series(0, 99) g");
   constexpr int kWriters = 8;
   constexpr int kTxnsEach = 60;
   std::vector<std::thread> writers;
@@ -167,11 +178,13 @@ TEST_F(RelayTest, ConcurrentWritersKeepPerKeyCommitOrder) {
       for (int i = 0; i < kTxnsEach; ++i) {
         const int key = (w * 37 + i * 11) % 100;
         // The row lock on order8_seq orders writers of one key: sequence order = commit order.
-        exec_on(conn.get(), "BEGIN; WITH s AS (UPDATE order8_seq SET n = n + 1 WHERE k = " + std::to_string(key) +
-                                " RETURNING n) INSERT INTO order8 (aggregatetype, aggregateid, payload) SELECT 'Seq', 'key-" +
-                                std::to_string(key) + "', jsonb_build_object('n', n) FROM s; "
-                                "INSERT INTO order8 (aggregatetype, aggregateid, payload) VALUES ('Seq', 'noise-" +
-                                std::to_string(w) + "', '{}'); COMMIT");
+        exec_on(conn.get(),
+                "BEGIN; WITH s AS (UPDATE order8_seq SET n = n + 1 WHERE k = " + std::to_string(key) +
+                    " RETURNING n) INSERT INTO order8 (aggregatetype, aggregateid, payload) SELECT 'Seq', 'key-" +
+                    std::to_string(key) +
+                    "', jsonb_build_object('n', n) FROM s; "
+                    "INSERT INTO order8 (aggregatetype, aggregateid, payload) VALUES ('Seq', 'noise-" +
+                    std::to_string(w) + "', '{}'); COMMIT");
       }
     });
   }
@@ -210,9 +223,11 @@ TEST_F(RelayTest, ConfirmedFlushNeverPassesAnUnacknowledgedCommit) {
   kafka.pause();
   Lsn max_confirmed_while_frozen;
   for (int i = 0; i < 20; ++i) {
-    pg.exec("INSERT INTO frozen (aggregatetype, aggregateid, payload) VALUES ('F', 'during-" + std::to_string(i) + "', '{}')");
+    pg.exec("INSERT INTO frozen (aggregatetype, aggregateid, payload) VALUES ('F', 'during-" + std::to_string(i) +
+            "', '{}')");
     std::this_thread::sleep_for(150ms);  // pacing the writer, not waiting for a result
-    if (const auto c = slot_confirmed(cfg.postgres.slot); c && *c > max_confirmed_while_frozen) max_confirmed_while_frozen = *c;
+    if (const auto c = slot_confirmed(cfg.postgres.slot); c && *c > max_confirmed_while_frozen)
+      max_confirmed_while_frozen = *c;
   }
   kafka.resume();
 
@@ -220,10 +235,12 @@ TEST_F(RelayTest, ConfirmedFlushNeverPassesAnUnacknowledgedCommit) {
   ASSERT_EQ(got.size(), 21U);
   Lsn first_frozen_commit{~0ULL};
   for (const auto& r : got) {
-    if (r.key->rfind("during-", 0) == 0) first_frozen_commit = std::min(first_frozen_commit, *Lsn::parse(*r.header("pgoutbox.lsn")));
+    if (r.key->rfind("during-", 0) == 0)
+      first_frozen_commit = std::min(first_frozen_commit, *Lsn::parse(*r.header("pgoutbox.lsn")));
   }
   EXPECT_LE(max_confirmed_while_frozen, first_frozen_commit)
-      << "confirmed " << max_confirmed_while_frozen.to_string() << " past unacknowledged commit " << first_frozen_commit.to_string();
+      << "confirmed " << max_confirmed_while_frozen.to_string() << " past unacknowledged commit "
+      << first_frozen_commit.to_string();
   Lsn last_commit;
   for (const auto& r : got) last_commit = std::max(last_commit, *Lsn::parse(*r.header("pgoutbox.lsn")));
   PGOUTBOX_EXPECT_EVENTUALLY(slot_confirmed(cfg.postgres.slot) > last_commit, 30s);
@@ -241,8 +258,10 @@ TEST_F(RelayTest, AnIdleOutboxDoesNotPinWal) {
   }
   const auto retained = [&] {
     pg.exec("CHECKPOINT");
-    return std::stoll(*pg.query_value("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) FROM pg_replication_slots "
-                                      "WHERE slot_name = '" + cfg.postgres.slot + "'"));
+    return std::stoll(
+        *pg.query_value("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) FROM pg_replication_slots "
+                        "WHERE slot_name = '" +
+                        cfg.postgres.slot + "'"));
   };
   const auto before = retained();
   EXPECT_GT(before, 0);
@@ -264,8 +283,9 @@ TEST_F(RelayTest, StopAndStartMidStreamLosesNothingAndRepeatsOnlyWithTheSameId) 
       writer = std::thread([&] {
         auto conn = pg.connect();
         while (writing) {
-          exec_on(conn.get(), "INSERT INTO restart (aggregatetype, aggregateid, payload) SELECT 'R', 'k' || g, "
-                              "jsonb_build_object('g', g) FROM generate_series(1, 50) g");
+          exec_on(conn.get(),
+                  "INSERT INTO restart (aggregatetype, aggregateid, payload) SELECT 'R', 'k' || g, "
+                  "jsonb_build_object('g', g) FROM generate_series(1, 50) g");
           written += 50;
         }
       });
@@ -311,8 +331,9 @@ TEST_F(RelayTest, InFlightRecordsStayUnderTheCapWhileKafkaIsDown) {
   RelayRunner relay(cfg);
   kafka.pause();
   for (int i = 0; i < 10; ++i) {
-    pg.exec("INSERT INTO capped (aggregatetype, aggregateid, payload) SELECT 'C', 'k' || (g % 50), "
-            "jsonb_build_object('g', g, 'pad', repeat('x', 200)) FROM generate_series(1, 1000) g");
+    pg.exec(
+        "INSERT INTO capped (aggregatetype, aggregateid, payload) SELECT 'C', 'k' || (g % 50), "
+        "jsonb_build_object('g', g, 'pad', repeat('x', 200)) FROM generate_series(1, 1000) g");
   }
   PGOUTBOX_EXPECT_EVENTUALLY(relay.counters().pauses >= 1U, 30s);
   // Reading has stopped at the cap: produced-but-unacknowledged never exceeds it.

@@ -131,8 +131,8 @@ struct SinkScript {
   std::function<std::optional<kafka::DeliveryError>(const Produced&)> verdict = [](const Produced&) {
     return std::optional<kafka::DeliveryError>();
   };
-  int queue_full = 0;     // so many produce() calls find the queue full
-  bool hold = false;      // keep deliveries until release()
+  int queue_full = 0;          // so many produce() calls find the queue full
+  bool hold = false;           // keep deliveries until release()
   bool hold_isolated = false;  // keep only the isolated sink's deliveries until release()
   // Called at each produce() that is accepted, after it is recorded.
   std::function<void(const Produced&)> on_produce = [](const Produced&) {};
@@ -205,8 +205,7 @@ class FakeSink final : public kafka::Sink {
   int wakeup_fd() const override { return fd_; }
   void drain_wakeup() override {
     std::uint64_t n = 0;
-    while (::read(fd_, &n, sizeof n) > 0) {
-    }
+    while (::read(fd_, &n, sizeof n) > 0) {}
   }
   std::optional<std::string> fatal_error() const override { return script_.fatal; }
 
@@ -236,10 +235,13 @@ struct Harness {
 
   Outcome run(std::vector<std::function<void()>> steps = {}, Lsn slot_confirmed = Lsn{0x100}) {
     Observer observer;
-    Relay relay(config, io, [this](kafka::SinkOptions o) {
-      ++script.sinks_opened;
-      return std::make_unique<FakeSink>(script, std::move(o));
-    }, observer);
+    Relay relay(
+        config, io,
+        [this](kafka::SinkOptions o) {
+          ++script.sinks_opened;
+          return std::make_unique<FakeSink>(script, std::move(o));
+        },
+        observer);
     relay_ = &relay;
     boost::asio::steady_timer tick(io);
     std::size_t next = 0;
@@ -372,9 +374,8 @@ TEST(RelayUnit, StopWaitsForOutstandingAcksAndConfirmsThem) {
   h.source.push(relation());
   h.txn(0x1000, 2);
   Lsn before_ack;
-  const auto outcome =
-      h.run({[] {}, [&] { h.relay().stop(); }, [&] { before_ack = h.source.flush; }, [&] { h.script.release(0); },
-             [&] { h.script.release(1); }});
+  const auto outcome = h.run({[] {}, [&] { h.relay().stop(); }, [&] { before_ack = h.source.flush; },
+                              [&] { h.script.release(0); }, [&] { h.script.release(1); }});
   EXPECT_EQ(outcome.kind, Outcome::Kind::stopped);
   EXPECT_TRUE(outcome.reason.empty()) << outcome.reason;
   EXPECT_EQ(before_ack, Lsn{0x100});
@@ -418,12 +419,18 @@ TEST(RelayUnit, QueueFullPausesAndRetriesInOrderWithoutBlocking) {
   h.source.keepalive(Lsn{0x1000});
   bool paused_meanwhile = false;
   int steps_run = 0;
-  const auto outcome = h.run({[] {}, [&] { paused_meanwhile = h.source.paused(); ++steps_run; }, [&] { ++steps_run; }});
+  const auto outcome = h.run({[] {},
+                              [&] {
+                                paused_meanwhile = h.source.paused();
+                                ++steps_run;
+                              },
+                              [&] { ++steps_run; }});
   EXPECT_EQ(outcome.kind, Outcome::Kind::stopped);
   EXPECT_TRUE(paused_meanwhile);
   EXPECT_EQ(steps_run, 2);  // timers ran while the queue was full
   ASSERT_EQ(h.script.produced.size(), 3U);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(h.script.produced[i].record.event_id, fmt::format("00000000-0000-0000-0000-{:012d}", i + 1));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(h.script.produced[i].record.event_id, fmt::format("00000000-0000-0000-0000-{:012d}", i + 1));
   EXPECT_GE(h.counters.queue_full, 1U);
   EXPECT_EQ(h.source.flush, Lsn{0x1000});
 }
@@ -490,7 +497,8 @@ TEST(RelayUnit, SizeRefusalIsDeadLetteredWithoutTheValue) {
   h.txn(0x1000, 1, 1, big);
   std::uint64_t in_flight_bytes_after = 1;
   h.stop_when_done = false;
-  const auto outcome = h.run({[] {}, [] {}, [&] {
+  const auto outcome = h.run({[] {}, [] {},
+                              [&] {
                                 in_flight_bytes_after = h.relay().in_flight_bytes();
                                 h.relay().stop();
                               }});
@@ -515,7 +523,8 @@ TEST(RelayUnit, TransientFailuresAreSentAgainUntilAccepted) {
   Harness h;
   int failures = 3;
   h.script.verdict = [&failures](const Produced&) -> std::optional<kafka::DeliveryError> {
-    if (failures-- > 0) return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "REQUEST_TIMED_OUT", "timeout", false};
+    if (failures-- > 0)
+      return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "REQUEST_TIMED_OUT", "timeout", false};
     return std::nullopt;
   };
   h.source.push(relation());
@@ -589,7 +598,8 @@ TEST(RelayUnit, AFailedRecordHoldsTheLaterRecordsOfItsTopicUntilSettled) {
        {kafka::DeliveryFailure::permanent, "INVALID_TIMESTAMP", "Broker: Invalid timestamp", false},
        true},
       {"INVALID_RECORD", {kafka::DeliveryFailure::permanent, "INVALID_RECORD", "Broker: Invalid record", false}, true},
-      {"retriable (timed out)", {kafka::DeliveryFailure::retriable, "MSG_TIMED_OUT", "Local: Message timed out", false},
+      {"retriable (timed out)",
+       {kafka::DeliveryFailure::retriable, "MSG_TIMED_OUT", "Local: Message timed out", false},
        false},
   };
   for (const auto& c : cases) {
@@ -614,7 +624,8 @@ TEST(RelayUnit, AFailedRecordHoldsTheLaterRecordsOfItsTopicUntilSettled) {
     h.source.push(insert(2, "p"));
     h.source.push(insert(3, "k"));
     h.source.push(commit(0x1000 - 8, 0x1000), Lsn{0x1000});
-    std::vector<std::function<void()>> steps = {[] {}, [] {}, [&h] {
+    std::vector<std::function<void()>> steps = {[] {}, [] {},
+                                                [&h] {
                                                   h.source.push(begin(0x2000 - 8, 2));
                                                   h.source.push(insert(4, "k"));
                                                   h.source.push(insert(5, "k"));
@@ -643,7 +654,8 @@ TEST(RelayUnit, ARefusalAtProduceGoesAfterTheEarlierFailuresOfItsTopic) {
   std::set<std::string> sent;  // a timed-out record goes through when sent again
   h.script.verdict = [&sent](const Produced& p) -> std::optional<kafka::DeliveryError> {
     if (sent.insert(p.record.event_id).second && p.record.event_id == event(1)) {
-      return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "MSG_TIMED_OUT", "Local: Message timed out", false};
+      return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "MSG_TIMED_OUT", "Local: Message timed out",
+                                  false};
     }
     return std::nullopt;
   };

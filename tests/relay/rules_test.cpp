@@ -124,7 +124,7 @@ TEST(PgFailure, SqlstateDecidesBeforeText) {
     Fatal cause;
   };
   const std::vector<Case> cases = {
-      {"55006", Outcome::Kind::reconnect, Fatal::internal}, {"28P01", Outcome::Kind::fatal, Fatal::authentication},
+      {"55006", Outcome::Kind::reconnect, Fatal::internal},   {"28P01", Outcome::Kind::fatal, Fatal::authentication},
       {"28000", Outcome::Kind::fatal, Fatal::authentication}, {"42501", Outcome::Kind::fatal, Fatal::permission},
       {"42P01", Outcome::Kind::fatal, Fatal::table_missing},  {"53400", Outcome::Kind::fatal, Fatal::slot_unusable},
       {"42601", Outcome::Kind::fatal, Fatal::server_version}, {"57P03", Outcome::Kind::reconnect, Fatal::internal},

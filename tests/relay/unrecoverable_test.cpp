@@ -80,7 +80,9 @@ TEST(Unrecoverable, WrongPassword) {
 TEST(Unrecoverable, RoleWithoutReplication) {
   PgCluster& pg = shared_postgres();
   create_outbox(pg, "norepl");
-  pg.exec("CREATE ROLE norepl_user LOGIN; GRANT SELECT ON norepl TO norepl_user; CREATE PUBLICATION norepl_pub FOR TABLE norepl");
+  pg.exec(
+      "CREATE ROLE norepl_user LOGIN; GRANT SELECT ON norepl TO norepl_user; CREATE PUBLICATION norepl_pub FOR TABLE "
+      "norepl");
   auto cfg = base_config(pg, "norepl");
   cfg.postgres.dsn = "host=127.0.0.1 port=" + std::to_string(pg.port()) + " dbname=postgres user=norepl_user";
   cfg.postgres.create_publication = false;
@@ -109,13 +111,17 @@ TEST(Unrecoverable, SlotInvalidatedByMaxSlotWalKeepSize) {
   }
   // Well past what the slot may keep, then checkpoints remove the segments it needed.
   for (int i = 0; i < 4; ++i) {
-    pg.exec("CREATE TABLE filler_" + std::to_string(i) + " AS SELECT g, repeat('x', 500) AS pad FROM generate_series(1, 40000) g");
+    pg.exec("CREATE TABLE filler_" + std::to_string(i) +
+            " AS SELECT g, repeat('x', 500) AS pad FROM generate_series(1, 40000) g");
     pg.exec("SELECT pg_switch_wal()");
     pg.exec("CHECKPOINT");
   }
-  ASSERT_TRUE(eventually([&] {
-    return pg.query_value("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'lost_slot'") == "lost";
-  }, 30s)) << "the slot was not invalidated";
+  ASSERT_TRUE(eventually(
+      [&] {
+        return pg.query_value("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'lost_slot'") == "lost";
+      },
+      30s))
+      << "the slot was not invalidated";
   const auto outcome = run_until_done(cfg);
   expect_fatal(outcome, relay::Fatal::slot_invalidated, "invalidated");
   EXPECT_NE(outcome.reason.find("reconcile"), std::string::npos) << outcome.reason;
@@ -152,8 +158,9 @@ TEST(Unrecoverable, PublicationIsNotCreatedForAnExistingSlot) {
 TEST(Unrecoverable, MissingPassword) {
   PgCluster& pg = shared_postgres();
   create_outbox(pg, "nopw");
-  pg.exec("CREATE ROLE nopw_user LOGIN REPLICATION PASSWORD 'secret'; GRANT SELECT ON nopw TO nopw_user; "
-          "CREATE PUBLICATION nopw_pub FOR TABLE nopw");
+  pg.exec(
+      "CREATE ROLE nopw_user LOGIN REPLICATION PASSWORD 'secret'; GRANT SELECT ON nopw TO nopw_user; "
+      "CREATE PUBLICATION nopw_pub FOR TABLE nopw");
   {
     const std::string hba = pg.data_dir() + "/pg_hba.conf";
     std::ifstream in(hba);
@@ -184,10 +191,11 @@ TEST(Unrecoverable, NoFreeReplicationSlot) {
 
 TEST(Unrecoverable, EachCauseHasItsOwnExitCode) {
   const std::vector<relay::Fatal> causes = {
-      relay::Fatal::internal,   relay::Fatal::poison,         relay::Fatal::slot_invalidated, relay::Fatal::slot_unusable,
-      relay::Fatal::publication, relay::Fatal::table_missing, relay::Fatal::permission,       relay::Fatal::wal_level,
-      relay::Fatal::authentication, relay::Fatal::mapping,    relay::Fatal::kafka_config, relay::Fatal::slot_two_phase,
-      relay::Fatal::tls,            relay::Fatal::server_version};
+      relay::Fatal::internal,      relay::Fatal::poison,        relay::Fatal::slot_invalidated,
+      relay::Fatal::slot_unusable, relay::Fatal::publication,   relay::Fatal::table_missing,
+      relay::Fatal::permission,    relay::Fatal::wal_level,     relay::Fatal::authentication,
+      relay::Fatal::mapping,       relay::Fatal::kafka_config,  relay::Fatal::slot_two_phase,
+      relay::Fatal::tls,           relay::Fatal::server_version};
   std::set<int> codes;
   for (const auto cause : causes) {
     const int code = relay::exit_code(cause);

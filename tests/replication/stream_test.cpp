@@ -75,11 +75,14 @@ TEST_F(StreamTest, EveryOutboxColumnTypeArrivesAsItsTextForm) {
                                {{"public", "types_outbox"}});
   Session s(pg.dsn(), box.start());
   const std::string big(1 << 20, 'x');
-  pg.exec("INSERT INTO types_outbox VALUES ('6f1c2a4e-9b7d-4c1e-8f00-0123456789ab', 9223372036854775807, "
-          "'Ördér-訂單', '{\"b\": 1,  \"a\": [true, null]}', '{\"b\": 1,  \"a\": [true, null]}', '\\x00ff10', "
-          "'2026-11-29 10:00:00.123456+02', NULL)");
-  pg.exec("INSERT INTO types_outbox (id, payload_json) VALUES ('00000000-0000-0000-0000-000000000001', "
-          "json_build_object('big', '" + big + "'))");
+  pg.exec(
+      "INSERT INTO types_outbox VALUES ('6f1c2a4e-9b7d-4c1e-8f00-0123456789ab', 9223372036854775807, "
+      "'Ördér-訂單', '{\"b\": 1,  \"a\": [true, null]}', '{\"b\": 1,  \"a\": [true, null]}', '\\x00ff10', "
+      "'2026-11-29 10:00:00.123456+02', NULL)");
+  pg.exec(
+      "INSERT INTO types_outbox (id, payload_json) VALUES ('00000000-0000-0000-0000-000000000001', "
+      "json_build_object('big', '" +
+      big + "'))");
   ASSERT_TRUE(s.run_until([&] { return s.collector.txns.size() >= 2; }, 30s));
   ASSERT_TRUE(s.collector.errors.empty()) << s.collector.errors.front();
 
@@ -130,7 +133,8 @@ TEST_F(StreamTest, ConcurrentSmallTransactionsArriveEachWholeInCommitOrder) {
       auto conn = pg.connect();
       for (int i = 0; i < kTxnsEach; ++i) {
         exec_on(conn.get(), "BEGIN; INSERT INTO conc_outbox (writer, n) VALUES (" + std::to_string(w) + ", " +
-                                std::to_string(i) + "), (" + std::to_string(w) + ", " + std::to_string(i) + "); COMMIT");
+                                std::to_string(i) + "), (" + std::to_string(w) + ", " + std::to_string(i) +
+                                "); COMMIT");
       }
     });
   }
@@ -161,8 +165,9 @@ TEST_F(StreamTest, RolledBackTransactionsAndSavepointsPublishNothing) {
   Session s(pg.dsn(), box.start());
   pg.exec("INSERT INTO rb_outbox VALUES ('a')");
   pg.exec("BEGIN; INSERT INTO rb_outbox VALUES ('phantom-1'); ROLLBACK");
-  pg.exec("BEGIN; INSERT INTO rb_outbox VALUES ('c'); SAVEPOINT s1; INSERT INTO rb_outbox VALUES ('phantom-2'); "
-          "ROLLBACK TO s1; INSERT INTO rb_outbox VALUES ('e'); COMMIT");
+  pg.exec(
+      "BEGIN; INSERT INTO rb_outbox VALUES ('c'); SAVEPOINT s1; INSERT INTO rb_outbox VALUES ('phantom-2'); "
+      "ROLLBACK TO s1; INSERT INTO rb_outbox VALUES ('e'); COMMIT");
   pg.exec("INSERT INTO rb_outbox VALUES ('f')");
   ASSERT_TRUE(s.run_until([&] { return s.collector.txns.size() >= 3; }, 30s));
   // Let anything else that might come arrive: the marker row 'f' is after the phantoms.
@@ -175,8 +180,8 @@ TEST_F(StreamTest, RolledBackTransactionsAndSavepointsPublishNothing) {
 }
 
 TEST_F(StreamTest, ANewRelationMessageDescribesRowsAfterAddColumn) {
-  const auto box = make_outbox("ddl", {"CREATE TABLE ddl_outbox (id int PRIMARY KEY, payload text)"},
-                               {{"public", "ddl_outbox"}});
+  const auto box =
+      make_outbox("ddl", {"CREATE TABLE ddl_outbox (id int PRIMARY KEY, payload text)"}, {{"public", "ddl_outbox"}});
   Session s(pg.dsn(), box.start());
   pg.exec("INSERT INTO ddl_outbox VALUES (1, 'before')");
   pg.exec("ALTER TABLE ddl_outbox ADD COLUMN type text DEFAULT 'created'");
@@ -198,8 +203,9 @@ TEST_F(StreamTest, TwoOutboxTablesInOnePublicationKeepTheirOwnRows) {
                                 "CREATE TABLE billing.\"Invoice Events\" (id int, body jsonb)"},
                                {{"public", "two_orders"}, {"billing", "Invoice Events"}});
   Session s(pg.dsn(), box.start());
-  pg.exec("BEGIN; INSERT INTO two_orders VALUES (1, 'o'); INSERT INTO billing.\"Invoice Events\" VALUES (2, '{}'); "
-          "INSERT INTO two_orders VALUES (3, 'p'); COMMIT");
+  pg.exec(
+      "BEGIN; INSERT INTO two_orders VALUES (1, 'o'); INSERT INTO billing.\"Invoice Events\" VALUES (2, '{}'); "
+      "INSERT INTO two_orders VALUES (3, 'p'); COMMIT");
   ASSERT_TRUE(s.run_until([&] { return !s.collector.txns.empty(); }, 30s));
   const auto& rows = s.collector.txns[0].rows;
   ASSERT_EQ(rows.size(), 3U);
@@ -211,11 +217,12 @@ TEST_F(StreamTest, TwoOutboxTablesInOnePublicationKeepTheirOwnRows) {
 }
 
 TEST_F(StreamTest, APartitionedOutboxArrivesUnderItsRoot) {
-  const auto box = make_outbox("part",
-                               {"CREATE TABLE part_outbox (id int, created date, payload text) PARTITION BY RANGE (created)",
-                                "CREATE TABLE part_outbox_2026 PARTITION OF part_outbox FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')",
-                                "CREATE TABLE part_outbox_2027 PARTITION OF part_outbox FOR VALUES FROM ('2027-01-01') TO ('2028-01-01')"},
-                               {{"public", "part_outbox"}});
+  const auto box = make_outbox(
+      "part",
+      {"CREATE TABLE part_outbox (id int, created date, payload text) PARTITION BY RANGE (created)",
+       "CREATE TABLE part_outbox_2026 PARTITION OF part_outbox FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')",
+       "CREATE TABLE part_outbox_2027 PARTITION OF part_outbox FOR VALUES FROM ('2027-01-01') TO ('2028-01-01')"},
+      {{"public", "part_outbox"}});
   auto conn = Connection::open(pg.dsn(), false, "pgoutbox-test");
   const auto pub = conn.publication(box.publication);
   ASSERT_TRUE(pub);
@@ -235,12 +242,14 @@ TEST_F(StreamTest, APartitionedOutboxArrivesUnderItsRoot) {
 TEST_F(StreamTest, LogicalDecodingMessagesArriveInTheirTransactionOrAlone) {
   const auto box = make_outbox("msg", {"CREATE TABLE msg_outbox (id int)"}, {{"public", "msg_outbox"}});
   Session s(pg.dsn(), box.start());
-  pg.exec("BEGIN; INSERT INTO msg_outbox VALUES (1); "
-          "SELECT pg_logical_emit_message(true, 'pgoutbox', convert_to('{\"event\": \"été\"}', 'UTF8')); COMMIT");
+  pg.exec(
+      "BEGIN; INSERT INTO msg_outbox VALUES (1); "
+      "SELECT pg_logical_emit_message(true, 'pgoutbox', convert_to('{\"event\": \"été\"}', 'UTF8')); COMMIT");
   pg.exec("SELECT pg_logical_emit_message(false, 'heartbeat', 'tick')");
   pg.exec("BEGIN; SELECT pg_logical_emit_message(true, 'rolled-back', 'never'); ROLLBACK");
   pg.exec("INSERT INTO msg_outbox VALUES (2)");
-  ASSERT_TRUE(s.run_until([&] { return s.collector.txns.size() >= 2 && !s.collector.standalone_messages.empty(); }, 30s));
+  ASSERT_TRUE(
+      s.run_until([&] { return s.collector.txns.size() >= 2 && !s.collector.standalone_messages.empty(); }, 30s));
   ASSERT_TRUE(s.collector.errors.empty()) << s.collector.errors.front();
   ASSERT_EQ(s.collector.txns[0].messages.size(), 1U);
   EXPECT_EQ(s.collector.txns[0].messages[0].prefix, "pgoutbox");
@@ -270,7 +279,8 @@ TEST_F(StreamTest, RestartResumesFromTheConfirmedPositionWithWholeTransactions) 
             confirmed.to_string());
   pg.exec("BEGIN; INSERT INTO restart_outbox VALUES (4); INSERT INTO restart_outbox VALUES (5); COMMIT");
 
-  PGOUTBOX_ASSERT_EVENTUALLY(pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + box.slot + "'") == "f", 10s);
+  PGOUTBOX_ASSERT_EVENTUALLY(
+      pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + box.slot + "'") == "f", 10s);
   Session again(pg.dsn(), box.start());
   ASSERT_TRUE(again.run_until([&] { return again.collector.txns.size() >= 2; }, 30s));
   std::vector<std::vector<std::string>> got;
@@ -288,8 +298,8 @@ TEST_F(StreamTest, FlushPositionReachesTheSlotAndNeverGoesBack) {
   pg.exec("INSERT INTO flush_outbox VALUES (2)");
   ASSERT_TRUE(s.run_until([&] { return s.collector.txns.size() >= 2; }, 30s));
   const auto slot_confirmed = [&] {
-    return Lsn::parse(*pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" +
-                                      box.slot + "'"));
+    return Lsn::parse(
+        *pg.query_value("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '" + box.slot + "'"));
   };
   const Lsn initial = *slot_confirmed();
   EXPECT_LT(initial, s.collector.txns[0].end_lsn) << "the stream confirmed what nobody handed it";
@@ -384,7 +394,8 @@ TEST_F(KeepaliveTest, StopHasADeadlineWhenTheServerNeverEndsTheCopy) {
 }
 
 TEST_F(KeepaliveTest, APausedStreamStaysConnectedAndDeliversAfterResume) {
-  const auto box = make_outbox("paused", {"CREATE TABLE paused_outbox (id int, pad text)"}, {{"public", "paused_outbox"}});
+  const auto box =
+      make_outbox("paused", {"CREATE TABLE paused_outbox (id int, pad text)"}, {{"public", "paused_outbox"}});
   Session s(pg.dsn(), box.start(), {.status_interval = 500ms});
   s.stream->pause();
   // More than the socket buffers hold, so the walsender blocks on sending to us.

@@ -28,7 +28,8 @@ TEST(ConnectFailureTest, EachCauseHasItsKindAndFix) {
   EXPECT_EQ(diagnose_connect_failure("FATAL:  connection requires a valid client certificate").kind,
             ConnectFailure::tls_client_cert);
 
-  const auto refused = diagnose_connect_failure("connection to server at \"127.0.0.1\", port 1 failed: Connection refused");
+  const auto refused =
+      diagnose_connect_failure("connection to server at \"127.0.0.1\", port 1 failed: Connection refused");
   EXPECT_EQ(refused.kind, ConnectFailure::other);
   EXPECT_FALSE(refused.permanent);
   EXPECT_TRUE(refused.fix.empty());

@@ -37,7 +37,8 @@ class HostileRowsTest : public FaultTest {
         << "kafka:\n  brokers: \"" << kafka.bootstrap() << "\"\n  properties:\n    linger.ms: \"5\"\n"
         << "tables:\n";
     for (const auto& [table, extra] : tables) out << "  - table: public." << table << "\n" << extra;
-    out << "poison:\n  policy: dead-letter\n  dead_letter_topic: " << dlq << "\n  max_retries: 1\n  retry_backoff: 100ms\n"
+    out << "poison:\n  policy: dead-letter\n  dead_letter_topic: " << dlq
+        << "\n  max_retries: 1\n  retry_backoff: 100ms\n"
         << "metrics_address: \"127.0.0.1:" << port << "\"\nmetrics_topic_labels: 20\nlog_format: json\n";
     return path;
   }
@@ -70,8 +71,9 @@ TEST_F(HostileRowsTest, InvalidTopicBurstIsPoisonAndOtherTenantsKeepFlowing) {
                                   {"sec_burst_tenant", "    topic: \"sec_burst.tenant.${aggregatetype}\"\n"}},
                                  "sec_burst.dlq");
   auto relay = start_pgoutbox(config);
-  ASSERT_TRUE(eventually([&] { return !relay->running() || slot_active_pid(pg.dsn(), "sec_burst_slot").has_value(); }, 60s) &&
-              relay->running())
+  ASSERT_TRUE(
+      eventually([&] { return !relay->running() || slot_active_pid(pg.dsn(), "sec_burst_slot").has_value(); }, 60s) &&
+      relay->running())
       << log_tail();
   PGOUTBOX_ASSERT_EVENTUALLY(metric("pgoutbox_streaming") == 1, 30s);
   RssSampler rss;
@@ -84,11 +86,14 @@ TEST_F(HostileRowsTest, InvalidTopicBurstIsPoisonAndOtherTenantsKeepFlowing) {
   for (int batch = 0; batch < 10; ++batch) {
     const int from = batch * (kHostileRows / 10) + 1;
     const int to = from + kHostileRows / 10 - 1;
-    pg.exec("INSERT INTO sec_burst_hostile (id, aggregatetype, aggregateid, type, payload) SELECT 'h' || g, 'x/' || g, "
-            "'k' || g, 'Created', '{}' FROM generate_series(" + std::to_string(from) + ", " + std::to_string(to) + ") g");
-    pg.exec("INSERT INTO sec_burst_tenant (id, aggregatetype, aggregateid, type, payload) SELECT 't' || g, 'E', 'k' || g, "
-            "'Created', '{}' FROM generate_series(" + std::to_string(batch * kTenantRows / 10 + 1) + ", " +
-            std::to_string((batch + 1) * kTenantRows / 10) + ") g");
+    pg.exec(
+        "INSERT INTO sec_burst_hostile (id, aggregatetype, aggregateid, type, payload) SELECT 'h' || g, 'x/' || g, "
+        "'k' || g, 'Created', '{}' FROM generate_series(" +
+        std::to_string(from) + ", " + std::to_string(to) + ") g");
+    pg.exec(
+        "INSERT INTO sec_burst_tenant (id, aggregatetype, aggregateid, type, payload) SELECT 't' || g, 'E', 'k' || g, "
+        "'Created', '{}' FROM generate_series(" +
+        std::to_string(batch * kTenantRows / 10 + 1) + ", " + std::to_string((batch + 1) * kTenantRows / 10) + ") g");
   }
   const auto end_of_burst = current_wal_lsn();
 
@@ -137,25 +142,30 @@ TEST_F(HostileRowsTest, InvalidTopicBurstIsPoisonAndOtherTenantsKeepFlowing) {
 }
 
 TEST_F(HostileRowsTest, HeadersColumnCannotSpoofReservedHeadersAndIsCapped) {
-  pg.exec("CREATE TABLE sec_hdr_outbox (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, "
-          "type text NOT NULL, payload jsonb, headers jsonb)");
+  pg.exec(
+      "CREATE TABLE sec_hdr_outbox (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, "
+      "type text NOT NULL, payload jsonb, headers jsonb)");
   create_topic(kafka.bootstrap(), "sec_hdr.E", 1);
   create_topic(kafka.bootstrap(), "sec_hdr.dlq", 1);
-  const auto config = write_yaml("sec_hdr",
-                                 {{"sec_hdr_outbox", "    topic: \"sec_hdr.${aggregatetype}\"\n    columns:\n      headers: headers\n"}},
-                                 "sec_hdr.dlq");
+  const auto config = write_yaml(
+      "sec_hdr",
+      {{"sec_hdr_outbox", "    topic: \"sec_hdr.${aggregatetype}\"\n    columns:\n      headers: headers\n"}},
+      "sec_hdr.dlq");
   auto relay = start_pgoutbox(config);
-  ASSERT_TRUE(eventually([&] { return !relay->running() || slot_active_pid(pg.dsn(), "sec_hdr_slot").has_value(); }, 60s) &&
-              relay->running())
+  ASSERT_TRUE(
+      eventually([&] { return !relay->running() || slot_active_pid(pg.dsn(), "sec_hdr_slot").has_value(); }, 60s) &&
+      relay->running())
       << log_tail();
 
   pg.exec(R"(INSERT INTO sec_hdr_outbox VALUES ('real-1', 'E', 'k1', 'OrderCreated', '{}',
              '{"id": "SPOOFED", "type": "Refund", "pgoutbox.lsn": "0/0", "Pgoutbox.Xid": "1", "traceparent": "00-abc-def-01"}'))");
   // 100,000 header keys: librdkafka's consumer refuses more than 100,000 headers (the record
   // then reads back with none); pgoutbox's cap makes the row poison long before.
-  pg.exec("INSERT INTO sec_hdr_outbox SELECT 'many-1', 'E', 'k2', 'OrderCreated', '{}', "
-          "jsonb_object_agg('h' || g, 'v') FROM generate_series(1, 100000) g");
-  pg.exec("INSERT INTO sec_hdr_outbox VALUES ('real-2', 'E', 'k3', 'OrderCreated', '{}', '{\"traceparent\": \"00-x\"}')");
+  pg.exec(
+      "INSERT INTO sec_hdr_outbox SELECT 'many-1', 'E', 'k2', 'OrderCreated', '{}', "
+      "jsonb_object_agg('h' || g, 'v') FROM generate_series(1, 100000) g");
+  pg.exec(
+      "INSERT INTO sec_hdr_outbox VALUES ('real-2', 'E', 'k3', 'OrderCreated', '{}', '{\"traceparent\": \"00-x\"}')");
 
   const auto records = read_topic(kafka.bootstrap(), "sec_hdr.E", 2, 60s);
   ASSERT_EQ(records.size(), 2U) << log_tail();
@@ -183,9 +193,12 @@ TEST_F(HostileRowsTest, HeadersColumnCannotSpoofReservedHeadersAndIsCapped) {
   PGOUTBOX_EXPECT_EVENTUALLY(metric("pgoutbox_headers_dropped_total", "table=\"public.sec_hdr_outbox\"") == 4, 30s);
   const auto log = log_tail();
   std::size_t warnings = 0;
-  for (auto at = log.find("reserved header"); at != std::string::npos; at = log.find("reserved header", at + 1)) ++warnings;
+  for (auto at = log.find("reserved header"); at != std::string::npos; at = log.find("reserved header", at + 1))
+    ++warnings;
   EXPECT_EQ(warnings, 1U) << "logged once per table";
-  Figures("header_spoofing").add("id_headers", static_cast<double>(ids)).add("dead_lettered", static_cast<double>(dead.size()));
+  Figures("header_spoofing")
+      .add("id_headers", static_cast<double>(ids))
+      .add("dead_lettered", static_cast<double>(dead.size()));
 }
 
 }  // namespace

@@ -80,7 +80,8 @@ TEST_F(HttpExhaustionTest, IdleClientsCannotStarveTheRelayOfDescriptors) {
   create_topic(kafka.bootstrap(), p.topics().front(), 1);
   const int port = free_loopback_port();
   auto config = config_for(p, kafka.bootstrap());
-  config.extra_yaml = "metrics_address: \"127.0.0.1:" + std::to_string(port) + "\"\nreconnect:\n  min: 100ms\n  max: 1s\n";
+  config.extra_yaml =
+      "metrics_address: \"127.0.0.1:" + std::to_string(port) + "\"\nreconnect:\n  min: 100ms\n  max: 1s\n";
   auto relay = start_pgoutbox(write_config("sec_http.yaml", config));
   ASSERT_TRUE(wait_streaming(p, *relay)) << log_tail();
   PGOUTBOX_ASSERT_EVENTUALLY(http_get("127.0.0.1", port, "/healthz").status == 200, 30s);
@@ -101,7 +102,8 @@ TEST_F(HttpExhaustionTest, IdleClientsCannotStarveTheRelayOfDescriptors) {
   std::this_thread::sleep_for(3s);
   const auto ticks_after = cpu_ticks(relay->pid());
   ASSERT_TRUE(ticks_before && ticks_after);
-  const double core_share = static_cast<double>(*ticks_after - *ticks_before) / static_cast<double>(::sysconf(_SC_CLK_TCK)) / 3.0;
+  const double core_share =
+      static_cast<double>(*ticks_after - *ticks_before) / static_cast<double>(::sysconf(_SC_CLK_TCK)) / 3.0;
   EXPECT_LT(core_share, 0.3) << "the relay spins while clients hold the metrics port";
 
   // A replication reconnect now needs a descriptor: end the walsender and write events.

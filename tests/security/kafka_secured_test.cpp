@@ -34,9 +34,13 @@ struct SecuredKafka {
   KafkaBroker broker{KafkaBroker::Options{
       .listeners = {"SSL"},
       .properties = "ssl.keystore.type=PEM\n"
-                    "ssl.keystore.location=" + keystore + "\n"
+                    "ssl.keystore.location=" +
+                    keystore +
+                    "\n"
                     "ssl.truststore.type=PEM\n"
-                    "ssl.truststore.location=" + ca.cert() + "\n"
+                    "ssl.truststore.location=" +
+                    ca.cert() +
+                    "\n"
                     "listener.name.ssl.ssl.client.auth=required\n"
                     "ssl.principal.mapping.rules=RULE:^CN=([^,]*).*$/$1/,DEFAULT\n"
                     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
@@ -56,11 +60,12 @@ struct SecuredKafka {
 
   SecuredKafka() {
     for (const char* user : {"User:pgoutbox-mtls"}) {
-      allow_acls(broker.bootstrap(), user,
-                 {{RD_KAFKA_RESOURCE_TOPIC, "sec_", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, RD_KAFKA_ACL_OPERATION_WRITE},
-                  {RD_KAFKA_RESOURCE_TOPIC, "sec_", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, RD_KAFKA_ACL_OPERATION_DESCRIBE},
-                  {RD_KAFKA_RESOURCE_BROKER, "kafka-cluster", RD_KAFKA_RESOURCE_PATTERN_LITERAL,
-                   RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE}});
+      allow_acls(
+          broker.bootstrap(), user,
+          {{RD_KAFKA_RESOURCE_TOPIC, "sec_", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, RD_KAFKA_ACL_OPERATION_WRITE},
+           {RD_KAFKA_RESOURCE_TOPIC, "sec_", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, RD_KAFKA_ACL_OPERATION_DESCRIBE},
+           {RD_KAFKA_RESOURCE_BROKER, "kafka-cluster", RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+            RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE}});
     }
     for (const char* topic : {"sec_mtls", "sec_wrong", "denied_topic"}) create_topic(broker.bootstrap(), topic, 1);
   }
@@ -85,7 +90,8 @@ class KafkaSecuredTest : public ::testing::Test {
 
   std::string config(const std::string& name, const std::string& topic, const std::string& listener,
                      std::map<std::string, std::string> properties) {
-    pg.exec("CREATE TABLE IF NOT EXISTS " + name + " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), "
+    pg.exec("CREATE TABLE IF NOT EXISTS " + name +
+            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), "
             "aggregatetype text NOT NULL, aggregateid text, type text, payload jsonb)");
     PgoutboxConfig c;
     c.dsn = pg.dsn();
@@ -109,9 +115,8 @@ class KafkaSecuredTest : public ::testing::Test {
                         const std::function<bool(const std::string&)>& done) {
     const std::string log = dir.path() + "/" + name + ".log";
     PgoutboxProcess process(PGOUTBOX_BINARY, cfg, log, env);
-    PGOUTBOX_EXPECT_EVENTUALLY(pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name +
-                                              "_slot'") == "t",
-                               60s);
+    PGOUTBOX_EXPECT_EVENTUALLY(
+        pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name + "_slot'") == "t", 60s);
     pg.exec("INSERT INTO " + name + " (aggregatetype, aggregateid, payload) VALUES ('S', 'k', '{}')");
     PGOUTBOX_EXPECT_EVENTUALLY(done(read_file(log)), 60s) << read_file(log);
     process.signal(SIGTERM);
@@ -123,9 +128,8 @@ class KafkaSecuredTest : public ::testing::Test {
 
 TEST_F(KafkaSecuredTest, PublishesThroughMutualTls) {
   const auto cfg = config("ks_mtls", "sec_mtls", "SSL", mtls_properties());
-  run_until("ks_mtls", cfg, {}, [&](const std::string&) {
-    return topic_record_count(kafka().broker.bootstrap(), "sec_mtls") >= 1;
-  });
+  run_until("ks_mtls", cfg, {},
+            [&](const std::string&) { return topic_record_count(kafka().broker.bootstrap(), "sec_mtls") >= 1; });
   EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "sec_mtls"), 1);
   const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg});
   EXPECT_EQ(check.exit_code, 0) << check.output;
@@ -133,9 +137,8 @@ TEST_F(KafkaSecuredTest, PublishesThroughMutualTls) {
 
 TEST_F(KafkaSecuredTest, AnUntrustedBrokerCertificateIsNamedInRunAndBlocksCheck) {
   const auto cfg = config("ks_wrong_ca", "sec_wrong", "SSL", mtls_properties(kafka().other_ca.cert()));
-  run_until("ks_wrong_ca", cfg, {}, [](const std::string& text) {
-    return text.find("certificate verify failed") != std::string::npos;
-  });
+  run_until("ks_wrong_ca", cfg, {},
+            [](const std::string& text) { return text.find("certificate verify failed") != std::string::npos; });
   EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "sec_wrong"), 0);
   const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "5"});
   EXPECT_EQ(check.exit_code, 1) << check.output;
@@ -144,9 +147,8 @@ TEST_F(KafkaSecuredTest, AnUntrustedBrokerCertificateIsNamedInRunAndBlocksCheck)
 
 TEST_F(KafkaSecuredTest, ATopicWithoutAnAclIsNamedInRunAndCheck) {
   const auto cfg = config("ks_no_acl", "denied_topic", "SSL", mtls_properties());
-  run_until("ks_no_acl", cfg, {}, [](const std::string& text) {
-    return text.find("Topic authorization failed") != std::string::npos;
-  });
+  run_until("ks_no_acl", cfg, {},
+            [](const std::string& text) { return text.find("Topic authorization failed") != std::string::npos; });
   EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "denied_topic"), 0);
   const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg});
   EXPECT_EQ(check.exit_code, 1) << check.output;

@@ -110,24 +110,28 @@ TEST_F(LocalFilesTest, ConfigurationThatIsNotASmallRegularFileIsRefusedAtOnce) {
 
 TEST_F(LocalFilesTest, WeakTransportAndExposedSecretsAreWarnedByCheckAndOnceByRun) {
   const std::string secret = write("sasl.secret", "s3cret\n", 0644);
-  const auto config = write("weak.yaml", minimal("", "    enable.ssl.certificate.verification: \"false\"\n"
-                                                     "    security.protocol: SASL_PLAINTEXT\n"
-                                                     "    sasl.mechanism: PLAIN\n"
-                                                     "    sasl.username: relay\n"
-                                                     "    sasl.password_file: \"" + secret + "\"\n"));
+  const auto config = write("weak.yaml", minimal("",
+                                                 "    enable.ssl.certificate.verification: \"false\"\n"
+                                                 "    security.protocol: SASL_PLAINTEXT\n"
+                                                 "    sasl.mechanism: PLAIN\n"
+                                                 "    sasl.username: relay\n"
+                                                 "    sasl.password_file: \"" +
+                                                     secret + "\"\n"));
   const auto check = run_binary({"check", "-c", config, "--kafka-timeout", "1"}, 60s, "check.log");
   ASSERT_TRUE(check.exit_code) << check.output;
-  for (const std::string& says : std::vector<std::string>{"WARN  postgres tls: sslmode is prefer", "WARN  kafka tls: enable.ssl.certificate.verification is false",
-                                 "WARN  kafka tls: a SASL password is set but security.protocol is sasl_plaintext",
-                                 "WARN  secret file: kafka.properties.sasl.password_file: " + secret +
-                                     " is readable by group and others (mode 0644)"}) {
+  for (const std::string& says : std::vector<std::string>{
+           "WARN  postgres tls: sslmode is prefer", "WARN  kafka tls: enable.ssl.certificate.verification is false",
+           "WARN  kafka tls: a SASL password is set but security.protocol is sasl_plaintext",
+           "WARN  secret file: kafka.properties.sasl.password_file: " + secret +
+               " is readable by group and others (mode 0644)"}) {
     EXPECT_NE(check.output.find(says), std::string::npos) << says << "\n" << check.output;
   }
   EXPECT_EQ(check.output.find("s3cret"), std::string::npos) << "the secret itself is never printed";
 
   // `run` says the same once at start, then keeps retrying the unreachable Postgres.
   const std::string log = dir.path() + "/run.log";
-  ChildProcess run({.argv = {PGOUTBOX_BINARY, "run", "-c", config}, .log_path = log, .run_as = std::nullopt, .extra_env = {}});
+  ChildProcess run(
+      {.argv = {PGOUTBOX_BINARY, "run", "-c", config}, .log_path = log, .run_as = std::nullopt, .extra_env = {}});
   PGOUTBOX_ASSERT_EVENTUALLY(occurrences(file_text(log), "retrying in") >= 2, 30s);
   const auto text = file_text(log);
   EXPECT_EQ(occurrences(text, "sslmode is prefer"), 1U) << text;
@@ -139,11 +143,14 @@ TEST_F(LocalFilesTest, WeakTransportAndExposedSecretsAreWarnedByCheckAndOnceByRu
 
   // With verify-full, verification on and SASL_SSL, no warning is left but the file's mode.
   ::chmod(secret.c_str(), 0600);
-  const auto strict = write("strict.yaml", "postgres:\n  dsn: \"host=127.0.0.1 port=1 dbname=app user=relay sslmode=verify-full "
-                                           "connect_timeout=1\"\nkafka:\n  brokers: \"127.0.0.1:1\"\n  properties:\n"
-                                           "    security.protocol: SASL_SSL\n    sasl.mechanism: PLAIN\n"
-                                           "    sasl.username: relay\n    sasl.password_file: \"" + secret + "\"\n"
-                                           "tables:\n  - table: public.outbox\n");
+  const auto strict = write("strict.yaml",
+                            "postgres:\n  dsn: \"host=127.0.0.1 port=1 dbname=app user=relay sslmode=verify-full "
+                            "connect_timeout=1\"\nkafka:\n  brokers: \"127.0.0.1:1\"\n  properties:\n"
+                            "    security.protocol: SASL_SSL\n    sasl.mechanism: PLAIN\n"
+                            "    sasl.username: relay\n    sasl.password_file: \"" +
+                                secret +
+                                "\"\n"
+                                "tables:\n  - table: public.outbox\n");
   const auto clean = run_binary({"check", "-c", strict, "--kafka-timeout", "1"}, 60s, "check-strict.log");
   EXPECT_EQ(clean.output.find("WARN  postgres tls"), std::string::npos) << clean.output;
   EXPECT_EQ(clean.output.find("WARN  kafka tls"), std::string::npos) << clean.output;
@@ -152,7 +159,8 @@ TEST_F(LocalFilesTest, WeakTransportAndExposedSecretsAreWarnedByCheckAndOnceByRu
 
 TEST_F(LocalFilesTest, CapsBeyondTheirCeilingsAreConfigurationErrors) {
   for (const auto& [extra, says] : std::vector<std::pair<std::string, std::string>>{
-           {"limits:\n  max_in_flight_records: 18446744073709551615\n", "limits.max_in_flight_records: must be at most 1000000"},
+           {"limits:\n  max_in_flight_records: 18446744073709551615\n",
+            "limits.max_in_flight_records: must be at most 1000000"},
            {"limits:\n  max_in_flight_bytes: 16EiB\n", "limits.max_in_flight_bytes"},
            {"limits:\n  max_in_flight_bytes: 4GiB\n", "limits.max_in_flight_bytes: must be at most 1GiB"}}) {
     const auto result = run_binary({"run", "-c", write("caps.yaml", minimal(extra))}, 15s, "caps.log");
@@ -166,7 +174,9 @@ TEST_F(LocalFilesTest, RunIsNotDumpable) {
   if (!account) GTEST_SKIP() << "needs root to run pgoutbox as another user";
   const auto config = write("dump.yaml", minimal());
   ASSERT_EQ(::chown(config.c_str(), account->uid, account->gid), 0);
-  ChildProcess run({.argv = {PGOUTBOX_BINARY, "run", "-c", config}, .log_path = dir.path() + "/dump.log", .run_as = account,
+  ChildProcess run({.argv = {PGOUTBOX_BINARY, "run", "-c", config},
+                    .log_path = dir.path() + "/dump.log",
+                    .run_as = account,
                     .extra_env = {}});
   const std::string log = dir.path() + "/dump.log";
   PGOUTBOX_ASSERT_EVENTUALLY(file_text(log).find("retrying in") != std::string::npos, 30s);
@@ -183,7 +193,10 @@ TEST_F(LocalFilesTest, RunIsNotDumpable) {
 
 TEST(TextLogs, ARowValueCannotForgeALineOrSteerTheTerminal) {
   const auto formatter = logging::make_formatter(logging::Format::text);
-  const std::string hostile = "poison x\n2026-12-01T00:00:00.000Z info all good\r\x1b[2J\xc2\x9b" "31m" + std::string(100'000, 'y');
+  const std::string hostile =
+      "poison x\n2026-12-01T00:00:00.000Z info all good\r\x1b[2J\xc2\x9b"
+      "31m" +
+      std::string(100'000, 'y');
   spdlog::details::log_msg msg(spdlog::source_loc{}, "", spdlog::level::warn, hostile);
   spdlog::memory_buf_t out;
   formatter->format(msg, out);
@@ -217,8 +230,8 @@ TEST(ComposeFile, PublishesPortsOnLoopbackOnly) {
   for (const auto& service : compose["services"]) {
     for (const auto& port : service.second["ports"]) {
       const auto text = port.as<std::string>();
-      EXPECT_EQ(text.rfind("127.0.0.1:", 0), 0U) << service.first.as<std::string>() << " publishes " << text
-                                                 << " on every interface";
+      EXPECT_EQ(text.rfind("127.0.0.1:", 0), 0U)
+          << service.first.as<std::string>() << " publishes " << text << " on every interface";
       ++published;
     }
   }

@@ -54,7 +54,8 @@ class PostgresTlsTest : public ::testing::Test {
 
   static void SetUpTestSuite() {
     auto& pg = tls().pg;
-    pg.exec(std::string("CREATE ROLE relay LOGIN REPLICATION PASSWORD '") + kPassword + "';"
+    pg.exec(std::string("CREATE ROLE relay LOGIN REPLICATION PASSWORD '") + kPassword +
+            "';"
             "CREATE ROLE certuser LOGIN REPLICATION;"
             "CREATE ROLE stranger LOGIN REPLICATION PASSWORD 'x';"
             "CREATE TABLE sec_outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, "
@@ -94,12 +95,12 @@ class PostgresTlsTest : public ::testing::Test {
   std::string stream_one_row(const std::string& name, const std::string& dsn_text, std::vector<std::string> env) {
     const auto cfg = config(name, dsn_text);
     PgoutboxProcess process(PGOUTBOX_BINARY, cfg, dir.path() + "/" + name + ".log", env);
-    PGOUTBOX_EXPECT_EVENTUALLY(pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name +
-                                              "_slot'") == "t",
-                               60s);
+    PGOUTBOX_EXPECT_EVENTUALLY(
+        pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name + "_slot'") == "t", 60s);
     // The walsender's session is encrypted.
     EXPECT_EQ(pg.query_value("SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_replication_slots r ON r.active_pid = "
-                             "s.pid WHERE r.slot_name = '" + name + "_slot'"),
+                             "s.pid WHERE r.slot_name = '" +
+                             name + "_slot'"),
               "t");
     pg.exec("INSERT INTO sec_outbox (aggregatetype, aggregateid, payload) VALUES ('S', '" + name + "', '{}')");
     const auto got = read_topic(kafka.bootstrap(), name, 1, 60s);
@@ -143,16 +144,17 @@ TEST_F(PostgresTlsTest, ScramOverVerifyFullStreamsAndNeverPrintsThePassword) {
 }
 
 TEST_F(PostgresTlsTest, ClientCertificateAuthenticationStreams) {
-  stream_one_row("tls_cert",
-                 dsn("certuser", "localhost", tls().ca.cert(),
-                     " sslcert=" + tls().client.cert + " sslkey=" + tls().client.key),
-                 {});
+  stream_one_row(
+      "tls_cert",
+      dsn("certuser", "localhost", tls().ca.cert(), " sslcert=" + tls().client.cert + " sslkey=" + tls().client.key),
+      {});
 }
 
 TEST_F(PostgresTlsTest, AnUntrustedServerCertificateIsNamedWithTheFix) {
   const auto r = refused("tls_wrong_ca", dsn("relay", "localhost", tls().other_ca.cert()),
                          {std::string("PGOUTBOX_POSTGRES_PASSWORD=") + kPassword}, "certificate verify failed");
-  EXPECT_NE(r.run_output.find("Fix: the server's certificate is not signed by the CA in sslrootcert"), std::string::npos)
+  EXPECT_NE(r.run_output.find("Fix: the server's certificate is not signed by the CA in sslrootcert"),
+            std::string::npos)
       << r.run_output;
   EXPECT_EQ(r.check.exit_code, 1) << r.check.output;
   const auto line = line_starting(r.check.output, "FAIL  postgres:");

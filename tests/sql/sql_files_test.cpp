@@ -49,8 +49,10 @@ class SqlFilesTest : public ::testing::Test {
     static int sequence = 0;
     ScratchDir scratch("psql", std::nullopt);
     const std::string log = scratch.path() + "/psql-" + std::to_string(++sequence) + ".log";
-    std::vector<std::string> argv = {PGOUTBOX_PSQL, "-X", "-v", "ON_ERROR_STOP=1", "-d",
-                                     "host=127.0.0.1 port=" + std::to_string(pg.port()) + " user=postgres dbname=" + kDatabase};
+    std::vector<std::string> argv = {
+        PGOUTBOX_PSQL, "-X",
+        "-v",          "ON_ERROR_STOP=1",
+        "-d",          "host=127.0.0.1 port=" + std::to_string(pg.port()) + " user=postgres dbname=" + kDatabase};
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     argv.push_back("-f");
     argv.push_back(std::string(PGOUTBOX_SQL_DIR) + "/" + file);
@@ -124,8 +126,9 @@ class SqlFilesTest : public ::testing::Test {
 };
 
 TEST_F(SqlFilesTest, TheRoleHasLoginAndReplicationAndNothingMore) {
-  const auto row = pg.query("SELECT rolcanlogin, rolreplication, rolsuper, rolcreatedb, rolcreaterole, rolbypassrls, "
-                            "rolinherit, rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'pgoutbox'");
+  const auto row = pg.query(
+      "SELECT rolcanlogin, rolreplication, rolsuper, rolcreatedb, rolcreaterole, rolbypassrls, "
+      "rolinherit, rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'pgoutbox'");
   ASSERT_EQ(row.size(), 1U);
   const std::vector<std::optional<std::string>> expected = {"t", "t", "f", "f", "f", "f", "f", "t"};
   EXPECT_EQ(row[0], expected) << "login, replication, super, createdb, createrole, bypassrls, inherit, password";
@@ -171,14 +174,16 @@ TEST_F(SqlFilesTest, PgoutboxRunsAsTheRoleAndItsCheckPasses) {
   auto run = start_pgoutbox({"run", "-c", config}, "run.log");
   PGOUTBOX_ASSERT_EVENTUALLY(slot_active("sqlrole_slot"), 30s);
   EXPECT_EQ(pg.query_value("SELECT usename FROM pg_stat_replication WHERE application_name = 'pgoutbox'"), "pgoutbox");
-  pg.exec("INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) "
-          "SELECT 'order', 'o' || g, 'OrderPlaced', jsonb_build_object('n', g) FROM generate_series(1, 50) g",
-          kDatabase);
+  pg.exec(
+      "INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) "
+      "SELECT 'order', 'o' || g, 'OrderPlaced', jsonb_build_object('n', g) FROM generate_series(1, 50) g",
+      kDatabase);
   // Insert-then-delete (sql/outbox.sql, sql/retention.sql): the row is gone, the event is not.
-  pg.exec("BEGIN; INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-          "('00000000-0000-0000-0000-0000000000aa', 'order', 'gone', 'OrderPlaced', '{}'); "
-          "DELETE FROM public.outbox WHERE id = '00000000-0000-0000-0000-0000000000aa'; COMMIT",
-          kDatabase);
+  pg.exec(
+      "BEGIN; INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+      "('00000000-0000-0000-0000-0000000000aa', 'order', 'gone', 'OrderPlaced', '{}'); "
+      "DELETE FROM public.outbox WHERE id = '00000000-0000-0000-0000-0000000000aa'; COMMIT",
+      kDatabase);
   const auto records = read_topic(kafka.bootstrap(), "sqlrole.order", 51, 60s);
   EXPECT_EQ(records.size(), 51U);
   bool saw_deleted_row = false;
@@ -189,11 +194,12 @@ TEST_F(SqlFilesTest, PgoutboxRunsAsTheRoleAndItsCheckPasses) {
 }
 
 TEST_F(SqlFilesTest, ThePurgeProcedureDeletesOnlyOldRows) {
-  pg.exec("INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload, created_at) "
-          "SELECT 'purge', 'old' || g, 'T', '{}', now() - interval '30 days' FROM generate_series(1, 250) g;"
-          "INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) "
-          "SELECT 'purge', 'new' || g, 'T', '{}' FROM generate_series(1, 20) g",
-          kDatabase);
+  pg.exec(
+      "INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload, created_at) "
+      "SELECT 'purge', 'old' || g, 'T', '{}', now() - interval '30 days' FROM generate_series(1, 250) g;"
+      "INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) "
+      "SELECT 'purge', 'new' || g, 'T', '{}' FROM generate_series(1, 20) g",
+      kDatabase);
   pg.exec("CALL pgoutbox_purge_outbox('7 days', 100)", kDatabase);
   EXPECT_EQ(pg.query_value("SELECT count(*) FROM public.outbox WHERE aggregatetype = 'purge'", kDatabase), "20");
   EXPECT_EQ(pg.query_value("SELECT count(*) FROM public.outbox WHERE aggregateid LIKE 'old%'", kDatabase), "0");
@@ -201,35 +207,39 @@ TEST_F(SqlFilesTest, ThePurgeProcedureDeletesOnlyOldRows) {
 
 TEST_F(SqlFilesTest, DayPartitionsAreStreamedThroughTheRootAndDroppedWhenOld) {
   // The partitioned outbox exactly as sql/retention.sql describes it.
-  pg.exec("CREATE TABLE public.outbox_events (id uuid NOT NULL DEFAULT gen_random_uuid(), "
-          "aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, "
-          "payload jsonb, created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (id, created_at)) "
-          "PARTITION BY RANGE (created_at);"
-          "CREATE PUBLICATION outbox_events_pub FOR TABLE public.outbox_events "
-          "WITH (publish = 'insert', publish_via_partition_root = true);"
-          "GRANT SELECT ON public.outbox_events TO pgoutbox",
-          kDatabase);
+  pg.exec(
+      "CREATE TABLE public.outbox_events (id uuid NOT NULL DEFAULT gen_random_uuid(), "
+      "aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, "
+      "payload jsonb, created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (id, created_at)) "
+      "PARTITION BY RANGE (created_at);"
+      "CREATE PUBLICATION outbox_events_pub FOR TABLE public.outbox_events "
+      "WITH (publish = 'insert', publish_via_partition_root = true);"
+      "GRANT SELECT ON public.outbox_events TO pgoutbox",
+      kDatabase);
   EXPECT_EQ(pg.query_value("SELECT pgoutbox_add_day_partitions('public.outbox_events', 3)", kDatabase), "4");
   EXPECT_EQ(pg.query_value("SELECT pgoutbox_add_day_partitions('public.outbox_events', 3)", kDatabase), "0");
   // An old day, as if the job had run for a while.
-  pg.exec("CREATE TABLE public.outbox_events_20200101 PARTITION OF public.outbox_events "
-          "FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00')",
-          kDatabase);
+  pg.exec(
+      "CREATE TABLE public.outbox_events_20200101 PARTITION OF public.outbox_events "
+      "FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00')",
+      kDatabase);
 
   const auto config = write_config("sqlparts", "sqlparts_slot", "outbox_events_pub", "public.outbox_events");
   auto run = start_pgoutbox({"run", "-c", config}, "run-parts.log");
   PGOUTBOX_ASSERT_EVENTUALLY(slot_active("sqlparts_slot"), 30s);
-  pg.exec("INSERT INTO public.outbox_events (aggregatetype, aggregateid, type, payload, created_at) VALUES "
-          "('evt', 'old', 'T', '{}', '2020-01-01 12:00+00'), ('evt', 'today', 'T', '{}', now()), "
-          "('evt', 'tomorrow', 'T', '{}', now() + interval '1 day')",
-          kDatabase);
+  pg.exec(
+      "INSERT INTO public.outbox_events (aggregatetype, aggregateid, type, payload, created_at) VALUES "
+      "('evt', 'old', 'T', '{}', '2020-01-01 12:00+00'), ('evt', 'today', 'T', '{}', now()), "
+      "('evt', 'tomorrow', 'T', '{}', now() + interval '1 day')",
+      kDatabase);
   EXPECT_EQ(read_topic(kafka.bootstrap(), "sqlparts.evt", 3, 60s).size(), 3U);
 
   EXPECT_EQ(pg.query_value("SELECT pgoutbox_drop_day_partitions('public.outbox_events', '7 days')", kDatabase), "1");
   EXPECT_FALSE(pg.query_value("SELECT to_regclass('public.outbox_events_20200101')", kDatabase));
   // Streaming goes on after the drop.
-  pg.exec("INSERT INTO public.outbox_events (aggregatetype, aggregateid, type, payload) VALUES ('evt', 'after', 'T', '{}')",
-          kDatabase);
+  pg.exec(
+      "INSERT INTO public.outbox_events (aggregatetype, aggregateid, type, payload) VALUES ('evt', 'after', 'T', '{}')",
+      kDatabase);
   EXPECT_EQ(read_topic(kafka.bootstrap(), "sqlparts.evt", 4, 60s).size(), 4U);
   EXPECT_TRUE(run.running()) << read_text(dir.path() + "/run-parts.log");
   stop(run);

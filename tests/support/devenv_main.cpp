@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "stop after this many seconds (0: until SIGINT/SIGTERM)");
   std::string bootstrap, topic;
   int partitions = 1;
-  auto* count = app.add_subcommand("count", "print how many records a topic holds (sum of its partitions' end offsets)");
+  auto* count =
+      app.add_subcommand("count", "print how many records a topic holds (sum of its partitions' end offsets)");
   count->add_option("--bootstrap", bootstrap)->required();
   count->add_option("--topic", topic)->required();
   auto* create = app.add_subcommand("create-topic", "create a topic (no error when it exists)");

@@ -50,7 +50,8 @@ AuditReport audit_events(const std::vector<CommittedEvent>& committed, const std
   });
 
   std::unordered_map<std::string, const ConsumedRecord*> first_copy;
-  std::map<std::pair<std::string, std::string>, std::int64_t> last_seq;  // (topic, key) → seq of the last first delivery
+  std::map<std::pair<std::string, std::string>, std::int64_t>
+      last_seq;  // (topic, key) → seq of the last first delivery
   std::map<std::pair<std::string, std::string>, std::int32_t> partition_of;
   for (const ConsumedRecord* r : ordered) {
     const auto id = r->header("id");
@@ -69,8 +70,8 @@ AuditReport audit_events(const std::vector<CommittedEvent>& committed, const std
       const ConsumedRecord& first = *first_copy.at(ev.id);
       if (first.key != r->key || first.value != r->value || first.topic != r->topic) {
         report.duplicate_mismatches += 1;
-        note(report, "repeat of " + ev.id + " at offset " + std::to_string(r->offset) + " differs from its first copy at " +
-                         std::to_string(first.offset));
+        note(report, "repeat of " + ev.id + " at offset " + std::to_string(r->offset) +
+                         " differs from its first copy at " + std::to_string(first.offset));
       }
       continue;
     }
@@ -86,13 +87,14 @@ AuditReport audit_events(const std::vector<CommittedEvent>& committed, const std
     const auto key = std::make_pair(r->topic, ev.key);
     if (const auto [it, inserted] = partition_of.emplace(key, r->partition); !inserted && it->second != r->partition) {
       report.order_violations += 1;
-      note(report, "key " + ev.key + " in partitions " + std::to_string(it->second) + " and " + std::to_string(r->partition));
+      note(report,
+           "key " + ev.key + " in partitions " + std::to_string(it->second) + " and " + std::to_string(r->partition));
     }
     auto& last = last_seq[key];
     if (ev.seq <= last) {
       report.order_violations += 1;
-      note(report, "key " + ev.key + ": first delivery of seq " + std::to_string(ev.seq) + " (" + ev.id + ") after seq " +
-                       std::to_string(last));
+      note(report, "key " + ev.key + ": first delivery of seq " + std::to_string(ev.seq) + " (" + ev.id +
+                       ") after seq " + std::to_string(last));
     }
     last = std::max(last, ev.seq);
   }
@@ -133,7 +135,8 @@ std::vector<ConsumedRecord> read_until_complete(const std::string& bootstrap, co
       for (const auto& r : all) {
         if (const auto id = r.header("id")) seen.insert(*id);
       }
-      const bool complete = std::all_of(wanted.begin(), wanted.end(), [&](const std::string& id) { return seen.count(id) > 0; });
+      const bool complete =
+          std::all_of(wanted.begin(), wanted.end(), [&](const std::string& id) { return seen.count(id) > 0; });
       if (complete || std::chrono::steady_clock::now() >= deadline) return all;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));

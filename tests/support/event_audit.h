@@ -14,15 +14,15 @@ namespace pgoutbox::test {
 // What Kafka holds, held against what was committed (docs/spec.md I1, I4, I5). Records are matched
 // by their header "id".
 struct AuditReport {
-  std::size_t written = 0;     // committed events
-  std::size_t records = 0;     // records read from the topics
-  std::size_t delivered = 0;   // committed events with at least one record
-  std::size_t duplicates = 0;  // records beyond the first of their id
-  std::size_t lost = 0;        // committed events with no record
-  std::size_t unexpected = 0;  // records whose id was never committed (or has no id)
-  std::size_t misrouted = 0;   // first copy on another topic than the event's
-  std::size_t order_violations = 0;     // a key's first deliveries out of commit order
-  std::size_t duplicate_mismatches = 0; // a repeat whose key or value differs from its first copy
+  std::size_t written = 0;                    // committed events
+  std::size_t records = 0;                    // records read from the topics
+  std::size_t delivered = 0;                  // committed events with at least one record
+  std::size_t duplicates = 0;                 // records beyond the first of their id
+  std::size_t lost = 0;                       // committed events with no record
+  std::size_t unexpected = 0;                 // records whose id was never committed (or has no id)
+  std::size_t misrouted = 0;                  // first copy on another topic than the event's
+  std::size_t order_violations = 0;           // a key's first deliveries out of commit order
+  std::size_t duplicate_mismatches = 0;       // a repeat whose key or value differs from its first copy
   std::map<std::string, std::size_t> copies;  // id → number of records (delivered ids only)
   std::vector<std::string> problems;          // the first few findings, readable
 

@@ -20,7 +20,9 @@ bool eventually(Condition&& condition, std::chrono::milliseconds timeout,
 
 }  // namespace pgoutbox::test
 
-#define PGOUTBOX_ASSERT_EVENTUALLY(cond, timeout) \
-  ASSERT_TRUE(::pgoutbox::test::eventually([&] { return static_cast<bool>(cond); }, (timeout))) << "never true: " #cond
-#define PGOUTBOX_EXPECT_EVENTUALLY(cond, timeout) \
-  EXPECT_TRUE(::pgoutbox::test::eventually([&] { return static_cast<bool>(cond); }, (timeout))) << "never true: " #cond
+#define PGOUTBOX_ASSERT_EVENTUALLY(cond, timeout)                                                           \
+  ASSERT_TRUE(::pgoutbox::test::eventually([&] { return static_cast<bool>(cond); }, (timeout))) << "never " \
+                                                                                                   "true: " #cond
+#define PGOUTBOX_EXPECT_EVENTUALLY(cond, timeout)                                                           \
+  EXPECT_TRUE(::pgoutbox::test::eventually([&] { return static_cast<bool>(cond); }, (timeout))) << "never " \
+                                                                                                   "true: " #cond

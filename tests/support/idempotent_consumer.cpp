@@ -24,7 +24,8 @@ using Result = std::unique_ptr<PGresult, ResultDeleter>;
 
 Conn connect_or_throw(const std::string& dsn) {
   Conn conn(PQconnectdb(dsn.c_str()));
-  if (PQstatus(conn.get()) != CONNECTION_OK) throw std::runtime_error("consumer: cannot connect: " + std::string(PQerrorMessage(conn.get())));
+  if (PQstatus(conn.get()) != CONNECTION_OK)
+    throw std::runtime_error("consumer: cannot connect: " + std::string(PQerrorMessage(conn.get())));
   return conn;
 }
 
@@ -125,8 +126,10 @@ void IdempotentConsumer::loop() {
                                                   {"heartbeat.interval.ms", "1000"},
                                                   {"log_level", "3"}});
   rd_kafka_poll_set_consumer(consumer.get());
-  rd_kafka_topic_partition_list_t* subscription = rd_kafka_topic_partition_list_new(static_cast<int>(options_.topics.size()));
-  for (const auto& t : options_.topics) rd_kafka_topic_partition_list_add(subscription, t.c_str(), RD_KAFKA_PARTITION_UA);
+  rd_kafka_topic_partition_list_t* subscription =
+      rd_kafka_topic_partition_list_new(static_cast<int>(options_.topics.size()));
+  for (const auto& t : options_.topics)
+    rd_kafka_topic_partition_list_add(subscription, t.c_str(), RD_KAFKA_PARTITION_UA);
   const auto subscribed = rd_kafka_subscribe(consumer.get(), subscription);
   rd_kafka_topic_partition_list_destroy(subscription);
   if (subscribed != RD_KAFKA_RESP_ERR_NO_ERROR) throw std::runtime_error("consumer: subscribe failed");
@@ -140,7 +143,8 @@ void IdempotentConsumer::loop() {
     for (int timeout = 200; batch.size() < kBatch; timeout = 0) {
       rd_kafka_message_t* msg = rd_kafka_consumer_poll(consumer.get(), timeout);
       if (msg == nullptr) break;
-      if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) batch.push_back(to_record(msg));  // else: end of partition, broker down
+      if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        batch.push_back(to_record(msg));  // else: end of partition, broker down
       rd_kafka_message_destroy(msg);
     }
     if (batch.empty()) continue;
@@ -233,10 +237,12 @@ ExactlyOnceReport check_exactly_once(const std::string& dsn, const std::string& 
   }
 
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> actual;
-  const Result stock = exec_params(conn.get(), "SELECT sku, quantity, events FROM fault_stock WHERE consumer = $1", {consumer});
+  const Result stock =
+      exec_params(conn.get(), "SELECT sku, quantity, events FROM fault_stock WHERE consumer = $1", {consumer});
   if (!ok(stock)) throw std::runtime_error("fault_stock read: " + std::string(PQerrorMessage(conn.get())));
   for (int r = 0; r < PQntuples(stock.get()); ++r) {
-    actual[PQgetvalue(stock.get(), r, 0)] = {std::stoll(PQgetvalue(stock.get(), r, 1)), std::stoll(PQgetvalue(stock.get(), r, 2))};
+    actual[PQgetvalue(stock.get(), r, 0)] = {std::stoll(PQgetvalue(stock.get(), r, 1)),
+                                             std::stoll(PQgetvalue(stock.get(), r, 2))};
   }
   report.keys = expected.size();
   for (const auto& [sku, want] : expected) {

@@ -67,12 +67,12 @@ class IdempotentConsumer {
 // holds exactly the committed ids, and each key's stock and event count equal the sums of its
 // committed events.
 struct ExactlyOnceReport {
-  std::size_t events = 0;          // committed events
-  std::size_t logged = 0;          // consumer_log rows of the consumer
-  std::size_t missing = 0;         // committed ids not in consumer_log
-  std::size_t foreign = 0;         // consumer_log ids that were never committed
+  std::size_t events = 0;   // committed events
+  std::size_t logged = 0;   // consumer_log rows of the consumer
+  std::size_t missing = 0;  // committed ids not in consumer_log
+  std::size_t foreign = 0;  // consumer_log ids that were never committed
   std::size_t keys = 0;
-  std::size_t keys_wrong = 0;      // keys whose stock or count differs from the committed sums
+  std::size_t keys_wrong = 0;  // keys whose stock or count differs from the committed sums
   std::vector<std::string> problems;
   bool exact() const { return missing == 0 && foreign == 0 && keys_wrong == 0 && logged == events; }
   std::string summary() const;

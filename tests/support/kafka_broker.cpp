@@ -120,7 +120,8 @@ KafkaBroker::KafkaBroker(const Options& options)
   argv.emplace_back("-c");
   argv.push_back(config_path_);
   argv.insert(argv.end(), options.format_args.begin(), options.format_args.end());
-  ChildProcess format({.argv = argv, .log_path = scratch_.path() + "/format.log", .run_as = std::nullopt, .extra_env = {}});
+  ChildProcess format(
+      {.argv = argv, .log_path = scratch_.path() + "/format.log", .run_as = std::nullopt, .extra_env = {}});
   const auto status = format.wait(std::chrono::seconds(120));
   if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
     throw std::runtime_error("kafka storage format failed:\n" + tail_of(scratch_.path() + "/format.log"));

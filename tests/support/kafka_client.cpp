@@ -78,7 +78,8 @@ ConsumedRecord to_record(const rd_kafka_message_t* msg) {
     const void* value = nullptr;
     size_t size = 0;
     for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
-      rec.headers.emplace_back(name, value == nullptr ? std::string() : std::string(static_cast<const char*>(value), size));
+      rec.headers.emplace_back(name,
+                               value == nullptr ? std::string() : std::string(static_cast<const char*>(value), size));
     }
   }
   return rec;
@@ -135,7 +136,8 @@ std::vector<ConsumedRecord> read_topic(const std::string& bootstrap, const std::
 }
 
 std::int64_t topic_record_count(const std::string& bootstrap, const std::string& topic) {
-  auto client = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstrap}, {"allow.auto.create.topics", "false"}});
+  auto client =
+      make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstrap}, {"allow.auto.create.topics", "false"}});
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(client.get(), topic.c_str(), nullptr);
   const rd_kafka_metadata_t* md = nullptr;
   std::int64_t total = 0;
@@ -211,8 +213,7 @@ void allow_acls(const std::string& bootstrap, const std::string& principal, cons
       failure = rd_kafka_event_error_string(ev);
     } else {
       size_t n = 0;
-      const rd_kafka_acl_result_t** results =
-          rd_kafka_CreateAcls_result_acls(rd_kafka_event_CreateAcls_result(ev), &n);
+      const rd_kafka_acl_result_t** results = rd_kafka_CreateAcls_result_acls(rd_kafka_event_CreateAcls_result(ev), &n);
       for (size_t i = 0; i < n && failure.empty(); ++i) {
         if (const rd_kafka_error_t* e = rd_kafka_acl_result_error(results[i]); e != nullptr) {
           failure = rd_kafka_error_string(e);

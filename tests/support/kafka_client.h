@@ -37,8 +37,8 @@ struct ConsumedRecord {
 
 // Reads every record of `topic` from the beginning, by assignment (no group), until the end
 // offsets observed at the call or `expected` records, whichever comes later, or the timeout.
-std::vector<ConsumedRecord> read_topic(const std::string& bootstrap, const std::string& topic,
-                                       std::size_t expected, std::chrono::milliseconds timeout);
+std::vector<ConsumedRecord> read_topic(const std::string& bootstrap, const std::string& topic, std::size_t expected,
+                                       std::chrono::milliseconds timeout);
 
 // One ALLOW ACL: `operation` on a resource, for any host.
 struct AclGrant {

@@ -59,7 +59,8 @@ void create_outbox_table(const std::string& dsn, const std::string& table) {
   const std::string sql = "CREATE TABLE IF NOT EXISTS " + table +
                           " (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL,"
                           "  type text NOT NULL, payload jsonb)";
-  if (!run(conn.get(), sql)) throw std::runtime_error("create_outbox_table: " + std::string(PQerrorMessage(conn.get())));
+  if (!run(conn.get(), sql))
+    throw std::runtime_error("create_outbox_table: " + std::string(PQerrorMessage(conn.get())));
 }
 
 LoadWriter::LoadWriter(Options options) : options_(std::move(options)) {
@@ -127,7 +128,8 @@ void LoadWriter::run_thread(int index) {
 
   // Whether the transaction's rows exist: asked on a fresh connection after a cut-off COMMIT.
   const auto committed_already = [&](const Pending& p) -> std::optional<bool> {
-    Result res(PQexec(conn.get(), ("SELECT 1 FROM " + options_.table + " WHERE id = '" + p.events.front().id + "'").c_str()));
+    Result res(
+        PQexec(conn.get(), ("SELECT 1 FROM " + options_.table + " WHERE id = '" + p.events.front().id + "'").c_str()));
     if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) return std::nullopt;
     return PQntuples(res.get()) > 0;
   };

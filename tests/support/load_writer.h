@@ -13,8 +13,8 @@ namespace pgoutbox::test {
 // One outbox row whose transaction is known to have committed.
 struct CommittedEvent {
   std::string id;
-  std::string topic;  // where pgoutbox must put it: topic_prefix + aggregate type
-  std::string key;    // aggregateid
+  std::string topic;     // where pgoutbox must put it: topic_prefix + aggregate type
+  std::string key;       // aggregateid
   std::int64_t seq = 0;  // 1, 2, 3 … per key, in commit order
   std::int64_t qty = 0;  // the business quantity in the payload ({"qty": n}), for the consumer
 };
@@ -33,22 +33,22 @@ class LoadWriter {
   struct Options {
     std::string dsn;
     std::string table;
-    std::string topic_prefix;                    // the topic template's constant part
+    std::string topic_prefix;  // the topic template's constant part
     std::vector<std::string> aggregate_types = {"Order"};
-    std::string id_prefix = "ev";                // ids are <id_prefix>-w<thread>-<n>
+    std::string id_prefix = "ev";  // ids are <id_prefix>-w<thread>-<n>
     int threads = 2;
     int rows_per_transaction = 5;
     int keys_per_thread = 16;
-    std::size_t payload_bytes = 200;             // padding inside the JSON payload
-    std::chrono::milliseconds pause{100};        // between one thread's transactions
+    std::size_t payload_bytes = 200;       // padding inside the JSON payload
+    std::chrono::milliseconds pause{100};  // between one thread's transactions
   };
 
   struct Stats {
-    std::uint64_t transactions = 0;       // committed
-    std::uint64_t events = 0;             // committed rows
-    std::uint64_t payload_bytes = 0;      // bytes of the committed payloads
-    std::uint64_t failed_attempts = 0;    // a statement or connection failed (then retried)
-    std::uint64_t unsure_commits = 0;     // COMMIT cut off, outcome looked up
+    std::uint64_t transactions = 0;                   // committed
+    std::uint64_t events = 0;                         // committed rows
+    std::uint64_t payload_bytes = 0;                  // bytes of the committed payloads
+    std::uint64_t failed_attempts = 0;                // a statement or connection failed (then retried)
+    std::uint64_t unsure_commits = 0;                 // COMMIT cut off, outcome looked up
     std::chrono::milliseconds max_commit_latency{0};  // BEGIN to COMMIT acknowledged, worst case
   };
 

@@ -8,7 +8,8 @@ namespace {
 constexpr int16_t kProduceApiKey = 0;  // ProduceRequest
 
 void check(rd_kafka_resp_err_t err, const std::string& what) {
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) throw std::runtime_error("mock cluster: " + what + ": " + rd_kafka_err2str(err));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    throw std::runtime_error("mock cluster: " + what + ": " + rd_kafka_err2str(err));
 }
 
 }  // namespace
@@ -35,7 +36,8 @@ void MockKafkaCluster::fail_produce(const std::vector<rd_kafka_resp_err_t>& erro
   rd_kafka_mock_push_request_errors_array(cluster_, kProduceApiKey, errors.size(), errors.data());
 }
 
-void MockKafkaCluster::fail_produce_on(int broker, const std::vector<std::pair<rd_kafka_resp_err_t, int>>& errors_and_rtts) {
+void MockKafkaCluster::fail_produce_on(int broker,
+                                       const std::vector<std::pair<rd_kafka_resp_err_t, int>>& errors_and_rtts) {
   // The variadic API takes (error, rtt) tuples; push them one at a time.
   for (const auto& [err, rtt] : errors_and_rtts) {
     check(rd_kafka_mock_broker_push_request_error_rtts(cluster_, broker, kProduceApiKey, 1, err, rtt), "push error");

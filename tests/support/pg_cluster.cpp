@@ -1,8 +1,8 @@
 #include "pg_cluster.h"
 
 #include <signal.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -176,7 +176,8 @@ std::vector<std::vector<std::optional<std::string>>> PgCluster::query(const std:
       if (PQgetisnull(res.get(), r, c)) {
         row.emplace_back(std::nullopt);
       } else {
-        row.emplace_back(std::string(PQgetvalue(res.get(), r, c), static_cast<std::size_t>(PQgetlength(res.get(), r, c))));
+        row.emplace_back(
+            std::string(PQgetvalue(res.get(), r, c), static_cast<std::size_t>(PQgetlength(res.get(), r, c))));
       }
     }
   }

@@ -12,7 +12,8 @@ namespace {
 
 std::optional<std::string> single_value(const std::string& dsn, const std::string& sql) {
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(dsn.c_str()), &PQfinish);
-  if (PQstatus(conn.get()) != CONNECTION_OK) throw std::runtime_error("cannot connect: " + std::string(PQerrorMessage(conn.get())));
+  if (PQstatus(conn.get()) != CONNECTION_OK)
+    throw std::runtime_error("cannot connect: " + std::string(PQerrorMessage(conn.get())));
   std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(conn.get(), sql.c_str()), &PQclear);
   if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) throw std::runtime_error("query failed: " + sql);
   if (PQntuples(res.get()) == 0 || PQgetisnull(res.get(), 0, 0)) return std::nullopt;

@@ -17,8 +17,7 @@ std::uint64_t kib_field(const std::string& line) {
 
 void raise_to(std::atomic<std::uint64_t>& peak, std::uint64_t value) {
   std::uint64_t seen = peak.load();
-  while (value > seen && !peak.compare_exchange_weak(seen, value)) {
-  }
+  while (value > seen && !peak.compare_exchange_weak(seen, value)) {}
 }
 
 }  // namespace

@@ -20,7 +20,10 @@ const char* kNewKey = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
 }  // namespace
 
 TestCa::TestCa(std::string dir, std::string name)
-    : dir_(std::move(dir)), name_(std::move(name)), cert_(dir_ + "/" + name_ + ".crt"), key_(dir_ + "/" + name_ + ".key") {
+    : dir_(std::move(dir)),
+      name_(std::move(name)),
+      cert_(dir_ + "/" + name_ + ".crt"),
+      key_(dir_ + "/" + name_ + ".key") {
   openssl(std::string("req -x509 ") + kNewKey + " -days 2 -subj '/CN=pgoutbox test " + name_ + "' -keyout " + key_ +
               " -out " + cert_,
           dir_ + "/openssl.log");
@@ -32,8 +35,9 @@ TestCa::Issued TestCa::issue(const std::string& file, const std::string& common_
   const std::string base = dir_ + "/" + file;
   const std::string log = dir_ + "/openssl.log";
   Issued out{base + ".crt", base + ".key"};
-  openssl(std::string("req ") + kNewKey + " -subj '/CN=" + common_name + "' -keyout " + out.key + " -out " + base + ".csr",
-          log);
+  openssl(
+      std::string("req ") + kNewKey + " -subj '/CN=" + common_name + "' -keyout " + out.key + " -out " + base + ".csr",
+      log);
   std::string extensions;
   if (!subject_alt_name.empty()) {
     std::ofstream ext(base + ".ext");
@@ -46,7 +50,8 @@ TestCa::Issued TestCa::issue(const std::string& file, const std::string& common_
   ::chmod(out.key.c_str(), 0600);
   ::chmod(out.cert.c_str(), 0644);
   if (owner) {
-    if (::chown(out.key.c_str(), owner->uid, owner->gid) != 0 || ::chown(out.cert.c_str(), owner->uid, owner->gid) != 0) {
+    if (::chown(out.key.c_str(), owner->uid, owner->gid) != 0 ||
+        ::chown(out.cert.c_str(), owner->uid, owner->gid) != 0) {
       throw std::runtime_error("cannot chown " + base + ".{crt,key}");
     }
   }

@@ -10,10 +10,10 @@
 #include <signal.h>
 
 #include <atomic>
-#include <iostream>
-#include <map>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -27,9 +27,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void run_shell(const std::string& command) {
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-}
+void run_shell(const std::string& command) { ASSERT_EQ(std::system(command.c_str()), 0) << command; }
 
 TEST(FailoverTest, APromotedStandbyResumesFromTheSynchronisedSlotWithNothingLost) {
   PgCluster primary(std::map<std::string, std::string>{{"hot_standby", "on"}});
@@ -38,21 +36,23 @@ TEST(FailoverTest, APromotedStandbyResumesFromTheSynchronisedSlotWithNothingLost
   primary.exec("SELECT pg_create_physical_replication_slot('standby_slot', true)");
   primary.exec("ALTER SYSTEM SET synchronized_standby_slots = 'standby_slot'");
   primary.exec("SELECT pg_reload_conf()");
-  primary.exec("CREATE TABLE fo_outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, "
-               "aggregateid text, type text, payload jsonb)");
+  primary.exec(
+      "CREATE TABLE fo_outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, "
+      "aggregateid text, type text, payload jsonb)");
 
   // The standby: a cluster of its own (port, scratch directory), its data directory replaced by
   // a base backup of the primary.
-  PgCluster standby(std::map<std::string, std::string>{{"hot_standby", "on"},
-                     {"hot_standby_feedback", "on"},
-                     {"sync_replication_slots", "on"},
-                     // The base backup copies the primary's postgresql.auto.conf; once promoted, a
-                     // synchronized_standby_slots naming a slot it lacks would hold every logical
-                     // walsender back for good.
-                     {"synchronized_standby_slots", ""},
-                     {"primary_slot_name", "standby_slot"},
-                     {"primary_conninfo", "host=127.0.0.1 port=" + std::to_string(primary.port()) +
-                                              " user=postgres dbname=postgres application_name=standby"}});
+  PgCluster standby(std::map<std::string, std::string>{
+      {"hot_standby", "on"},
+      {"hot_standby_feedback", "on"},
+      {"sync_replication_slots", "on"},
+      // The base backup copies the primary's postgresql.auto.conf; once promoted, a
+      // synchronized_standby_slots naming a slot it lacks would hold every logical
+      // walsender back for good.
+      {"synchronized_standby_slots", ""},
+      {"primary_slot_name", "standby_slot"},
+      {"primary_conninfo", "host=127.0.0.1 port=" + std::to_string(primary.port()) +
+                               " user=postgres dbname=postgres application_name=standby"}});
   standby.stop();
   {
     auto session = primary.connect();
@@ -61,8 +61,8 @@ TEST(FailoverTest, APromotedStandbyResumesFromTheSynchronisedSlotWithNothingLost
     run_shell("find " + to + " -mindepth 1 -delete && cp -a " + primary.data_dir() + "/. " + to + "/ && rm -f " + to +
               "/postmaster.pid " + to + "/postmaster.opts && find " + to + "/pg_wal " + to +
               "/pg_replslot -mindepth 1 -delete && mkdir -p " + to + "/pg_wal/archive_status");
-    std::unique_ptr<PGresult, decltype(&PQclear)> stop(PQexec(session.get(), "SELECT labelfile FROM pg_backup_stop(true)"),
-                                                      &PQclear);
+    std::unique_ptr<PGresult, decltype(&PQclear)> stop(
+        PQexec(session.get(), "SELECT labelfile FROM pg_backup_stop(true)"), &PQclear);
     ASSERT_EQ(PQresultStatus(stop.get()), PGRES_TUPLES_OK) << PQerrorMessage(session.get());
     std::ofstream(to + "/backup_label") << PQgetvalue(stop.get(), 0, 0);
     std::ofstream(to + "/standby.signal");
@@ -75,7 +75,8 @@ TEST(FailoverTest, APromotedStandbyResumesFromTheSynchronisedSlotWithNothingLost
 
   ScratchDir dir("failover", std::nullopt);
   const std::string dsn = "host=127.0.0.1,127.0.0.1 port=" + std::to_string(primary.port()) + "," +
-                          std::to_string(standby.port()) + " user=postgres dbname=postgres target_session_attrs=primary";
+                          std::to_string(standby.port()) +
+                          " user=postgres dbname=postgres target_session_attrs=primary";
   PgoutboxConfig c;
   c.dsn = dsn;
   c.slot = "fo_slot";
@@ -85,9 +86,8 @@ TEST(FailoverTest, APromotedStandbyResumesFromTheSynchronisedSlotWithNothingLost
   c.extra_yaml = "reconnect:\n  min: 100ms\n  max: 1s\n";
   const auto cfg = write_pgoutbox_config(dir.path() + "/pgoutbox.yaml", c);
   PgoutboxProcess process(PGOUTBOX_BINARY, cfg, dir.path() + "/pgoutbox.log", {"PGOUTBOX_POSTGRES_FAILOVER_SLOT=true"});
-  PGOUTBOX_ASSERT_EVENTUALLY(primary.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = 'fo_slot'") ==
-                                 "t",
-                             60s);
+  PGOUTBOX_ASSERT_EVENTUALLY(
+      primary.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = 'fo_slot'") == "t", 60s);
 
   // A writer commits one row at a time through the same multi-host DSN, reconnecting as needed.
   std::atomic<bool> writing{true};
@@ -104,8 +104,8 @@ TEST(FailoverTest, APromotedStandbyResumesFromTheSynchronisedSlotWithNothingLost
           continue;
         }
       }
-      const std::string sql =
-          "INSERT INTO fo_outbox (aggregatetype, aggregateid, payload) VALUES ('E', 'row-" + std::to_string(n) + "', '{}')";
+      const std::string sql = "INSERT INTO fo_outbox (aggregatetype, aggregateid, payload) VALUES ('E', 'row-" +
+                              std::to_string(n) + "', '{}')";
       std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(conn, sql.c_str()), &PQclear);
       if (PQresultStatus(res.get()) == PGRES_COMMAND_OK) ++committed;
       std::this_thread::sleep_for(5ms);
@@ -139,12 +139,11 @@ TEST(FailoverTest, APromotedStandbyResumesFromTheSynchronisedSlotWithNothingLost
         return in_kafka.size() >= rows;
       },
       120s, 1s);
-  const auto missing = standby.query_value(
-      "SELECT count(*) FROM fo_outbox WHERE aggregateid <> ALL (ARRAY['" + [&] {
-        std::string list;
-        for (const auto& k : in_kafka) list += (list.empty() ? "" : "','") + k;
-        return list;
-      }() + "'])");
+  const auto missing = standby.query_value("SELECT count(*) FROM fo_outbox WHERE aggregateid <> ALL (ARRAY['" + [&] {
+    std::string list;
+    for (const auto& k : in_kafka) list += (list.empty() ? "" : "','") + k;
+    return list;
+  }() + "'])");
   EXPECT_TRUE(all) << in_kafka.size() << " of " << rows << " rows in Kafka; pgoutbox's log:\n"
                    << tail_of(dir.path() + "/pgoutbox.log");
   EXPECT_EQ(missing, "0") << "rows the new primary holds that never reached Kafka";

@@ -82,12 +82,13 @@ TEST_F(VersionMatrixTest, NamesTheProtocolAtStartAndRelaysEveryPayloadTypeAsStor
   const auto cfg = config("mx_types", {"mx_jsonb", "mx_json", "mx_text", "mx_bytea"});
   auto process = start(cfg, "types.log");
   PGOUTBOX_ASSERT_EVENTUALLY(slot_active("mx_types_slot"), 60s);
-  pg.exec("BEGIN;"
-          "INSERT INTO mx_jsonb (aggregatetype, aggregateid, payload) VALUES ('T', 'k', '{\"b\": 1, \"a\": [true, null]}');"
-          "INSERT INTO mx_json (aggregatetype, aggregateid, payload) VALUES ('T', 'k', '{\"b\": 1,   \"a\": 2}');"
-          "INSERT INTO mx_text (aggregatetype, aggregateid, payload) VALUES ('T', 'k', 'plain text ünïcode');"
-          "INSERT INTO mx_bytea (aggregatetype, aggregateid, payload) VALUES ('T', 'k', '\\x00ff10ab'::bytea);"
-          "COMMIT");
+  pg.exec(
+      "BEGIN;"
+      "INSERT INTO mx_jsonb (aggregatetype, aggregateid, payload) VALUES ('T', 'k', '{\"b\": 1, \"a\": [true, null]}');"
+      "INSERT INTO mx_json (aggregatetype, aggregateid, payload) VALUES ('T', 'k', '{\"b\": 1,   \"a\": 2}');"
+      "INSERT INTO mx_text (aggregatetype, aggregateid, payload) VALUES ('T', 'k', 'plain text ünïcode');"
+      "INSERT INTO mx_bytea (aggregatetype, aggregateid, payload) VALUES ('T', 'k', '\\x00ff10ab'::bytea);"
+      "COMMIT");
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"mx_jsonb.T", "{\"a\": [true, null], \"b\": 1}"},
       {"mx_json.T", "{\"b\": 1,   \"a\": 2}"},
@@ -113,20 +114,25 @@ TEST_F(VersionMatrixTest, NamesTheProtocolAtStartAndRelaysEveryPayloadTypeAsStor
 
 TEST_F(VersionMatrixTest, APartitionedOutboxAndDdlOnAnUnmappedColumnMidStream) {
   outbox_table("mx_parts", "jsonb", " PARTITION BY RANGE (created_at)");
-  pg.exec("CREATE TABLE mx_parts_2020 PARTITION OF mx_parts FOR VALUES FROM ('2020-01-01') TO ('2030-01-01');"
-          "CREATE TABLE mx_parts_2030 PARTITION OF mx_parts FOR VALUES FROM ('2030-01-01') TO ('2040-01-01')");
+  pg.exec(
+      "CREATE TABLE mx_parts_2020 PARTITION OF mx_parts FOR VALUES FROM ('2020-01-01') TO ('2030-01-01');"
+      "CREATE TABLE mx_parts_2030 PARTITION OF mx_parts FOR VALUES FROM ('2030-01-01') TO ('2040-01-01')");
   const auto cfg = config("mx_parts", {"mx_parts"});
   auto process = start(cfg, "parts.log");
   PGOUTBOX_ASSERT_EVENTUALLY(slot_active("mx_parts_slot"), 60s);
-  pg.exec("INSERT INTO mx_parts (aggregatetype, aggregateid, payload, created_at) VALUES "
-          "('P', 'a', '{\"n\": 1}', '2025-01-01'), ('P', 'b', '{\"n\": 2}', '2035-01-01')");
+  pg.exec(
+      "INSERT INTO mx_parts (aggregatetype, aggregateid, payload, created_at) VALUES "
+      "('P', 'a', '{\"n\": 1}', '2025-01-01'), ('P', 'b', '{\"n\": 2}', '2035-01-01')");
   ASSERT_EQ(read_topic(kafka.bootstrap(), "mx_parts.P", 2, 60s).size(), 2U);
   // A column pgoutbox does not map appears, is filled, and goes again while it streams.
   pg.exec("ALTER TABLE mx_parts ADD COLUMN note text");
-  pg.exec("INSERT INTO mx_parts (aggregatetype, aggregateid, payload, created_at, note) VALUES "
-          "('P', 'c', '{\"n\": 3}', '2025-06-01', 'x'), ('P', 'd', '{\"n\": 4}', '2036-01-01', 'y')");
+  pg.exec(
+      "INSERT INTO mx_parts (aggregatetype, aggregateid, payload, created_at, note) VALUES "
+      "('P', 'c', '{\"n\": 3}', '2025-06-01', 'x'), ('P', 'd', '{\"n\": 4}', '2036-01-01', 'y')");
   pg.exec("ALTER TABLE mx_parts DROP COLUMN note");
-  pg.exec("INSERT INTO mx_parts (aggregatetype, aggregateid, payload, created_at) VALUES ('P', 'e', '{\"n\": 5}', '2025-07-01')");
+  pg.exec(
+      "INSERT INTO mx_parts (aggregatetype, aggregateid, payload, created_at) VALUES ('P', 'e', '{\"n\": 5}', "
+      "'2025-07-01')");
   const auto got = read_topic(kafka.bootstrap(), "mx_parts.P", 5, 60s);
   ASSERT_EQ(got.size(), 5U);
   std::set<std::string> keys;
@@ -142,16 +148,19 @@ TEST_F(VersionMatrixTest, RestartLosesNothingAndAHundredThousandRowTransactionAr
   const auto cfg = config("mx_big", {"mx_big"});
   auto process = start(cfg, "big-1.log");
   PGOUTBOX_ASSERT_EVENTUALLY(slot_active("mx_big_slot"), 60s);
-  pg.exec("INSERT INTO mx_big (aggregatetype, aggregateid, payload) SELECT 'B', 'first-' || g, '{}' "
-          "FROM generate_series(1, 100) g");
+  pg.exec(
+      "INSERT INTO mx_big (aggregatetype, aggregateid, payload) SELECT 'B', 'first-' || g, '{}' "
+      "FROM generate_series(1, 100) g");
   ASSERT_EQ(read_topic(kafka.bootstrap(), "mx_big.B", 100, 60s).size(), 100U);
   stop(*process);
   // Written while pgoutbox is down: the slot keeps it.
-  pg.exec("INSERT INTO mx_big (aggregatetype, aggregateid, payload) SELECT 'B', 'down-' || g, '{}' "
-          "FROM generate_series(1, 100) g");
+  pg.exec(
+      "INSERT INTO mx_big (aggregatetype, aggregateid, payload) SELECT 'B', 'down-' || g, '{}' "
+      "FROM generate_series(1, 100) g");
   process = start(cfg, "big-2.log");
-  pg.exec("INSERT INTO mx_big (aggregatetype, aggregateid, payload) SELECT 'B', 'bulk-' || g, jsonb_build_object('n', g) "
-          "FROM generate_series(1, 100000) g");
+  pg.exec(
+      "INSERT INTO mx_big (aggregatetype, aggregateid, payload) SELECT 'B', 'bulk-' || g, jsonb_build_object('n', g) "
+      "FROM generate_series(1, 100000) g");
   const auto got = read_topic(kafka.bootstrap(), "mx_big.B", 100'200, 180s);
   std::set<std::string> keys;
   for (const auto& r : got) keys.insert(r.key.value_or(""));
@@ -189,8 +198,7 @@ TEST_F(VersionMatrixTest, CheckNamesTheServerFeaturesAndStatusReadsTheSlot) {
   const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg});
   EXPECT_EQ(check.exit_code, 0) << check.output;
   const auto version_line = line_starting(check.output, "ok    postgres version");
-  EXPECT_NE(version_line.find("proto_version " + std::to_string(expected_proto())), std::string::npos)
-      << check.output;
+  EXPECT_NE(version_line.find("proto_version " + std::to_string(expected_proto())), std::string::npos) << check.output;
   EXPECT_TRUE(check.printed("ok    slot mx_ops_slot")) << check.output;
 
   const auto status = run_pgoutbox(dir.path(), {"status", "-c", cfg, "--json"});
@@ -234,8 +242,9 @@ TEST_F(VersionMatrixTest, AFailoverSlotIsCreatedFrom17AndRefusedBefore) {
   pg.drop_slot_when_free("mx_failover_slot");
 
   // A slot without failover while a standby's physical slot exists: check warns what a failover loses.
-  pg.exec("SELECT pg_create_physical_replication_slot('mx_standby');"
-          "SELECT pg_create_logical_replication_slot('mx_failover_slot', 'pgoutput')");
+  pg.exec(
+      "SELECT pg_create_physical_replication_slot('mx_standby');"
+      "SELECT pg_create_logical_replication_slot('mx_failover_slot', 'pgoutput')");
   const auto warned = run_pgoutbox(dir.path(), {"check", "-c", cfg});
   EXPECT_EQ(warned.exit_code, 0) << warned.output;
   EXPECT_NE(line_starting(warned.output, "WARN  slot mx_failover_slot: failover = false").find("would be lost"),

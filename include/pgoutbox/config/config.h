@@ -16,8 +16,8 @@
 namespace pgoutbox::config {
 
 struct PostgresConfig {
-  std::string dsn;                  // libpq conninfo or URI, without the password when password_* is used
-  std::string password;             // secret: from PGOUTBOX_POSTGRES_PASSWORD or password_file, never logged
+  std::string dsn;       // libpq conninfo or URI, without the password when password_* is used
+  std::string password;  // secret: from PGOUTBOX_POSTGRES_PASSWORD or password_file, never logged
   std::string slot = "pgoutbox";
   std::string publication = "pgoutbox";
   bool create_slot = true;          // create the slot when missing
@@ -28,8 +28,8 @@ struct PostgresConfig {
 };
 
 struct KafkaConfig {
-  std::string brokers;                             // bootstrap.servers
-  std::map<std::string, std::string> properties;   // any librdkafka property, applied last
+  std::string brokers;                            // bootstrap.servers
+  std::map<std::string, std::string> properties;  // any librdkafka property, applied last
 };
 
 // Which column plays which role (docs/spec.md "Attaching to existing outbox tables").
@@ -38,9 +38,9 @@ struct ColumnRoles {
   std::string aggregate_type = "aggregatetype";  // routing value
   std::string aggregate_id = "aggregateid";      // record key
   std::string payload = "payload";
-  std::optional<std::string> type = "type";      // header "type"; a missing default column is skipped
-  std::optional<std::string> headers;            // json/jsonb object column, each key a header
-  std::optional<std::string> timestamp;          // record timestamp, else the commit time
+  std::optional<std::string> type = "type";  // header "type"; a missing default column is skipped
+  std::optional<std::string> headers;        // json/jsonb object column, each key a header
+  std::optional<std::string> timestamp;      // record timestamp, else the commit time
 };
 
 enum class NullPayload { poison, tombstone };
@@ -49,7 +49,7 @@ struct TableConfig {
   std::string schema = "public";
   std::string name;
   ColumnRoles columns;
-  bool type_column_explicit = false;  // set when the file names columns.type: then it must exist
+  bool type_column_explicit = false;                    // set when the file names columns.type: then it must exist
   std::string topic = "outbox.event.${aggregatetype}";  // ${column} is replaced by that column's text
   NullPayload null_payload = NullPayload::poison;
   bool validate_json = false;  // a text/bytea payload that is not JSON is poison
@@ -76,7 +76,7 @@ enum class PoisonPolicy { stop, dead_letter, skip };
 struct PoisonConfig {
   PoisonPolicy policy = PoisonPolicy::stop;
   std::string dead_letter_topic = "pgoutbox.dead-letter";
-  std::uint32_t max_retries = 3;                // retries of a permanent Kafka error before the policy
+  std::uint32_t max_retries = 3;                  // retries of a permanent Kafka error before the policy
   std::chrono::milliseconds retry_backoff{1000};  // first retry delay; doubles, up to reconnect.max
 };
 
@@ -95,7 +95,7 @@ struct Config {
   // "environment variable PGOUTBOX_METRICS_ADDRESS"; empty when it was not set.
   std::string metrics_address_origin;
   std::uint64_t metrics_topic_labels = 100;  // topics with series of their own; the rest are "other"
-  std::string log_format = "auto";  // auto (json unless a terminal), json, text
+  std::string log_format = "auto";           // auto (json unless a terminal), json, text
   std::string log_level = "info";
   // What the loader accepted but an operator should see (a secret file readable by others):
   // `check` shows each as a warning, `run` logs each once at start.

@@ -41,9 +41,9 @@ class ConfigError : public std::runtime_error {
   ConfigError(std::string where, int line, int column, std::string key, std::string problem);
 
   const std::string& where() const noexcept { return where_; }  // the file, or "environment variable X"
-  int line() const noexcept { return line_; }                    // 1-based; 0 when unknown
-  int column() const noexcept { return column_; }                // 1-based; 0 when unknown
-  const std::string& key() const noexcept { return key_; }       // "tables[1].columns.payload"; may be empty
+  int line() const noexcept { return line_; }                   // 1-based; 0 when unknown
+  int column() const noexcept { return column_; }               // 1-based; 0 when unknown
+  const std::string& key() const noexcept { return key_; }      // "tables[1].columns.payload"; may be empty
   const std::string& problem() const noexcept { return problem_; }
 
  private:

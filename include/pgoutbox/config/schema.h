@@ -14,9 +14,9 @@ struct KeyInfo {
   std::string default_value;  // as it would be written in the file; empty for required keys
   bool required = false;
   std::string description;
-  std::string env;            // "PGOUTBOX_POSTGRES_SLOT", "PGOUTBOX_TABLES_<i>_TOPIC", ...
-  bool secret = false;        // the value is never printed
-  bool in_file = true;        // false: only the environment may set it
+  std::string env;      // "PGOUTBOX_POSTGRES_SLOT", "PGOUTBOX_TABLES_<i>_TOPIC", ...
+  bool secret = false;  // the value is never printed
+  bool in_file = true;  // false: only the environment may set it
 };
 
 // Sections first, in the order of the example configuration.

@@ -21,14 +21,14 @@ struct SlotStatus {
   std::optional<int> active_pid;
   std::string confirmed_flush_lsn;  // as Postgres prints it; empty when NULL
   std::string restart_lsn;
-  std::string current_wal_lsn;      // pg_current_wal_lsn() when read
+  std::string current_wal_lsn;  // pg_current_wal_lsn() when read
   // pg_current_wal_lsn() - confirmed_flush_lsn: WAL written since the last confirmation.
   std::int64_t lag_bytes = 0;
   // pg_current_wal_lsn() - restart_lsn: WAL the server keeps for this slot.
   std::int64_t retained_wal_bytes = 0;
-  std::string wal_status;           // reserved, extended, unreserved, lost; empty when NULL
+  std::string wal_status;                           // reserved, extended, unreserved, lost; empty when NULL
   std::optional<std::int64_t> safe_wal_size_bytes;  // before max_slot_wal_keep_size invalidates it
-  replication::SlotState state;  // the same, typed, for validate_slot
+  replication::SlotState state;                     // the same, typed, for validate_slot
 };
 
 // An ordinary connection with the configuration's DSN and password (never printed).

@@ -30,8 +30,8 @@ struct EventFields {
   std::string_view event_id = {};
   std::string_view aggregate_id = {};  // the business key
   std::string_view topic = {};
-  std::string_view trace_id = {};      // from a traceparent header, when there is one
-  Lsn lsn = {};                        // commit LSN of its transaction; 0 is left out
+  std::string_view trace_id = {};  // from a traceparent header, when there is one
+  Lsn lsn = {};                    // commit LSN of its transaction; 0 is left out
 };
 
 // Logs `message` at `level` with the event's fields.

@@ -21,8 +21,8 @@ struct BrokerStatistics {
 };
 
 struct KafkaStatistics {
-  std::uint64_t queue_messages = 0;  // msg_cnt: records in the producer's queues, not yet acknowledged
-  std::uint64_t queue_bytes = 0;     // msg_size
+  std::uint64_t queue_messages = 0;       // msg_cnt: records in the producer's queues, not yet acknowledged
+  std::uint64_t queue_bytes = 0;          // msg_size
   std::vector<BrokerStatistics> brokers;  // real brokers only: internal and logical ones are left out
 
   // At least one broker is connected and usable.

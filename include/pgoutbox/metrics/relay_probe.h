@@ -33,8 +33,8 @@ namespace pgoutbox::metrics {
 // topic="other". So the series number at most (max_topics + tables + 1) per family.
 struct TopicLabels {
   struct Table {
-    std::string name;                       // schema.name
-    std::vector<config::TopicPart> topic;   // its topic template
+    std::string name;                      // schema.name
+    std::vector<config::TopicPart> topic;  // its topic template
   };
   std::vector<Table> tables;
   std::size_t max_topics = 100;

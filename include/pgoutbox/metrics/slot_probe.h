@@ -19,9 +19,9 @@ namespace pgoutbox::metrics {
 struct SlotSample {
   bool exists = false;
   bool active = false;
-  std::string wal_status;                     // reserved, extended, unreserved, lost
-  std::optional<std::int64_t> lag_bytes;      // pg_current_wal_lsn() - confirmed_flush_lsn
-  std::optional<std::int64_t> retained_bytes; // pg_current_wal_lsn() - restart_lsn
+  std::string wal_status;                      // reserved, extended, unreserved, lost
+  std::optional<std::int64_t> lag_bytes;       // pg_current_wal_lsn() - confirmed_flush_lsn
+  std::optional<std::int64_t> retained_bytes;  // pg_current_wal_lsn() - restart_lsn
 };
 
 class SlotProbe {

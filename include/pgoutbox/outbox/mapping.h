@@ -102,7 +102,7 @@ class Mapping {
   bool provenance_;
   AncestryLookup ancestry_;
   struct Entry {
-    std::uint64_t generation = 0;  // of the relation description it was resolved from
+    std::uint64_t generation = 0;        // of the relation description it was resolved from
     std::optional<ResolvedTable> table;  // nullopt: not a configured outbox table
   };
   std::unordered_map<pgoutput::Oid, Entry> resolved_;

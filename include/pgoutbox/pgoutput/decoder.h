@@ -22,9 +22,9 @@ struct DecodeOptions {
 };
 
 struct DecodeError {
-  char kind = 0;            // the message's type byte (0 for empty input)
-  std::size_t offset = 0;   // where decoding stopped
-  std::string reason;       // e.g. "truncated Int64 commit_lsn", "unknown message type"
+  char kind = 0;           // the message's type byte (0 for empty input)
+  std::size_t offset = 0;  // where decoding stopped
+  std::string reason;      // e.g. "truncated Int64 commit_lsn", "unknown message type"
 
   // "pgoutput 'C' (Commit) at offset 2: truncated Int64 commit_lsn" — the offset is where
   // the failing field starts.
@@ -34,7 +34,7 @@ struct DecodeError {
 class DecodeResult {
  public:
   DecodeResult(Message message) : value_(std::move(message)) {}  // NOLINT: implicit by design
-  DecodeResult(DecodeError error) : value_(std::move(error)) {}   // NOLINT
+  DecodeResult(DecodeError error) : value_(std::move(error)) {}  // NOLINT
 
   bool ok() const { return std::holds_alternative<Message>(value_); }
   explicit operator bool() const { return ok(); }

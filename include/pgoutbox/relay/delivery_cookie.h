@@ -13,7 +13,7 @@ struct DeliveryCookie {
   std::uint64_t txn = 0;
   std::uint32_t attempt = 0;  // isolated sends before this one
   bool dead_letter = false;
-  bool isolated = false;      // sent alone (a batch of one), so its verdict is its own
+  bool isolated = false;  // sent alone (a batch of one), so its verdict is its own
 
   // A record's first send, in a batch with others.
   static DeliveryCookie batched(std::uint64_t txn) { return {txn, 0, false, false}; }

@@ -9,10 +9,10 @@
 // A session ends in one of three ways (Outcome); the caller decides what follows: exit,
 // reconnect after a backoff, or exit with the error's code.
 
+#include <spdlog/common.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <spdlog/common.h>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -42,11 +42,11 @@ struct Counters {
   std::uint64_t rows_ignored = 0;      // inserts into tables that are not configured
   std::uint64_t changes_ignored = 0;   // updates, deletes, truncates, logical messages
   std::uint64_t transactions = 0;
-  std::uint64_t pauses = 0;            // backpressure engaged
-  std::uint64_t poison_retried = 0;    // sends again after Kafka refused a record for good
-  std::uint64_t dead_lettered = 0;     // poison records whose dead-letter write was acknowledged
-  std::uint64_t skipped = 0;           // poison records dropped under policy skip
-  std::uint64_t queue_full = 0;        // sends the sink's queue had no room for (retried on a timer)
+  std::uint64_t pauses = 0;          // backpressure engaged
+  std::uint64_t poison_retried = 0;  // sends again after Kafka refused a record for good
+  std::uint64_t dead_lettered = 0;   // poison records whose dead-letter write was acknowledged
+  std::uint64_t skipped = 0;         // poison records dropped under policy skip
+  std::uint64_t queue_full = 0;      // sends the sink's queue had no room for (retried on a timer)
 };
 
 class Relay : private ChangeHandler {
@@ -89,10 +89,10 @@ class Relay : private ChangeHandler {
   // every live key of every in-flight record; per topic costs one counter per topic in flight and
   // stalls only the topic of the failure, for as long as its record takes to settle.
   struct TopicState {
-    std::uint64_t in_flight = 0;   // in the batched sink, not yet reported
-    std::deque<Pending> failed;    // reported failures of the batched sink, in report order
-    std::deque<Pending> waiting;   // later records (and refusals at produce time), in send order
-    bool head_busy = false;        // a failed record was sent alone (or waits for its backoff)
+    std::uint64_t in_flight = 0;  // in the batched sink, not yet reported
+    std::deque<Pending> failed;   // reported failures of the batched sink, in report order
+    std::deque<Pending> waiting;  // later records (and refusals at produce time), in send order
+    bool head_busy = false;       // a failed record was sent alone (or waits for its backoff)
     bool held() const { return head_busy || !failed.empty() || !waiting.empty(); }
   };
   struct SinkSlot {

@@ -6,8 +6,8 @@
 // socket, the sink's wake-up descriptors and the timers are all waited on there, so nothing of
 // a finished session can run after it.
 
-#include <boost/asio/io_context.hpp>
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <optional>
 

@@ -47,11 +47,11 @@ class Catalog {
 // How a publication reaches one configured outbox table.
 struct TableLayout {
   bool exists = false;
-  bool partitioned = false;             // relkind 'p'
-  bool published = false;               // the publication publishes the table's own rows
-  std::size_t leaf_partitions = 0;      // every level of sub-partitions
-  std::vector<TableName> children;      // inheritance children, every level
-  std::vector<TableName> unpublished;   // of those, the ones the publication leaves out
+  bool partitioned = false;            // relkind 'p'
+  bool published = false;              // the publication publishes the table's own rows
+  std::size_t leaf_partitions = 0;     // every level of sub-partitions
+  std::vector<TableName> children;     // inheritance children, every level
+  std::vector<TableName> unpublished;  // of those, the ones the publication leaves out
 };
 
 // Reads the layout; `pub` is the publication's state (Connection::publication).

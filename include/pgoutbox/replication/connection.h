@@ -24,7 +24,7 @@ namespace pgoutbox::replication {
 class PgError : public std::runtime_error {
  public:
   struct Fields {
-    std::string sqlstate;      // empty: libpq's own failure (connecting, connection lost)
+    std::string sqlstate;  // empty: libpq's own failure (connecting, connection lost)
     std::string detail;
     std::string hint;
     bool connection_bad = false;  // libpq's connection status was CONNECTION_BAD afterwards

@@ -14,16 +14,16 @@ inline constexpr int kOldestSupportedServer = 140000;
 
 struct ServerFeatures {
   int server_version = 0;
-  int proto_version = 1;            // pgoutput proto_version: 14 → 2, 15 → 3, 16 and later → 4
-  bool messages = false;            // START_REPLICATION option `messages` (14)
-  bool two_phase = false;           // pgoutput option `two_phase` (15); pgoutbox decodes at commit
-  bool slot_options_list = false;   // CREATE_REPLICATION_SLOT … (SNAPSHOT 'nothing') (15)
-  bool standby_decoding = false;    // logical decoding on a hot standby (16)
-  bool failover_slots = false;      // slots synchronised to a physical standby (17)
+  int proto_version = 1;           // pgoutput proto_version: 14 → 2, 15 → 3, 16 and later → 4
+  bool messages = false;           // START_REPLICATION option `messages` (14)
+  bool two_phase = false;          // pgoutput option `two_phase` (15); pgoutbox decodes at commit
+  bool slot_options_list = false;  // CREATE_REPLICATION_SLOT … (SNAPSHOT 'nothing') (15)
+  bool standby_decoding = false;   // logical decoding on a hot standby (16)
+  bool failover_slots = false;     // slots synchronised to a physical standby (17)
   // pg_replication_slots columns beyond slot_name … wal_status (13):
-  bool slot_two_phase = false;      // two_phase (14)
-  bool slot_conflicting = false;    // conflicting (16)
-  bool slot_failover = false;       // failover, synced, inactive_since, invalidation_reason (17)
+  bool slot_two_phase = false;    // two_phase (14)
+  bool slot_conflicting = false;  // conflicting (16)
+  bool slot_failover = false;     // failover, synced, inactive_since, invalidation_reason (17)
 
   // "PostgreSQL 14.23: proto_version 2, messages, no two_phase, …" for the start-up log.
   std::string describe() const;
