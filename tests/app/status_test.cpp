@@ -101,7 +101,11 @@ class StatusCommandTest : public ::testing::Test {
 TEST_F(StatusCommandTest, JsonFollowsTheSlotAsEventsAreWrittenAndConfirmed) {
   const auto config = write_config("st_moves");
   auto process = start_run(config);
-  PGOUTBOX_ASSERT_EVENTUALLY(slot_active("st_moves_slot"), 30s);
+  // The creating walsender holds the slot (active) while CREATE_REPLICATION_SLOT waits for a
+  // consistent point, and confirmed_flush_lsn stays NULL until it is found: wait for both.
+  PGOUTBOX_ASSERT_EVENTUALLY(pg.query_value("SELECT active AND confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots "
+                                            "WHERE slot_name = 'st_moves_slot'") == std::optional<std::string>("t"),
+                             30s);
 
   const auto before = status_json(config);
   ASSERT_TRUE(before);
