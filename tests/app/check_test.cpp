@@ -6,12 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
-
 #include "eventually.h"
 
 #include "kafka_client.h"
 #include "operator_fixture.h"
+#include "pgoutbox_config.h"
 #include "services.h"
 
 namespace pgoutbox::test {
@@ -37,19 +36,14 @@ class CheckCommandTest : public ::testing::Test {
 
   std::string write_config(const std::string& name, const std::string& dsn, const std::string& brokers,
                            const std::string& topic, const std::string& extra = "") {
-    const std::string path = dir.path() + "/" + name + ".yaml";
-    std::ofstream out(path);
-    out << "postgres:\n"
-        << "  dsn: \"" << dsn << "\"\n"
-        << "  slot: " << name << "_slot\n"
-        << "  publication: " << name << "_pub\n"
-        << "kafka:\n"
-        << "  brokers: \"" << brokers << "\"\n"
-        << "tables:\n"
-        << "  - table: public." << name << "\n"
-        << "    topic: \"" << topic << "\"\n"
-        << extra;
-    return path;
+    // Neither creates the publication nor sets a status interval: what `check` finds is the
+    // database's own state.
+    auto config = pipeline_config(dsn, brokers, name);
+    config.create_publication = false;
+    config.status_interval.clear();
+    config.tables.front().topic = topic;
+    config.extra_yaml = extra;
+    return write_pgoutbox_config(dir.path() + "/" + name + ".yaml", config);
   }
 
   std::string write_config(const std::string& name, const std::string& topic = "${aggregatetype}.events") {

@@ -12,6 +12,7 @@
 #include "eventually.h"
 #include "kafka_client.h"
 #include "pgoutbox/lsn.h"
+#include "pgoutbox_config.h"
 #include "services.h"
 
 namespace pgoutbox::test {
@@ -29,21 +30,9 @@ class RunCommandTest : public ::testing::Test {
     pg.exec("CREATE TABLE IF NOT EXISTS " + name +
             " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, type text, payload "
             "jsonb)");
-    const std::string path = dir.path() + "/" + name + ".yaml";
-    std::ofstream out(path);
-    out << "postgres:\n"
-        << "  dsn: \"" << pg.dsn() << "\"\n"
-        << "  slot: " << name << "_slot\n"
-        << "  publication: " << name << "_pub\n"
-        << "  create_publication: true\n"
-        << "  status_interval: 200ms\n"
-        << "kafka:\n"
-        << "  brokers: \"" << kafka.bootstrap() << "\"\n"
-        << "tables:\n"
-        << "  - table: public." << name << "\n"
-        << "    topic: \"" << name << ".${aggregatetype}\"\n"
-        << extra;
-    return path;
+    auto config = pipeline_config(pg.dsn(), kafka.bootstrap(), name);
+    config.extra_yaml = extra;
+    return write_pgoutbox_config(dir.path() + "/" + name + ".yaml", config);
   }
 
   ChildProcess start(const std::string& config, std::vector<std::string> env = {}) {

@@ -4,12 +4,11 @@
 #include <signal.h>
 #include <simdjson.h>
 
-#include <fstream>
-
 #include "eventually.h"
 #include "kafka_client.h"
 #include "operator_fixture.h"
 #include "pgoutbox/lsn.h"
+#include "pgoutbox_config.h"
 #include "services.h"
 
 namespace pgoutbox::test {
@@ -36,21 +35,9 @@ class StatusCommandTest : public ::testing::Test {
   std::string write_config(const std::string& name, const std::string& extra = "") {
     pg.exec("CREATE TABLE IF NOT EXISTS " + name +
             " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, payload jsonb)");
-    const std::string path = dir.path() + "/" + name + ".yaml";
-    std::ofstream out(path);
-    out << "postgres:\n"
-        << "  dsn: \"" << pg.dsn() << "\"\n"
-        << "  slot: " << name << "_slot\n"
-        << "  publication: " << name << "_pub\n"
-        << "  create_publication: true\n"
-        << "  status_interval: 200ms\n"
-        << "kafka:\n"
-        << "  brokers: \"" << kafka.bootstrap() << "\"\n"
-        << "tables:\n"
-        << "  - table: public." << name << "\n"
-        << "    topic: \"" << name << ".${aggregatetype}\"\n"
-        << extra;
-    return path;
+    auto config = pipeline_config(pg.dsn(), kafka.bootstrap(), name);
+    config.extra_yaml = extra;
+    return write_pgoutbox_config(dir.path() + "/" + name + ".yaml", config);
   }
 
   ChildProcess start_run(const std::string& config) {
@@ -103,9 +90,10 @@ TEST_F(StatusCommandTest, JsonFollowsTheSlotAsEventsAreWrittenAndConfirmed) {
   auto process = start_run(config);
   // The creating walsender holds the slot (active) while CREATE_REPLICATION_SLOT waits for a
   // consistent point, and confirmed_flush_lsn stays NULL until it is found: wait for both.
-  PGOUTBOX_ASSERT_EVENTUALLY(pg.query_value("SELECT active AND confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots "
-                                            "WHERE slot_name = 'st_moves_slot'") == std::optional<std::string>("t"),
-                             30s);
+  PGOUTBOX_ASSERT_EVENTUALLY(
+      pg.query_value("SELECT active AND confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots "
+                     "WHERE slot_name = 'st_moves_slot'") == std::optional<std::string>("t"),
+      30s);
 
   const auto before = status_json(config);
   ASSERT_TRUE(before);

@@ -12,6 +12,7 @@
 #include "eventually.h"
 #include "example_fixture.h"
 #include "kafka_client.h"
+#include "pgoutbox_config.h"
 #include "services.h"
 
 namespace pgoutbox::test {
@@ -49,17 +50,16 @@ TEST_F(ScenarioTest, EveryOrderIsAppliedOnceAcrossAKafkaOutage) {
       "INSERT INTO stock (sku, initial, available) SELECT 'SKU-' || g, 100000, 100000 FROM generate_series(1, 20) g",
       stock);
   create_topic(kafka.bootstrap(), "outbox.event.order", 3);
-  const std::string config = dir.path() + "/pgoutbox.yaml";
-  std::ofstream(config) << "postgres:\n"
-                        << "  dsn: \"" << pg.dsn(shop) << "\"\n"
-                        << "  slot: scenario\n"
-                        << "  publication: pgoutbox\n"
-                        << "  status_interval: 500ms\n"
-                        << "kafka:\n"
-                        << "  brokers: \"" << kafka.bootstrap() << "\"\n"
-                        << "tables:\n"
-                        << "  - table: public.outbox\n"
-                        << "shutdown_timeout: 10s\n";
+  PgoutboxConfig settings;
+  settings.dsn = pg.dsn(shop);
+  settings.slot = "scenario";
+  settings.publication = "pgoutbox";
+  settings.create_publication = false;
+  settings.status_interval = "500ms";
+  settings.brokers = kafka.bootstrap();
+  settings.tables.push_back({.table = "public.outbox", .topic = "", .validate_json = false, .extra_yaml = ""});
+  settings.extra_yaml = "shutdown_timeout: 10s\n";
+  const auto config = write_pgoutbox_config(dir.path() + "/pgoutbox.yaml", settings);
 
   auto relay = start({PGOUTBOX_BINARY, "run", "-c", config}, "pgoutbox.log");
   // The slot first: a logical slot decodes only what commits after its creation.

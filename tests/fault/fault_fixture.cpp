@@ -52,14 +52,10 @@ Pipeline FaultTest::make_pipeline(const std::string& name, std::vector<std::stri
 }
 
 PgoutboxConfig FaultTest::config_for(const Pipeline& p, const std::string& brokers) const {
-  PgoutboxConfig c;
-  c.dsn = pg.dsn();
-  c.slot = p.slot;
-  c.publication = p.publication;
-  c.brokers = brokers;
-  c.tables.push_back(
-      {.table = "public." + p.table, .topic = p.topic_prefix + "${aggregatetype}", .validate_json = false});
+  auto c = pipeline_config(pg.dsn(), brokers, p.name);
+  c.tables.front().table = "public." + p.table;
   c.kafka_properties = {{"linger.ms", "5"}};
+  c.log_format = "text";
   return c;
 }
 

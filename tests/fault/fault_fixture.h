@@ -15,6 +15,7 @@
 #include "event_audit.h"
 #include "load_writer.h"
 #include "pgoutbox/lsn.h"
+#include "pgoutbox_config.h"
 #include "pgoutbox_process.h"
 #include "services.h"
 

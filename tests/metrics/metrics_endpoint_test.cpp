@@ -16,6 +16,7 @@
 #include "http_get.h"
 #include "kafka_client.h"
 #include "pgoutbox/lsn.h"
+#include "pgoutbox_config.h"
 #include "services.h"
 
 namespace pgoutbox::test {
@@ -65,22 +66,10 @@ class MetricsEndpointTest : public ::testing::Test {
     pg.exec("CREATE TABLE IF NOT EXISTS " + name +
             " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text, aggregateid text, type text, payload "
             "jsonb)");
-    const std::string path = dir.path() + "/" + name + ".yaml";
-    std::ofstream out(path);
-    out << "postgres:\n"
-        << "  dsn: \"" << pg.dsn() << "\"\n"
-        << "  slot: " << name << "_slot\n"
-        << "  publication: " << name << "_pub\n"
-        << "  create_publication: true\n"
-        << "  status_interval: 200ms\n"
-        << "kafka:\n"
-        << "  brokers: \"" << kafka.bootstrap() << "\"\n"
-        << "tables:\n"
-        << "  - table: public." << name << "\n"
-        << "    topic: \"" << name << ".${aggregatetype}\"\n"
-        << "metrics_address: \"127.0.0.1:" << port << "\"\n"
-        << extra;
-    return path;
+    auto config = pipeline_config(pg.dsn(), kafka.bootstrap(), name);
+    config.metrics_address = "127.0.0.1:" + std::to_string(port);
+    config.extra_yaml = extra;
+    return write_pgoutbox_config(dir.path() + "/" + name + ".yaml", config);
   }
 
   void start(const std::string& config, std::vector<std::string> env = {}) {

@@ -16,6 +16,7 @@
 #include "command.h"
 #include "eventually.h"
 #include "http_get.h"
+#include "pgoutbox_config.h"
 #include "services.h"
 
 namespace pgoutbox::test {
@@ -73,21 +74,10 @@ class PrometheusAlertsTest : public ::testing::Test {
     pg.exec(
         "CREATE TABLE IF NOT EXISTS ops_alerts (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), "
         "aggregatetype text, aggregateid text, type text, payload jsonb)");
-    const std::string path = dir.path() + "/pgoutbox.yaml";
-    std::ofstream(path) << "postgres:\n"
-                        << "  dsn: \"" << pg.dsn() << "\"\n"
-                        << "  slot: ops_alerts_slot\n"
-                        << "  publication: ops_alerts_pub\n"
-                        << "  create_publication: true\n"
-                        << "  status_interval: 200ms\n"
-                        << "kafka:\n"
-                        << "  brokers: \"" << kafka.bootstrap() << "\"\n"
-                        << "tables:\n"
-                        << "  - table: public.ops_alerts\n"
-                        << "    topic: \"ops_alerts.${aggregatetype}\"\n"
-                        << "limits:\n"
-                        << "  max_in_flight_records: 20\n"
-                        << "metrics_address: \"127.0.0.1:" << metrics_port << "\"\n";
+    auto config = pipeline_config(pg.dsn(), kafka.bootstrap(), "ops_alerts");
+    config.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+    config.extra_yaml = "limits:\n  max_in_flight_records: 20\n";
+    const auto path = write_pgoutbox_config(dir.path() + "/pgoutbox.yaml", config);
     pgoutbox.emplace(ChildProcess::Options{.argv = {PGOUTBOX_BINARY, "run", "-c", path},
                                            .log_path = dir.path() + "/pgoutbox.log",
                                            .run_as = std::nullopt,

@@ -8,6 +8,7 @@
 
 #include "eventually.h"
 #include "kafka_client.h"
+#include "relay_config.h"
 #include "relay_runner.h"
 #include "services.h"
 
@@ -27,18 +28,9 @@ class LayoutTest : public ::testing::Test {
 
   // A relay for outbox table `name` through publication `pub` (created by the test).
   config::Config relay_config(const std::string& name, const std::string& pub, const std::string& dbname = "postgres") {
-    config::Config cfg;
-    cfg.postgres.dsn = pg.dsn(dbname);
-    cfg.postgres.slot = name + "_slot";
+    auto cfg = test::relay_config(pg.dsn(dbname), kafka.bootstrap(), name);
     cfg.postgres.publication = pub;
     cfg.postgres.create_publication = false;
-    cfg.postgres.status_interval = 200ms;
-    cfg.kafka.brokers = kafka.bootstrap();
-    config::TableConfig t;
-    t.name = name;
-    t.topic = name + ".${aggregatetype}";
-    cfg.tables.push_back(t);
-    cfg.shutdown_timeout = 10s;
     slots_.emplace_back(cfg.postgres.slot, dbname);
     return cfg;
   }

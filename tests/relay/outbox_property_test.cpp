@@ -22,6 +22,7 @@
 #include "eventually.h"
 #include "kafka_client.h"
 #include "pgoutbox/pgoutput/decoder.h"
+#include "pgoutbox_config.h"
 #include "pgoutbox_process.h"
 #include "services.h"
 
@@ -236,15 +237,18 @@ class OutboxPropertyTest : public ::testing::Test {
   }
 
   std::string write_config(const Case& c) {
-    const std::string path = dir.path() + "/" + c.db + ".yaml";
-    std::ofstream out(path);
-    out << "postgres:\n  dsn: \"" << pg.dsn(c.db) << "\"\n  slot: " << c.slot << "\n  publication: prop_pub\n"
-        << "  status_interval: 200ms\n"
-        << "kafka:\n  brokers: \"" << kafka.bootstrap() << "\"\n"
-        << "tables:\n  - table: public.prop_outbox\n    topic: \"" << c.topic << "\"\n"
-        << "    columns:\n      timestamp: occurred\n      type: null\n"
-        << "log_format: text\n";
-    return path;
+    PgoutboxConfig config;
+    config.dsn = pg.dsn(c.db);
+    config.slot = c.slot;
+    config.publication = "prop_pub";
+    config.create_publication = false;
+    config.brokers = kafka.bootstrap();
+    config.tables.push_back({.table = "public.prop_outbox",
+                             .topic = c.topic,
+                             .validate_json = false,
+                             .extra_yaml = "    columns:\n      timestamp: occurred\n      type: null\n"});
+    config.log_format = "text";
+    return write_pgoutbox_config(dir.path() + "/" + c.db + ".yaml", config);
   }
 
   void run_case(const Case& c, std::mt19937& rng) {

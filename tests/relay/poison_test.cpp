@@ -6,6 +6,7 @@
 
 #include "eventually.h"
 #include "kafka_client.h"
+#include "relay_config.h"
 #include "relay_runner.h"
 #include "services.h"
 
@@ -25,23 +26,12 @@ class PoisonTest : public ::testing::Test {
     pg.exec("CREATE TABLE " + name +
             " (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text, payload text)");
     create_topic(kafka.bootstrap(), name + ".E", 1, {{"max.message.bytes", "4096"}});
-    config::Config cfg;
-    cfg.postgres.dsn = pg.dsn();
-    cfg.postgres.slot = name + "_slot";
-    cfg.postgres.publication = name + "_pub";
-    cfg.postgres.create_publication = true;
-    cfg.postgres.status_interval = 200ms;
-    cfg.kafka.brokers = kafka.bootstrap();
-    config::TableConfig t;
-    t.name = name;
-    t.topic = name + ".${aggregatetype}";
-    t.validate_json = true;
-    cfg.tables.push_back(t);
+    auto cfg = relay_config(pg.dsn(), kafka.bootstrap(), name);
+    cfg.tables.front().validate_json = true;
     cfg.poison.policy = policy;
     cfg.poison.dead_letter_topic = name + ".dlq";
     cfg.poison.max_retries = 2;
     cfg.poison.retry_backoff = 100ms;
-    cfg.shutdown_timeout = 10s;
     slots_.push_back(cfg.postgres.slot);
     return cfg;
   }

@@ -7,6 +7,7 @@
 
 #include "eventually.h"
 #include "kafka_client.h"
+#include "relay_config.h"
 #include "relay_runner.h"
 #include "services.h"
 
@@ -26,18 +27,7 @@ class RelayTest : public ::testing::Test {
             " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, aggregateid text, "
             "type text, payload " +
             payload_type + ", created_at timestamptz DEFAULT now())");
-    config::Config cfg;
-    cfg.postgres.dsn = pg.dsn();
-    cfg.postgres.slot = name + "_slot";
-    cfg.postgres.publication = name + "_pub";
-    cfg.postgres.create_publication = true;
-    cfg.postgres.status_interval = 200ms;
-    cfg.kafka.brokers = kafka.bootstrap();
-    config::TableConfig t;
-    t.name = name;
-    t.topic = name + ".${aggregatetype}";
-    cfg.tables.push_back(t);
-    cfg.shutdown_timeout = 10s;
+    auto cfg = relay_config(pg.dsn(), kafka.bootstrap(), name);
     slots_.push_back(cfg.postgres.slot);
     return cfg;
   }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "eventually.h"
+#include "relay_config.h"
 #include "relay_runner.h"
 #include "services.h"
 
@@ -16,16 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 
 config::Config base_config(const PgCluster& pg, const std::string& name) {
-  config::Config cfg;
-  cfg.postgres.dsn = pg.dsn();
-  cfg.postgres.slot = name + "_slot";
-  cfg.postgres.publication = name + "_pub";
-  cfg.postgres.create_publication = true;
-  cfg.kafka.brokers = shared_kafka().bootstrap();
-  config::TableConfig t;
-  t.name = name;
-  cfg.tables.push_back(t);
-  return cfg;
+  return relay_config(pg.dsn(), shared_kafka().bootstrap(), name);
 }
 
 void create_outbox(const PgCluster& pg, const std::string& name) {

@@ -30,17 +30,17 @@ class HostileRowsTest : public FaultTest {
   // per-table YAML), dead-letter policy, metrics on.
   std::string write_yaml(const std::string& name, const std::vector<std::pair<std::string, std::string>>& tables,
                          const std::string& dlq) {
-    const std::string path = dir.path() + "/" + name + ".yaml";
-    std::ofstream out(path);
-    out << "postgres:\n  dsn: \"" << pg.dsn() << "\"\n  slot: " << name << "_slot\n  publication: " << name
-        << "_pub\n  create_publication: true\n  status_interval: 200ms\n"
-        << "kafka:\n  brokers: \"" << kafka.bootstrap() << "\"\n  properties:\n    linger.ms: \"5\"\n"
-        << "tables:\n";
-    for (const auto& [table, extra] : tables) out << "  - table: public." << table << "\n" << extra;
-    out << "poison:\n  policy: dead-letter\n  dead_letter_topic: " << dlq
-        << "\n  max_retries: 1\n  retry_backoff: 100ms\n"
-        << "metrics_address: \"127.0.0.1:" << port << "\"\nmetrics_topic_labels: 20\nlog_format: json\n";
-    return path;
+    auto config = pipeline_config(pg.dsn(), kafka.bootstrap(), name);
+    config.kafka_properties = {{"linger.ms", "5"}};
+    config.tables.clear();
+    for (const auto& [table, extra] : tables) {
+      config.tables.push_back({.table = "public." + table, .topic = "", .validate_json = false, .extra_yaml = extra});
+    }
+    config.metrics_address = "127.0.0.1:" + std::to_string(port);
+    config.log_format = "json";
+    config.extra_yaml = "poison:\n  policy: dead-letter\n  dead_letter_topic: " + dlq +
+                        "\n  max_retries: 1\n  retry_backoff: 100ms\nmetrics_topic_labels: 20\n";
+    return write_pgoutbox_config(dir.path() + "/" + name + ".yaml", config);
   }
   std::string scrape() { return http_get("127.0.0.1", port, "/metrics").body; }
   double metric(const std::string& name, const std::string& labels = "") {

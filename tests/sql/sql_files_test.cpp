@@ -11,6 +11,7 @@
 
 #include "eventually.h"
 #include "kafka_client.h"
+#include "pgoutbox_config.h"
 #include "services.h"
 
 namespace pgoutbox::test {
@@ -89,19 +90,12 @@ class SqlFilesTest : public ::testing::Test {
 
   std::string write_config(const std::string& name, const std::string& slot, const std::string& publication,
                            const std::string& table) {
-    const std::string path = dir.path() + "/" + name + ".yaml";
-    std::ofstream out(path);
-    out << "postgres:\n"
-        << "  dsn: \"" << role_dsn() << "\"\n"
-        << "  slot: " << slot << "\n"
-        << "  publication: " << publication << "\n"
-        << "  status_interval: 200ms\n"
-        << "kafka:\n"
-        << "  brokers: \"" << kafka.bootstrap() << "\"\n"
-        << "tables:\n"
-        << "  - table: " << table << "\n"
-        << "    topic: \"" << name << ".${aggregatetype}\"\n";
-    return path;
+    auto config = pipeline_config(role_dsn(), kafka.bootstrap(), name);
+    config.slot = slot;
+    config.publication = publication;
+    config.create_publication = false;
+    config.tables.front().table = table;
+    return write_pgoutbox_config(dir.path() + "/" + name + ".yaml", config);
   }
 
   ChildProcess start_pgoutbox(const std::vector<std::string>& args, const std::string& log) {

@@ -3,7 +3,6 @@
 #include <libpq-fe.h>
 #include <sys/wait.h>
 
-#include <fstream>
 #include <memory>
 #include <stdexcept>
 
@@ -21,32 +20,6 @@ std::optional<std::string> single_value(const std::string& dsn, const std::strin
 }
 
 }  // namespace
-
-std::string write_pgoutbox_config(const std::string& path, const PgoutboxConfig& config) {
-  std::ofstream out(path, std::ios::trunc);
-  out << "postgres:\n"
-      << "  dsn: \"" << config.dsn << "\"\n"
-      << "  slot: " << config.slot << "\n"
-      << "  publication: " << config.publication << "\n"
-      << "  create_publication: true\n"
-      << "  status_interval: " << config.status_interval << "\n"
-      << "kafka:\n"
-      << "  brokers: \"" << config.brokers << "\"\n";
-  if (!config.kafka_properties.empty()) {
-    out << "  properties:\n";
-    for (const auto& [name, value] : config.kafka_properties) out << "    " << name << ": \"" << value << "\"\n";
-  }
-  out << "tables:\n";
-  for (const auto& t : config.tables) {
-    out << "  - table: " << t.table << "\n"
-        << "    topic: \"" << t.topic << "\"\n";
-    if (t.validate_json) out << "    validate_json: true\n";
-  }
-  out << "log_format: text\n" << config.extra_yaml;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + path);
-  return path;
-}
 
 PgoutboxProcess::PgoutboxProcess(const std::string& binary, const std::string& config_path, const std::string& log_path,
                                  std::vector<std::string> extra_env)

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,27 +8,6 @@
 #include "child_process.h"
 
 namespace pgoutbox::test {
-
-// What a fault test puts in pgoutbox's YAML file. `extra_yaml` is appended as is (top-level
-// sections such as limits:, poison:, reconnect:).
-struct PgoutboxConfig {
-  struct Table {
-    std::string table;
-    std::string topic;  // template, e.g. "name.${aggregatetype}"
-    bool validate_json = false;
-  };
-  std::string dsn;
-  std::string slot;
-  std::string publication;
-  std::string brokers;
-  std::vector<Table> tables;
-  std::map<std::string, std::string> kafka_properties;
-  std::string status_interval = "200ms";
-  std::string extra_yaml;
-};
-
-// Writes the configuration file and returns its path.
-std::string write_pgoutbox_config(const std::string& path, const PgoutboxConfig& config);
 
 // `pgoutbox run -c FILE` as a child process (its own process group, killed with the test).
 class PgoutboxProcess {
