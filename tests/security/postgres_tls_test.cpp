@@ -23,6 +23,7 @@ using namespace std::chrono_literals;
 
 constexpr const char* kPassword = "Sc3ret-ov3r-TLS";  // grepped for in every output
 constexpr int kExitAuthentication = 16;               // README "Exit codes"
+constexpr int kExitTls = 20;                          // README "Exit codes": certificate verification failed
 
 struct TlsPostgres {
   std::optional<RunAs> account = service_account();
@@ -114,7 +115,7 @@ class PostgresTlsTest : public ::testing::Test {
   }
 
   struct Refusal {
-    std::optional<int> exit_code;  // nullopt: run keeps retrying (no SQLSTATE to classify by yet)
+    std::optional<int> exit_code;  // nullopt: run kept retrying
     std::string run_output;
     CommandResult check;
   };
@@ -153,6 +154,8 @@ TEST_F(PostgresTlsTest, ClientCertificateAuthenticationStreams) {
 TEST_F(PostgresTlsTest, AnUntrustedServerCertificateIsNamedWithTheFix) {
   const auto r = refused("tls_wrong_ca", dsn("relay", "localhost", tls().other_ca.cert()),
                          {std::string("PGOUTBOX_POSTGRES_PASSWORD=") + kPassword}, "certificate verify failed");
+  // A session that never streamed cannot be healed by retrying a certificate it cannot verify.
+  EXPECT_EQ(r.exit_code, kExitTls) << r.run_output;
   EXPECT_NE(r.run_output.find("Fix: the server's certificate is not signed by the CA in sslrootcert"),
             std::string::npos)
       << r.run_output;
@@ -168,6 +171,7 @@ TEST_F(PostgresTlsTest, AnUntrustedServerCertificateIsNamedWithTheFix) {
 TEST_F(PostgresTlsTest, AHostNameTheCertificateDoesNotNameIsRefusedWithTheFix) {
   const auto r = refused("tls_wrong_host", dsn("relay", "127.0.0.1", tls().ca.cert()),
                          {std::string("PGOUTBOX_POSTGRES_PASSWORD=") + kPassword}, "does not match host name");
+  EXPECT_EQ(r.exit_code, kExitTls) << r.run_output;
   EXPECT_NE(r.run_output.find("Fix: sslmode=verify-full: connect with a host name the server's certificate names"),
             std::string::npos)
       << r.run_output;
