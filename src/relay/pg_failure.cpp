@@ -83,11 +83,18 @@ Outcome classify(const replication::PgError& error, const SessionContext& contex
                                                  "(sslrootcert in postgres.dsn), or connect by the host name the "
                                                  "certificate names"));
     case PgCause::permission:
+      // CREATE PUBLICATION … FOR TABLE needs ownership of each table (42501 "must be owner of
+      // table …"): no grant of REPLICATION fixes that, so say what does.
+      if (what.find("must be owner of") != std::string::npos) {
+        return Outcome::fatal(Fatal::permission,
+                              with_fix(what,
+                                       "creating the publication needs ownership of the outbox tables: create it as "
+                                       "their owner (sql/publication.sql) and set postgres.create_publication: false"));
+      }
       return Outcome::fatal(Fatal::permission,
                             with_fix(what,
                                      "grant the role LOGIN and REPLICATION (see sql/role.sql), e.g. ALTER ROLE <user> "
-                                     "LOGIN REPLICATION; creating the publication needs ownership of the outbox "
-                                     "tables: create it as their owner (sql/publication.sql) instead"));
+                                     "LOGIN REPLICATION"));
     case PgCause::wal_level:
       return Outcome::fatal(Fatal::wal_level,
                             with_fix(what, "set wal_level = logical in postgresql.conf and restart PostgreSQL"));

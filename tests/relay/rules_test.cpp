@@ -144,6 +144,21 @@ TEST(PgFailure, SqlstateDecidesBeforeText) {
             std::string::npos);
 }
 
+// Issue 19 item 9: the least-privilege role cannot create the publication because it does not
+// own the tables; the fix must say that, not ask for REPLICATION.
+TEST(PgFailure, APermissionFailureNamesItsTrueCause) {
+  const auto owner = classify(replication::PgError("ERROR:  must be owner of table outbox", "42501"), {150000, false});
+  EXPECT_EQ(owner.cause, Fatal::permission);
+  EXPECT_NE(owner.reason.find("Fix: creating the publication needs ownership of the outbox tables"), std::string::npos)
+      << owner.reason;
+  EXPECT_EQ(owner.reason.find("REPLICATION"), std::string::npos) << owner.reason;
+  const auto role = classify(
+      replication::PgError("FATAL:  must be superuser or replication role to start walsender", ""), {150000, false});
+  EXPECT_EQ(role.cause, Fatal::permission);
+  EXPECT_NE(role.reason.find("ALTER ROLE <user> LOGIN REPLICATION"), std::string::npos) << role.reason;
+  EXPECT_EQ(role.reason.find("ownership"), std::string::npos) << role.reason;
+}
+
 TEST(PgFailure, AuthenticationIsPermanentOnlyUntilTheFirstStream) {
   const replication::PgError e("fe_sendauth: no password supplied", "");
   EXPECT_EQ(classify(e, {0, false}).kind, Outcome::Kind::fatal);
