@@ -13,10 +13,10 @@ namespace pgoutbox::test {
 // poison:, reconnect:, shutdown_timeout:).
 struct PgoutboxConfig {
   struct Table {
-    std::string table;  // schema-qualified, e.g. "public.orders"
-    std::string topic;  // template, e.g. "name.${aggregatetype}"; empty: the default
+    std::string table{};  // schema-qualified, e.g. "public.orders"
+    std::string topic{};  // template, e.g. "name.${aggregatetype}"; empty: the default
     bool validate_json = false;
-    std::string extra_yaml;  // more keys of this table, each line indented by four spaces
+    std::string extra_yaml{};  // more keys of this table, each line indented by four spaces
   };
   std::string dsn;
   std::string slot;

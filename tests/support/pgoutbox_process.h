@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "child_process.h"
+#include "pgoutbox_config.h"  // the config file a PgoutboxProcess is usually started with
 
 namespace pgoutbox::test {
 
