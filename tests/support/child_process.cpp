@@ -23,6 +23,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -333,20 +334,31 @@ std::string tail_of(const std::string& path) {
 }
 
 int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("socket failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  // The kernel can hand out the port it just released again at once, so two calls in a row may
+  // return the same number (a broker started with its listener and its controller on one port
+  // refuses to format its storage). Every port this process has handed out is remembered and
+  // never handed out twice.
+  static std::mutex mutex;
+  static std::set<int> issued;
+  const std::lock_guard lock(mutex);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::runtime_error("socket failed");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ::close(fd);
+      throw std::runtime_error("cannot find a free port");
+    }
     ::close(fd);
-    throw std::runtime_error("cannot find a free port");
+    const int port = ntohs(addr.sin_port);
+    if (issued.insert(port).second) return port;
   }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  throw std::runtime_error("cannot find a free port not handed out before");
 }
 
 }  // namespace pgoutbox::test
