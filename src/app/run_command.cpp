@@ -198,12 +198,14 @@ int run(const std::string& config_path) {
   Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
   bool standby = false;
   bool ever_streamed = false;
+  // Exactly-once: records Kafka refused, remembered across sessions (their retries are sessions).
+  const auto refused_records = std::make_shared<relay::RefusedRecords>();
   while (!signals.stop_requested()) {
     const auto started = std::chrono::steady_clock::now();
     if (const auto refused = mapping_refused(cfg)) return *refused;
     relay::Outcome outcome;
     try {
-      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed});
+      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed, refused_records});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);

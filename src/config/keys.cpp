@@ -382,6 +382,44 @@ std::vector<Entry<Draft>> make_global_entries() {
       "long, up to reconnect.max.",
       [](auto& d) -> auto& { return d.config.poison.retry_backoff; }));
 
+  auto delivery = base<Draft>(
+      "delivery", "one of at-least-once, exactly-once",
+      "at-least-once: an idempotent producer; after a crash, records past the last checkpoint are published "
+      "again. exactly-once: Kafka transactions holding whole Postgres transactions and the checkpoint, so a "
+      "read_committed consumer sees each event once, and an older instance is fenced (docs/spec.md I10).");
+  delivery.set = [](Draft& d, const Scalar& s) {
+    check_choice(s.text, {"at-least-once", "exactly-once"});
+    d.config.delivery = s.text == "exactly-once" ? Delivery::exactly_once : Delivery::at_least_once;
+  };
+  delivery.show = [](const Draft& d) {
+    return std::string(d.config.delivery == Delivery::exactly_once ? "exactly-once" : "at-least-once");
+  };
+  v.push_back(std::move(delivery));
+  v.push_back(flag<Draft>(
+      "checkpoint.enabled",
+      "Keep a durable checkpoint in Kafka (checkpoint.topic) and skip, on start, the transactions it covers. "
+      "Required by exactly-once.",
+      [](auto& d) -> auto& { return d.config.checkpoint.enabled; }));
+  v.push_back(text<Draft>(
+      "checkpoint.topic", "topic",
+      "Compacted topic holding one checkpoint per slot, keyed by system identifier, database and slot; created "
+      "with cleanup.policy=compact when missing and allowed.",
+      [](auto& d) -> auto& { return d.config.checkpoint.topic; }, check_topic_name));
+  v.push_back(duration<Draft>(
+      "checkpoint.interval",
+      "At-least-once: how often at most the checkpoint is written (and at shutdown). After a Postgres crash, "
+      "about this much is published again.",
+      [](auto& d) -> auto& { return d.config.checkpoint.interval; }));
+  v.push_back(text<Draft>(
+      "kafka.transactional_id", "string",
+      "Exactly-once: the producer's transactional.id; empty derives pgoutbox-<system identifier>-<database>-<slot>. "
+      "Every instance of one slot must use the same, and no two slots one.",
+      [](auto& d) -> auto& { return d.config.kafka.transactional_id; }, [](std::string_view) {}));
+  v.push_back(duration<Draft>(
+      "kafka.transaction_interval",
+      "Exactly-once: how long one Kafka transaction collects whole Postgres transactions before it is committed.",
+      [](auto& d) -> auto& { return d.config.kafka.transaction_interval; }));
+
   v.push_back(duration<Draft>(
       "shutdown_timeout",
       "On SIGTERM or SIGINT, how long to wait for Kafka to acknowledge what is in flight "

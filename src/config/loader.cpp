@@ -120,6 +120,7 @@ Config Loader::run(const std::string& yaml) {
   resolve_properties();
   check_tables();
   check_reconnect();
+  check_delivery();
   draft_.config.source = source_;
   if (const auto it = origins_.find("metrics_address"); it != origins_.end()) {
     const Origin& o = it->second;

@@ -57,6 +57,7 @@ class Loader {
   void resolve_properties();
   void check_tables();
   void check_reconnect();
+  void check_delivery();
   std::string read_secret_file(const std::string& path, const Origin& origin, const std::string& key);
 
   Origin file_origin() const { return {source_, 0, 0, false, base_dir_}; }

@@ -190,6 +190,12 @@ void Loader::resolve_properties() {
       fail(origin_of(name), fmt::format("{}.{}", path, name), fmt::format("{} (got {})", *refusal, quote(value)));
     }
   }
+  // The transactional producer is pgoutbox's to configure (delivery: exactly-once), with an id
+  // every instance of the slot shares; a property would bypass both.
+  if (properties.contains("transactional.id")) {
+    fail(origin_of("transactional.id"), fmt::format("{}.transactional.id", path),
+         "is set by pgoutbox; use delivery: exactly-once, and kafka.transactional_id to choose the id");
+  }
   // The producer's queue holds what is in flight; unbounded, it is unbounded memory.
   for (const auto& [name, ceiling] : {std::pair<std::string, std::uint64_t>{"queue.buffering.max.messages", 10'000'000},
                                       std::pair<std::string, std::uint64_t>{"queue.buffering.max.kbytes", 2'097'151}}) {
@@ -253,6 +259,31 @@ void Loader::check_reconnect() {
   fail(max_origin != origins_.end() ? max_origin->second : file_origin(), "reconnect.max",
        fmt::format("must be at least reconnect.min ({}) (got {})", format_duration(reconnect.min),
                    format_duration(reconnect.max)));
+}
+
+void Loader::check_delivery() {
+  const auto& cfg = draft_.config;
+  const auto origin_of = [&](const std::string& key) {
+    const auto it = origins_.find(key);
+    return it != origins_.end() ? it->second : file_origin();
+  };
+  if (cfg.delivery == Delivery::exactly_once && !cfg.checkpoint.enabled) {
+    fail(origin_of("checkpoint.enabled"), "checkpoint.enabled",
+         "must be true with delivery: exactly-once: the checkpoint is written in each Kafka transaction and read "
+         "back on start to skip what is already committed");
+  }
+  if (cfg.checkpoint.enabled && cfg.checkpoint.topic == cfg.poison.dead_letter_topic) {
+    fail(origin_of("checkpoint.topic"), "checkpoint.topic",
+         fmt::format("must differ from poison.dead_letter_topic (both {})", quote(cfg.checkpoint.topic)));
+  }
+  const auto positive = [&](const char* key, std::chrono::milliseconds value, std::chrono::milliseconds ceiling) {
+    if (value.count() > 0 && value <= ceiling) return;
+    fail(origin_of(key), key,
+         fmt::format("must be more than 0 and at most {} (got {})", format_duration(ceiling), format_duration(value)));
+  };
+  positive("checkpoint.interval", cfg.checkpoint.interval, std::chrono::minutes(10));
+  // Kafka aborts a transaction left open past transaction.timeout.ms (60 s by default).
+  positive("kafka.transaction_interval", cfg.kafka.transaction_interval, std::chrono::seconds(10));
 }
 
 }  // namespace pgoutbox::config::detail

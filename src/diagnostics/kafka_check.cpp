@@ -83,11 +83,12 @@ Client make_client(const config::Config& config, ClientErrors& errors, std::vect
   return Client(rk);
 }
 
-// The broker's auto.create.topics.enable; nullopt when it cannot be read (e.g. no DescribeConfigs ACL).
-std::optional<bool> broker_auto_creates(rd_kafka_t* rk, std::int32_t broker_id, std::chrono::milliseconds timeout) {
-  const auto id = std::to_string(broker_id);
+// One configuration value of a broker or a topic; nullopt when it cannot be read (e.g. no
+// DescribeConfigs ACL).
+std::optional<std::string> described_config(rd_kafka_t* rk, rd_kafka_ResourceType_t type, const std::string& name,
+                                            std::string_view key, std::chrono::milliseconds timeout) {
   std::unique_ptr<rd_kafka_ConfigResource_t, decltype(&rd_kafka_ConfigResource_destroy)> resource(
-      rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id.c_str()), &rd_kafka_ConfigResource_destroy);
+      rd_kafka_ConfigResource_new(type, name.c_str()), &rd_kafka_ConfigResource_destroy);
   std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)> queue(rd_kafka_queue_new(rk),
                                                                              &rd_kafka_queue_destroy);
   std::unique_ptr<rd_kafka_AdminOptions_t, decltype(&rd_kafka_AdminOptions_destroy)> options(
@@ -108,12 +109,20 @@ std::optional<bool> broker_auto_creates(rd_kafka_t* rk, std::int32_t broker_id, 
     std::size_t entries = 0;
     const auto** configs = rd_kafka_ConfigResource_configs(described[i], &entries);
     for (std::size_t e = 0; e < entries; ++e) {
-      if (std::string_view(rd_kafka_ConfigEntry_name(configs[e])) != "auto.create.topics.enable") continue;
+      if (std::string_view(rd_kafka_ConfigEntry_name(configs[e])) != key) continue;
       const char* value = rd_kafka_ConfigEntry_value(configs[e]);
-      return value != nullptr && std::string_view(value) == "true";
+      return value != nullptr ? std::string(value) : std::string();
     }
   }
   return std::nullopt;
+}
+
+// The broker's auto.create.topics.enable; nullopt when it cannot be read.
+std::optional<bool> broker_auto_creates(rd_kafka_t* rk, std::int32_t broker_id, std::chrono::milliseconds timeout) {
+  const auto value =
+      described_config(rk, RD_KAFKA_RESOURCE_BROKER, std::to_string(broker_id), "auto.create.topics.enable", timeout);
+  if (!value) return std::nullopt;
+  return *value == "true";
 }
 
 // The topic when the template has no ${column}: known before any row arrives.
@@ -188,6 +197,45 @@ void check_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const std::s
   }
 }
 
+// The checkpoint topic (docs/spec.md I10): compacted, created by pgoutbox when missing.
+void check_checkpoint_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const config::Config& config,
+                            const rd_kafka_metadata_t& md, std::vector<Finding>& findings) {
+  const std::string subject = "checkpoint.topic";
+  const auto& topic = config.checkpoint.topic;
+  const bool required = config.delivery == config::Delivery::exactly_once;
+  bool exists = false;
+  for (int i = 0; i < md.topic_cnt; ++i) exists = exists || (topic == md.topics[i].topic && md.topics[i].err == 0);
+  if (!exists) {
+    if (named_topic_error(rk, topic, timeout) == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+      const auto fix = fmt::format(
+          "grant pgoutbox's principal DESCRIBE, READ and WRITE on topic {} (and CREATE, or create it: kafka-topics.sh "
+          "--create --topic {} --partitions 1 --config cleanup.policy=compact).",
+          topic, topic);
+      const auto message =
+          fmt::format("topic {}: this principal may not describe it; {}", topic,
+                      required ? "exactly-once cannot start without it"
+                               : "the checkpoint is skipped, and a Postgres crash publishes more again");
+      findings.push_back(required ? Finding::blocking(subject, message, fix) : Finding::warning(subject, message, fix));
+      return;
+    }
+    findings.push_back(Finding::ok(
+        subject, fmt::format("topic {} does not exist; pgoutbox creates it at start with cleanup.policy=compact "
+                             "(this needs CREATE on it)",
+                             topic)));
+    return;
+  }
+  const auto policy = described_config(rk, RD_KAFKA_RESOURCE_TOPIC, topic, "cleanup.policy", timeout);
+  if (policy && policy->find("compact") == std::string::npos) {
+    findings.push_back(Finding::warning(
+        subject, fmt::format("topic {} has cleanup.policy={}: Kafka may delete the newest checkpoint", topic, *policy),
+        fmt::format("kafka-configs.sh --alter --entity-type topics --entity-name {} --add-config "
+                    "cleanup.policy=compact",
+                    topic)));
+    return;
+  }
+  findings.push_back(Finding::ok(subject, fmt::format("topic {} exists{}", topic, policy ? " (compacted)" : "")));
+}
+
 }  // namespace
 
 std::vector<Finding> check_kafka(const config::Config& config, std::chrono::milliseconds timeout) {
@@ -244,6 +292,7 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
     check_topic(client.get(), timeout, "poison.dead_letter_topic", config.poison.dead_letter_topic, *md, auto_create,
                 findings);
   }
+  if (config.checkpoint.enabled) check_checkpoint_topic(client.get(), timeout, config, *md, findings);
   return findings;
 }
 

@@ -71,6 +71,7 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
     props[name] = value;
   }
   for (const auto& fixed : config::fixed_kafka_properties()) props[std::string(fixed.name)] = fixed.value;
+  if (!settings.transactional_id.empty()) props["transactional.id"] = settings.transactional_id;
   props["bootstrap.servers"] = settings.brokers;
   return props;
 }
@@ -174,6 +175,45 @@ std::optional<std::string> Producer::fatal_error() const {
   const auto err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
   return fmt::format("{}: {}", rd_kafka_err2name(err), reason);
+}
+
+namespace {
+
+// librdkafka's verdict on a transactional call, as the relay acts on it.
+TxnResult txn_result(rd_kafka_error_t* error) {
+  if (error == nullptr) return {};
+  TxnResult result;
+  result.message = fmt::format("{}: {}", rd_kafka_error_name(error), rd_kafka_error_string(error));
+  const auto code = rd_kafka_error_code(error);
+  if (code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED || code == RD_KAFKA_RESP_ERR__FENCED) {
+    result.status = TxnStatus::fenced;
+  } else if (rd_kafka_error_is_fatal(error)) {
+    result.status = TxnStatus::fatal;
+  } else if (rd_kafka_error_txn_requires_abort(error)) {
+    result.status = TxnStatus::abort;
+  } else if (rd_kafka_error_is_retriable(error)) {
+    result.status = TxnStatus::retry;
+  } else {
+    // A call out of order (a state error): nothing of this transaction can be trusted.
+    result.status = TxnStatus::abort;
+  }
+  rd_kafka_error_destroy(error);
+  return result;
+}
+
+int millis(std::chrono::milliseconds timeout) { return static_cast<int>(timeout.count()); }
+
+}  // namespace
+
+TxnResult Producer::init_transactions(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_init_transactions(rk_, millis(timeout)));
+}
+TxnResult Producer::begin_transaction() { return txn_result(rd_kafka_begin_transaction(rk_)); }
+TxnResult Producer::commit_transaction(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_commit_transaction(rk_, millis(timeout)));
+}
+TxnResult Producer::abort_transaction(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_abort_transaction(rk_, millis(timeout)));
 }
 
 bool Producer::flush(std::chrono::milliseconds timeout) {

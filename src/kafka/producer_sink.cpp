@@ -50,6 +50,16 @@ class ProducerSink final : public Sink {
   int wakeup_fd() const override { return producer_.report_fd(); }
   void drain_wakeup() override { producer_.drain_report_fd(); }
   std::optional<std::string> fatal_error() const override { return producer_.fatal_error(); }
+  TxnResult init_transactions(std::chrono::milliseconds timeout) override {
+    return producer_.init_transactions(timeout);
+  }
+  TxnResult begin_transaction() override { return producer_.begin_transaction(); }
+  TxnResult commit_transaction(std::chrono::milliseconds timeout) override {
+    return producer_.commit_transaction(timeout);
+  }
+  TxnResult abort_transaction(std::chrono::milliseconds timeout) override {
+    return producer_.abort_transaction(timeout);
+  }
 
  private:
   // What librdkafka counts against queue.buffering.max.kbytes.
@@ -79,6 +89,7 @@ SinkFactory producer_sink_factory(SinkSettings base) {
       settings.properties["linger.ms"] = "0";
       settings.properties["client.id"] = "pgoutbox-isolated";
     }
+    settings.transactional_id = options.transactional_id;
     settings.on_statistics = std::move(options.on_statistics);
     settings.on_brokers_up = std::move(options.on_brokers_up);
     return std::make_unique<ProducerSink>(settings, std::move(options.on_delivery));

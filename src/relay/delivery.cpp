@@ -28,7 +28,7 @@ void Relay::arm_poll() {
   poll_timer_.expires_after(200ms);
   poll_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || outcome_) return;
-    for (auto* slot : {&main_, &isolated_}) {
+    for (auto* slot : {&main_, &isolated_, &checkpoint_sink_}) {
       if (slot->sink) slot->sink->poll();
     }
     check_sink_fatal();
@@ -42,6 +42,12 @@ bool Relay::check_sink_fatal() {
   auto fatal = main_.sink->fatal_error();
   if (!fatal && isolated_.sink) fatal = isolated_.sink->fatal_error();
   if (!fatal) return false;
+  if (eos_ && fatal->find("FENCED") != std::string::npos) {
+    finish(Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took over "
+                                                     "({}); this one writes nothing more",
+                                                     start_.transactional_id, *fatal)));
+    return true;
+  }
   finish(Outcome::reconnect("the Kafka producer hit a fatal error (" + *fatal +
                             "); rebuilding it and resuming from the slot's confirmed position"));
   return true;
@@ -50,6 +56,7 @@ bool Relay::check_sink_fatal() {
 void Relay::open_sink(SinkSlot& slot, bool isolated) {
   kafka::SinkOptions options;
   options.isolated = isolated;
+  if (eos_ && !isolated) options.transactional_id = start_.transactional_id;
   options.on_delivery = [this](const kafka::Delivery& d) { on_delivery(d); };
   if (!isolated) {
     options.on_statistics = [this](std::string_view json) { observer_.kafka_statistics(json); };
@@ -81,7 +88,8 @@ void Relay::wait_wakeup(SinkSlot& slot) {
 // about one record needs a batch of one: retries and dead-letter writes go through a second
 // sink that sends every record alone. Opened at the first refusal; most sessions never need it.
 kafka::Sink& Relay::sink_for(DeliveryCookie cookie) {
-  if (!cookie.isolated && !cookie.dead_letter) return *main_.sink;
+  // Exactly-once: everything goes in the one transaction (a refusal aborts it instead).
+  if (eos_ || (!cookie.isolated && !cookie.dead_letter)) return *main_.sink;
   if (!isolated_.sink) open_sink(isolated_, true);
   return *isolated_.sink;
 }
@@ -108,10 +116,17 @@ bool Relay::try_send(const outbox::Record& record, DeliveryCookie cookie) {
 }
 
 bool Relay::produce_now(const outbox::Record& record, DeliveryCookie cookie) {
+  if (eos_ && !ensure_kafka_transaction()) return true;  // the session is ending
   kafka::DeliveryError error;
   switch (sink_for(cookie).produce(record, cookie.pack(), error)) {
     case kafka::Sink::Produced::ok:
-      if (is_batched(cookie)) ++topics_[record.topic].in_flight;
+      if (eos_) {
+        ++kafka_txn_produced_;
+        if (!cookie.is_checkpoint())
+          kafka_txn_records_.push_back({cookie.txn, record.weight(), record.topic, cookie.dead_letter});
+      } else if (is_batched(cookie)) {
+        ++topics_[record.topic].in_flight;
+      }
       return true;
     case kafka::Sink::Produced::queue_full:
       ++counters_.queue_full;
@@ -121,6 +136,16 @@ bool Relay::produce_now(const outbox::Record& record, DeliveryCookie cookie) {
   }
   // Refused before sending (e.g. larger than message.max.bytes): the same path as a failed
   // delivery, so the same policy applies.
+  if (eos_) {
+    kafka::Delivery refused;
+    refused.cookie = cookie.pack();
+    refused.error = error;
+    refused.topic = record.topic;
+    refused.record = record;
+    if (!kafka_txn_failure_) kafka_txn_failure_ = std::move(refused);
+    maybe_commit(true);  // aborts: the transaction cannot hold what Kafka refuses
+    return true;
+  }
   on_failure(record, cookie, error, false);
   return true;
 }
@@ -149,6 +174,10 @@ void Relay::arm_queue_full() {
 }
 
 void Relay::on_delivery(const kafka::Delivery& delivery) {
+  if (eos_) {
+    on_transactional_delivery(delivery);
+    return;
+  }
   const auto cookie = DeliveryCookie::unpack(delivery.cookie);
   const std::string& topic = delivery.record ? delivery.record->topic : delivery.topic;
   if (is_batched(cookie)) {

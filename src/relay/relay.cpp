@@ -22,29 +22,48 @@ Relay::Relay(const config::Config& config, boost::asio::io_context& io, kafka::S
       stop_deadline_(io),
       retry_timer_(io),
       queue_full_timer_(io),
-      pump_timer_(io) {}
+      pump_timer_(io),
+      checkpoint_timer_(io),
+      commit_timer_(io) {}
 
 Relay::~Relay() {
-  for (auto* slot : {&main_, &isolated_}) {
+  for (auto* slot : {&main_, &isolated_, &checkpoint_sink_}) {
     boost::system::error_code ignored;
     if (slot->wakeup) slot->wakeup->close(ignored);
   }
 }
 
-Outcome Relay::run(ChangeSource& source, Lsn slot_confirmed) {
+Outcome Relay::run(ChangeSource& source, SessionStart start) {
+  start_ = std::move(start);
+  eos_ = config_.delivery == config::Delivery::exactly_once;
+  refused_ = start_.refused ? start_.refused : std::make_shared<RefusedRecords>();
   // The slot is already confirmed up to here: a keepalive during catch-up, below it, must not
   // move it back (docs/spec.md I7).
-  tracker_.idle_position(slot_confirmed);
+  tracker_.idle_position(start_.slot_confirmed);
   reported_flush_ = tracker_.durable();
-  source.set_flush(slot_confirmed);
+  last_boundary_ = start_.slot_confirmed;
+  source.set_flush(start_.slot_confirmed);
   try {
     open_sink(main_, false);
   } catch (const std::invalid_argument& e) {
     return Outcome::fatal(Fatal::kafka_config, e.what());
   }
+  if (eos_) {
+    // Fences every older producer of this transactional id (a paused instance that the slot's
+    // new holder replaced) and aborts the transaction it left open.
+    const auto init = main_.sink->init_transactions(std::chrono::seconds(30));
+    if (init.status == kafka::TxnStatus::fenced || init.status == kafka::TxnStatus::fatal ||
+        init.status == kafka::TxnStatus::abort || init.status == kafka::TxnStatus::retry) {
+      return Outcome::reconnect(fmt::format("initialising Kafka transactions (transactional.id {}) failed: {}",
+                                            start_.transactional_id, init.message));
+    }
+    spdlog::info("exactly-once: Kafka transactions with transactional.id {}", start_.transactional_id);
+  }
+  if (auto refused = resume_from_checkpoint()) return *refused;
   source_ = &source;
   source.start(*this, [this](Outcome end) { outcome_ = pending_outcome_ ? *pending_outcome_ : std::move(end); });
   arm_poll();
+  if (checkpointing_ && !eos_) arm_checkpoint();
   observer_.session_started();
   try {
     io_.restart();
@@ -53,8 +72,10 @@ Outcome Relay::run(ChangeSource& source, Lsn slot_confirmed) {
     outcome_ = Outcome::fatal(Fatal::internal, std::string("internal error: ") + e.what());
   }
   observer_.session_ended();
-  for (auto* timer : {&poll_timer_, &stop_deadline_, &retry_timer_, &queue_full_timer_, &pump_timer_}) timer->cancel();
-  for (auto* slot : {&main_, &isolated_}) {
+  for (auto* timer : {&poll_timer_, &stop_deadline_, &retry_timer_, &queue_full_timer_, &pump_timer_,
+                      &checkpoint_timer_, &commit_timer_})
+    timer->cancel();
+  for (auto* slot : {&main_, &isolated_, &checkpoint_sink_}) {
     if (slot->wakeup) slot->wakeup->cancel();
   }
   source_ = nullptr;
@@ -66,26 +87,37 @@ void Relay::stop() {
   stopping_ = true;
   spdlog::info("stopping: no more reading; waiting up to {} ms for {} outstanding record(s)",
                config_.shutdown_timeout.count(), tracker_.outstanding_records());
-  source_->pause();
+  // Exactly-once: a Postgres transaction is never split across Kafka transactions, so one half
+  // read is read to its end, then committed with the rest.
+  if (!eos_ || !tracker_.in_transaction()) source_->pause();
   stop_deadline_.expires_after(config_.shutdown_timeout);
   stop_deadline_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
+    if (tracker_.outstanding_records() == 0) {
+      spdlog::warn("shutdown timeout: the final checkpoint was not acknowledged; every record was");
+      finish(Outcome::stopped());
+      return;
+    }
     spdlog::warn("shutdown timeout: {} record(s) still unacknowledged; they will be sent again after a restart",
                  tracker_.outstanding_records());
     finish(Outcome::stopped_unacknowledged(
         fmt::format("shutdown timeout with {} record(s) unacknowledged", tracker_.outstanding_records())));
   });
+  if (eos_ && !tracker_.in_transaction()) maybe_commit(true);
   maybe_finish_stop();
 }
 
 void Relay::maybe_finish_stop() {
-  if (stopping_ && !closing_ && tracker_.outstanding_records() == 0) finish(Outcome::stopped());
+  if (!stopping_ || closing_ || tracker_.outstanding_records() != 0 || committing_) return;
+  if (final_checkpoint_pending()) return;  // its report finishes the stop
+  finish(Outcome::stopped());
 }
 
 void Relay::finish(Outcome outcome) {
   if (closing_) return;
   closing_ = true;
   stop_deadline_.cancel();
+  if (eos_ && kafka_txn_open_) abort_kafka_transaction("the session is closing");
   // Confirm exactly what is durable, then close cleanly. Nothing unacknowledged is ever
   // confirmed, whatever the reason for closing (I2).
   update_flush();
@@ -107,6 +139,12 @@ void Relay::apply_backpressure() {
   const auto& limits = config_.limits;
   const auto records = tracker_.outstanding_records();
   const bool full = records >= limits.max_in_flight_records || in_flight_bytes_ >= limits.max_in_flight_bytes;
+  if (eos_ && (committing_ || (full && tracker_.in_transaction() && blocked_.empty()))) {
+    // Records wait for the commit of their Kafka transaction, which comes only at the end of a
+    // Postgres transaction: pausing inside one would wait forever. A full cap commits at the next
+    // boundary instead (on_commit); a commit pauses reading itself.
+    return;
+  }
   if (!source_->paused()) {
     if (full || !blocked_.empty()) {
       source_->pause();
@@ -142,14 +180,9 @@ void Relay::on_data(const replication::XLogData& data) {
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, pgoutput::BeginData>) {
-          txn_ = tracker_.begin(pgoutput::to_unix_micros(m.commit_time), m.final_lsn);
-          txn_context_ = {m.final_lsn, pgoutput::to_unix_micros(m.commit_time), m.xid};
+          on_begin(m);
         } else if constexpr (std::is_same_v<T, pgoutput::CommitData>) {
-          if (!txn_) throw std::logic_error("Commit without Begin in the replication stream");
-          tracker_.commit(*txn_, m.end_lsn);
-          txn_.reset();
-          ++counters_.transactions;
-          update_flush();
+          on_commit(m);
         } else if constexpr (std::is_same_v<T, pgoutput::RelationData>) {
           relations_.apply(m);
         } else if constexpr (std::is_same_v<T, pgoutput::InsertData>) {
@@ -169,10 +202,49 @@ void Relay::on_data(const replication::XLogData& data) {
       decoded.message());
 }
 
+void Relay::on_begin(const pgoutput::BeginData& begin) {
+  txn_ = tracker_.begin(pgoutput::to_unix_micros(begin.commit_time), begin.final_lsn);
+  txn_context_ = {begin.final_lsn, pgoutput::to_unix_micros(begin.commit_time), begin.xid};
+  // The commit record starts at final_lsn; below the checkpoint, the whole transaction (which
+  // ends before it) is in Kafka already (I10).
+  skipping_ = begin.final_lsn < skip_below_;
+  if (!skipping_ && !skip_reported_ && counters_.checkpoint_skipped_transactions > 0) {
+    skip_reported_ = true;
+    spdlog::info("skipped {} transaction(s) ({} outbox row(s)) already in Kafka by the checkpoint at {}",
+                 counters_.checkpoint_skipped_transactions, counters_.checkpoint_skipped_rows, skip_below_.to_string());
+  }
+}
+
+void Relay::on_commit(const pgoutput::CommitData& commit) {
+  if (!txn_) throw std::logic_error("Commit without Begin in the replication stream");
+  tracker_.commit(*txn_, commit.end_lsn);
+  txn_.reset();
+  ++counters_.transactions;
+  if (skipping_) ++counters_.checkpoint_skipped_transactions;
+  skipping_ = false;
+  last_boundary_ = commit.end_lsn;
+  update_flush();
+  if (!eos_) return;
+  if (stopping_) {
+    source_->pause();  // the transaction read to its end at stop(): nothing more
+    maybe_commit(true);
+    return;
+  }
+  maybe_commit(false);
+}
+
+void Relay::on_caught_up() {
+  if (eos_ && !closing_) maybe_commit(true);
+}
+
 void Relay::on_insert(const pgoutput::InsertData& insert) {
   const auto* relation = relations_.find(insert.relid);
   if (relation == nullptr || !txn_)
     throw std::logic_error(fmt::format("Insert for relid {} out of sequence", insert.relid));
+  if (skipping_) {
+    ++counters_.checkpoint_skipped_rows;
+    return;
+  }
   const outbox::ResolvedTable* table = nullptr;
   try {
     table = mapping_.resolve(*relation);
@@ -207,6 +279,14 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
   const auto& record = std::get<outbox::Record>(built);
   track(*txn_, record);
   observer_.event_received(record.topic);
+  if (eos_) {
+    // Kafka refused it in an earlier session's transaction: retried, then the policy (I8).
+    if (const auto* refused = refused_before(record, *txn_);
+        refused != nullptr && refused->attempts > config_.poison.max_retries) {
+      apply_policy(record, *txn_, refused->error, refused->attempts);
+      return;
+    }
+  }
   send(record, DeliveryCookie::batched(*txn_));
   apply_backpressure();
 }

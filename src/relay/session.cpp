@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pg_failure.h"
+#include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/producer_sink.h"
 #include "pgoutbox/replication/catalog.h"
 #include "pgoutbox/replication/server_features.h"
@@ -45,6 +46,7 @@ class StreamSource final : public ChangeSource, private replication::StreamHandl
  private:
   void on_data(const replication::XLogData& data) override { handler_->on_data(data); }
   void on_keepalive(const replication::Keepalive& keepalive) override { handler_->on_keepalive(keepalive); }
+  void on_caught_up() override { handler_->on_caught_up(); }
 
   replication::Stream stream_;
   SessionContext context_;
@@ -63,6 +65,12 @@ std::vector<replication::TableName> table_names(const config::Config& config) {
   std::vector<replication::TableName> out;
   for (const auto& t : config.tables) out.push_back({t.schema, t.name});
   return out;
+}
+
+// Every instance of one slot shares it, so a standby that takes over fences the one it replaces.
+std::string transactional_id_of(const config::Config& config, const kafka::SlotIdentity& identity) {
+  if (!config.kafka.transactional_id.empty()) return config.kafka.transactional_id;
+  return fmt::format("pgoutbox-{}-{}-{}", identity.system_id, identity.database, identity.slot);
 }
 
 Fatal fatal_of(replication::SlotProblem::Cause cause) {
@@ -94,7 +102,7 @@ class Session::Setup {
     const auto features = replication::features_of(context.server_version);
     spdlog::info("server: {}", features.describe());
     replication::require_failover_support(features, pg.failover_slot);
-    const auto identity = connection->identify_system();
+    identity = connection->identify_system();
     const auto tables = table_names(config_);
     const auto slot = connection->slot(pg.slot);
     if (slot) {
@@ -153,9 +161,28 @@ class Session::Setup {
     return std::nullopt;
   }
 
+  // What the relay starts from (the slot, the server, the checkpoint's key).
+  SessionStart start() const {
+    SessionStart s;
+    s.slot_confirmed = slot_confirmed;
+    s.identity = kafka::SlotIdentity{identity.system_id, identity.dbname, config_.postgres.slot};
+    s.timeline = identity.timeline;
+    s.server_position = identity.xlogpos;
+    if (config_.delivery == config::Delivery::exactly_once)
+      s.transactional_id = transactional_id_of(config_, s.identity);
+    if (config_.checkpoint.enabled) {
+      kafka::CheckpointSettings settings{config_.kafka.brokers, config_.kafka.properties, config_.checkpoint.topic};
+      s.read_checkpoints = [settings = std::move(settings), identity = s.identity, id = s.transactional_id] {
+        return kafka::read_checkpoints(settings, identity, id);
+      };
+    }
+    return s;
+  }
+
   std::optional<replication::Connection> connection;
   SessionContext context;
   Lsn slot_confirmed;
+  replication::SystemIdentity identity;
 
  private:
   const config::Config& config_;
@@ -180,7 +207,10 @@ Outcome Session::run() {
   StreamSource source(io_, *setup.connection, config_, setup.context);
   streamed_ = true;
   streaming_ = true;
-  auto outcome = relay_.run(source, setup.slot_confirmed);
+  auto start = setup.start();
+  start.refused = options_.refused;
+  if (options_.sinks) start.read_checkpoints = nullptr;  // a test's sinks: no real Kafka to read
+  auto outcome = relay_.run(source, std::move(start));
   streaming_ = false;
   return outcome;
 }

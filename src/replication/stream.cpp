@@ -150,6 +150,7 @@ void Stream::consume_and_drain() {
 
 void Stream::drain() {
   // A budget per turn, so that acknowledgements and timers get their turn under a flood.
+  bool handled = false;
   for (int budget = 4096; !ended_ && (!paused_ || stopping_); --budget) {
     if (budget == 0) {
       boost::asio::post(io_, [this] { drain(); });
@@ -162,9 +163,11 @@ void Stream::drain() {
     if (n > 0) {
       const std::span<const std::byte> message(reinterpret_cast<const std::byte*>(raw), static_cast<std::size_t>(n));
       if (!stopping_) handle(message);
+      handled = true;
       continue;
     }
     if (n == 0) {
+      if (handled && !stopping_ && !ended_) handler_.on_caught_up();
       // The status update is due even when data never stops arriving.
       if (std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) send_status(false);
       wait_readable();

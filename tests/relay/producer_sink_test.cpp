@@ -15,7 +15,7 @@ TEST(ProducerSink, AFullQueueWithRecordsQueuedIsAWait) {
   SinkSettings settings;
   settings.brokers = "127.0.0.1:1";  // nothing listens: nothing here needs a broker
   settings.properties = {{"queue.buffering.max.kbytes", "1024"}, {"message.max.bytes", "10000000"}};
-  auto sink = producer_sink_factory(settings)(SinkOptions{false, [](const Delivery&) {}, {}, {}});
+  auto sink = producer_sink_factory(settings)(SinkOptions{false, [](const Delivery&) {}, {}, {}, {}});
   outbox::Record half;
   half.topic = "t";
   half.value.assign(600 << 10, 'x');
@@ -29,7 +29,7 @@ TEST(ProducerSink, ARecordLargerThanTheEmptyQueueIsRefusedForItsSize) {
   SinkSettings settings;
   settings.brokers = "127.0.0.1:1";
   settings.properties = {{"queue.buffering.max.kbytes", "1024"}, {"message.max.bytes", "10000000"}};
-  auto sink = producer_sink_factory(settings)(SinkOptions{false, [](const Delivery&) {}, {}, {}});
+  auto sink = producer_sink_factory(settings)(SinkOptions{false, [](const Delivery&) {}, {}, {}, {}});
   outbox::Record big;
   big.topic = "t";
   big.value.assign(2 << 20, 'x');

@@ -30,6 +30,28 @@ struct PostgresConfig {
 struct KafkaConfig {
   std::string brokers;                            // bootstrap.servers
   std::map<std::string, std::string> properties;  // any librdkafka property, applied last
+  // Exactly-once only: the producer's transactional.id; empty: derived from the slot's identity
+  // (pgoutbox-<system identifier>-<database>-<slot>), the same for every instance of one slot.
+  std::string transactional_id;
+  // Exactly-once only: how long one Kafka transaction collects whole Postgres transactions
+  // before it is committed (it is committed sooner when the in-flight caps are reached).
+  std::chrono::milliseconds transaction_interval{100};
+};
+
+// What a consumer of the topics sees after a crash or a restart (docs/spec.md I10).
+enum class Delivery {
+  at_least_once,  // idempotent producer; after a crash only the suffix past the checkpoint comes again
+  exactly_once,   // Kafka transactions; a read_committed consumer sees each event once
+};
+
+// The durable checkpoint in Kafka: the end LSN of the newest fully acknowledged transaction,
+// in a compacted topic keyed by the slot's identity. On start, transactions it covers are
+// skipped, so a Postgres crash (which rewinds the slot to its last checkpointed position) does
+// not publish them again.
+struct CheckpointConfig {
+  bool enabled = true;
+  std::string topic = "pgoutbox.checkpoints";
+  std::chrono::milliseconds interval{1000};  // at most one write per interval (at-least-once)
 };
 
 // Which column plays which role (docs/spec.md "Attaching to existing outbox tables").
@@ -89,6 +111,8 @@ struct Config {
   LimitsConfig limits;
   RetryConfig reconnect;
   PoisonConfig poison;
+  Delivery delivery = Delivery::at_least_once;
+  CheckpointConfig checkpoint;
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::string metrics_address;  // host:port for /metrics, /healthz, /readyz; empty: off
   // Where metrics_address was set, for messages: "FILE:LINE:COLUMN: metrics_address" or

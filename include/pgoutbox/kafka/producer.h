@@ -46,6 +46,7 @@ DeliveryFailure classify(rd_kafka_resp_err_t error);
 struct ProducerSettings {
   std::string brokers;
   std::map<std::string, std::string> properties;  // user's librdkafka properties
+  std::string transactional_id;                   // non-empty: a transactional producer
   // librdkafka's own queue must hold at least what the relay lets be in flight.
   std::uint64_t max_in_flight_records = 20'000;
   std::uint64_t max_in_flight_bytes = 16ULL << 20;
@@ -84,6 +85,12 @@ class Producer {
   // The idempotent producer's state was lost (e.g. a fenced epoch or an unrecoverable sequence
   // gap): nothing more can be produced by this instance.
   std::optional<std::string> fatal_error() const;
+
+  // Kafka transactions (a producer with a transactional_id); see Sink.
+  TxnResult init_transactions(std::chrono::milliseconds timeout);
+  TxnResult begin_transaction();
+  TxnResult commit_transaction(std::chrono::milliseconds timeout);
+  TxnResult abort_transaction(std::chrono::milliseconds timeout);
 
   // Waits for everything in flight (serving reports); false on timeout.
   bool flush(std::chrono::milliseconds timeout);

@@ -40,6 +40,21 @@ struct Delivery {
   bool ok() const { return !error; }
 };
 
+// What a step of a Kafka transaction came to (exactly-once; docs/spec.md I10).
+enum class TxnStatus {
+  ok,
+  retry,   // timed out, nothing decided: call again
+  abort,   // the transaction cannot commit: abort it, and publish its records again
+  fenced,  // another producer with the same transactional.id took over: this one writes nothing more
+  fatal,   // the producer is unusable: rebuild it
+};
+
+struct TxnResult {
+  TxnStatus status = TxnStatus::ok;
+  std::string message;
+  bool ok() const { return status == TxnStatus::ok; }
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;
@@ -53,6 +68,17 @@ class Sink {
   virtual void drain_wakeup() = 0;
   // The sink can produce nothing more (idempotence state lost): it must be rebuilt.
   virtual std::optional<std::string> fatal_error() const = 0;
+
+  // Kafka transactions, for a sink opened with SinkOptions::transactional_id. init fences every
+  // older producer of the same id and aborts its open transaction; commit first delivers what is
+  // still queued (serving reports). A sink without transactions answers fatal.
+  virtual TxnResult init_transactions(std::chrono::milliseconds /*timeout*/) { return not_transactional(); }
+  virtual TxnResult begin_transaction() { return not_transactional(); }
+  virtual TxnResult commit_transaction(std::chrono::milliseconds /*timeout*/) { return not_transactional(); }
+  virtual TxnResult abort_transaction(std::chrono::milliseconds /*timeout*/) { return not_transactional(); }
+
+ private:
+  static TxnResult not_transactional() { return {TxnStatus::fatal, "the Kafka sink has no transactions"}; }
 };
 
 struct SinkOptions {
@@ -61,6 +87,8 @@ struct SinkOptions {
   std::function<void(const Delivery&)> on_delivery;
   std::function<void(std::string_view json)> on_statistics;  // main sink only
   std::function<void(bool up)> on_brokers_up;                // main sink only
+  // Non-empty: a transactional producer with this transactional.id (delivery: exactly-once).
+  std::string transactional_id;
 };
 
 // Builds a sink; throws std::invalid_argument on a configuration the client refuses.

@@ -18,6 +18,8 @@ class ChangeHandler {
   virtual void on_data(const replication::XLogData& data) = 0;
   // Server keepalive: wal_end is the end of the last WAL record the walsender decoded.
   virtual void on_keepalive(const replication::Keepalive& keepalive) = 0;
+  // Everything the server sent so far was handed over: a moment to commit a Kafka transaction.
+  virtual void on_caught_up() {}
 };
 
 class ChangeSource {

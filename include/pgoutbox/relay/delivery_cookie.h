@@ -22,6 +22,10 @@ struct DeliveryCookie {
   // A write of the record to the dead-letter topic, alone.
   static DeliveryCookie dead_letter_write(std::uint64_t txn) { return {txn, 0, true, true}; }
 
+  // The checkpoint record (docs/spec.md I10): no transaction of the stream is waiting for it.
+  static DeliveryCookie checkpoint() { return {kTxnMask, 0, false, false}; }
+  bool is_checkpoint() const { return txn == kTxnMask && !dead_letter && !isolated; }
+
   static constexpr std::uint64_t kTxnMask = (std::uint64_t{1} << 48) - 1;
   static constexpr std::uint32_t kMaxAttempt = (1U << 14) - 1;
 

@@ -23,6 +23,7 @@ enum class Fatal : int {
   slot_two_phase = 19,    // the slot decodes prepared transactions (two_phase), which pgoutbox refuses
   tls = 20,               // the server's TLS certificate failed verification
   server_version = 21,    // PostgreSQL 13 or older, or a feature the server's major lacks (failover slots before 17)
+  fenced = 22,            // exactly-once: another instance with the same transactional.id took over
 };
 
 struct Outcome {

@@ -21,8 +21,10 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "pgoutbox/config/config.h"
+#include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/sink.h"
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
@@ -42,11 +44,39 @@ struct Counters {
   std::uint64_t rows_ignored = 0;      // inserts into tables that are not configured
   std::uint64_t changes_ignored = 0;   // updates, deletes, truncates, logical messages
   std::uint64_t transactions = 0;
-  std::uint64_t pauses = 0;          // backpressure engaged
-  std::uint64_t poison_retried = 0;  // sends again after Kafka refused a record for good
-  std::uint64_t dead_lettered = 0;   // poison records whose dead-letter write was acknowledged
-  std::uint64_t skipped = 0;         // poison records dropped under policy skip
-  std::uint64_t queue_full = 0;      // sends the sink's queue had no room for (retried on a timer)
+  std::uint64_t pauses = 0;                           // backpressure engaged
+  std::uint64_t poison_retried = 0;                   // sends again after Kafka refused a record for good
+  std::uint64_t dead_lettered = 0;                    // poison records whose dead-letter write was acknowledged
+  std::uint64_t skipped = 0;                          // poison records dropped under policy skip
+  std::uint64_t queue_full = 0;                       // sends the sink's queue had no room for (retried on a timer)
+  std::uint64_t checkpoint_skipped_transactions = 0;  // already in Kafka by the checkpoint (I10)
+  std::uint64_t checkpoint_skipped_rows = 0;
+  std::uint64_t checkpoints_written = 0;  // acknowledged (at-least-once) or committed (exactly-once)
+  std::uint64_t kafka_transactions = 0;   // exactly-once: committed
+  std::uint64_t kafka_transactions_aborted = 0;
+};
+
+// Exactly-once: records whose Kafka transaction was aborted because Kafka refused them, by
+// commit LSN and event id. A refusal ends the session (the whole transaction is published again
+// from the slot); this memory, kept across sessions by the caller, counts the attempts, so that
+// poison.max_retries and poison.policy apply as in at-least-once.
+struct RefusedRecord {
+  std::uint32_t attempts = 0;
+  kafka::DeliveryError error;
+};
+using RefusedRecords = std::map<std::string, RefusedRecord>;
+
+// Where a session starts from; Session::Setup reads it from the slot and the server.
+struct SessionStart {
+  Lsn slot_confirmed;  // the slot's confirmed_flush_lsn at connect: nothing lower is ever confirmed
+  kafka::SlotIdentity identity;
+  int timeline = 0;
+  Lsn server_position;           // how far the server's WAL goes (IDENTIFY_SYSTEM's xlogpos)
+  std::string transactional_id;  // exactly-once
+  // Reads the checkpoint topic; called once the sink is open (after init_transactions). Empty:
+  // no checkpoint is read or written this session.
+  std::function<kafka::CheckpointScan()> read_checkpoints;
+  std::shared_ptr<RefusedRecords> refused;  // exactly-once; empty: a memory for this session only
 };
 
 class Relay : private ChangeHandler {
@@ -60,9 +90,13 @@ class Relay : private ChangeHandler {
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
 
-  // Streams from `source` until the session ends; runs the io_context meanwhile. `slot_confirmed`
-  // is the slot's confirmed_flush_lsn read at connect: nothing lower is ever confirmed.
-  Outcome run(ChangeSource& source, Lsn slot_confirmed);
+  // Streams from `source` until the session ends; runs the io_context meanwhile.
+  Outcome run(ChangeSource& source, SessionStart start);
+  Outcome run(ChangeSource& source, Lsn slot_confirmed) {
+    SessionStart start;
+    start.slot_confirmed = slot_confirmed;
+    return run(source, std::move(start));
+  }
 
   // Graceful stop: stop reading, wait up to shutdown_timeout for outstanding acks, confirm, close.
   // Call on the io_context's thread.
@@ -102,6 +136,9 @@ class Relay : private ChangeHandler {
 
   void on_data(const replication::XLogData& data) override;
   void on_keepalive(const replication::Keepalive& keepalive) override;
+  void on_caught_up() override;
+  void on_begin(const pgoutput::BeginData& begin);
+  void on_commit(const pgoutput::CommitData& commit);
   void on_insert(const pgoutput::InsertData& insert);
   void on_delivery(const kafka::Delivery& delivery);
   void track(ConfirmTracker::TxnId txn, const outbox::Record& record);
@@ -116,7 +153,6 @@ class Relay : private ChangeHandler {
   void post_pump(const std::string& topic);
   bool produce_now(const outbox::Record& record, DeliveryCookie cookie);
   void pump(const std::string& topic);
-  void forget_if_idle(const std::string& topic);
   void apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn, const kafka::DeliveryError& error,
                     std::uint32_t attempts);
   void schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay);
@@ -132,6 +168,26 @@ class Relay : private ChangeHandler {
   void apply_backpressure();
   void maybe_finish_stop();
   void finish(Outcome outcome);
+
+  // The checkpoint (checkpointer.cpp).
+  std::optional<Outcome> resume_from_checkpoint();
+  kafka::Checkpoint checkpoint_at(Lsn lsn) const;
+  void arm_checkpoint();
+  void write_checkpoint();
+  void on_checkpoint_delivery(const kafka::Delivery& delivery);
+  bool final_checkpoint_pending();
+
+  // Exactly-once (transactions.cpp): one Kafka transaction holds whole Postgres transactions,
+  // and the checkpoint; committing it acknowledges them all.
+  bool ensure_kafka_transaction();
+  void on_transactional_delivery(const kafka::Delivery& delivery);
+  void maybe_commit(bool caught_up);
+  void start_commit();
+  void finish_commit();
+  void abort_kafka_transaction(const std::string& why);
+  bool on_transaction_failure(const kafka::TxnResult& result, const char* step);
+  std::string refused_key(const outbox::Record& record, ConfirmTracker::TxnId txn) const;
+  const RefusedRecord* refused_before(const outbox::Record& record, ConfirmTracker::TxnId txn) const;
 
   const config::Config& config_;
   boost::asio::io_context& io_;
@@ -165,6 +221,37 @@ class Relay : private ChangeHandler {
   std::optional<Outcome> outcome_;
   std::optional<Outcome> pending_outcome_;  // decided, waiting for the source to close
   Counters counters_;
+
+  SessionStart start_;
+  bool eos_ = false;  // delivery: exactly-once
+  // The checkpoint: transactions whose commit starts below skip_below_ are already in Kafka.
+  Lsn skip_below_;
+  bool skipping_ = false;  // the open transaction is one of those
+  bool skip_reported_ = false;
+  bool checkpointing_ = false;
+  SinkSlot checkpoint_sink_;  // at-least-once: checkpoints go alone, beside the records
+  boost::asio::steady_timer checkpoint_timer_;
+  Lsn checkpoint_written_;
+  std::optional<Lsn> checkpoint_sending_;
+
+  // Exactly-once: the open Kafka transaction.
+  struct InTransaction {
+    ConfirmTracker::TxnId txn;
+    std::size_t weight;
+    std::string topic;
+    bool dead_letter;
+  };
+  bool kafka_txn_open_ = false;
+  bool committing_ = false;  // the checkpoint is produced; waiting for the reports, then the commit
+  bool paused_for_commit_ = false;
+  std::chrono::steady_clock::time_point kafka_txn_started_;
+  std::vector<InTransaction> kafka_txn_records_;
+  std::uint64_t kafka_txn_produced_ = 0;  // records and the checkpoint, handed to the sink
+  std::uint64_t kafka_txn_reported_ = 0;
+  std::optional<kafka::Delivery> kafka_txn_failure_;  // the first failed report: the transaction aborts
+  Lsn last_boundary_;  // end LSN of the newest Postgres transaction in or before the Kafka transaction
+  boost::asio::steady_timer commit_timer_;
+  std::shared_ptr<RefusedRecords> refused_;
 };
 
 }  // namespace pgoutbox::relay

@@ -22,6 +22,8 @@ namespace pgoutbox::relay {
 struct SessionOptions {
   kafka::SinkFactory sinks;    // empty: the real Kafka producer of config.kafka
   bool ever_streamed = false;  // an earlier session of this process streamed (see pg_failure.h)
+  // Exactly-once: what Kafka refused in earlier sessions (relay.h), shared by them.
+  std::shared_ptr<RefusedRecords> refused;
 };
 
 class Session {

@@ -31,6 +31,8 @@ class StreamHandler {
   virtual void on_data(const XLogData& data) = 0;
   // Server keepalive: wal_end is the end of the last WAL record the walsender decoded.
   virtual void on_keepalive(const Keepalive& /*keepalive*/) {}
+  // Everything the server has sent so far was handled: the stream is caught up for now.
+  virtual void on_caught_up() {}
 };
 
 struct StreamOptions {

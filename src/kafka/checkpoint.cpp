@@ -1,0 +1,253 @@
+#include "pgoutbox/kafka/checkpoint.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+
+#include "pgoutbox/logging/logging.h"
+
+namespace pgoutbox::kafka {
+namespace {
+
+constexpr int kVersion = 1;
+
+void field(std::string& out, std::string_view name, std::string_view value) {
+  out += out.size() > 1 ? ",\"" : "\"";
+  out += name;
+  out += "\":\"";
+  logging::append_json_escaped(out, value);
+  out += '"';
+}
+
+struct KafkaDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
+
+struct QueueDeleter {
+  void operator()(rd_kafka_queue_t* q) const { rd_kafka_queue_destroy(q); }
+};
+struct EventDeleter {
+  void operator()(rd_kafka_event_t* e) const { rd_kafka_event_destroy(e); }
+};
+struct PartitionsDeleter {
+  void operator()(rd_kafka_topic_partition_list_t* l) const { rd_kafka_topic_partition_list_destroy(l); }
+};
+struct MetadataDeleter {
+  void operator()(const rd_kafka_metadata_t* m) const { rd_kafka_metadata_destroy(m); }
+};
+
+int millis(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
+
+// A consumer that reads only what is committed and never joins a group or commits offsets.
+KafkaHandle open_consumer(const CheckpointSettings& settings) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  std::map<std::string, std::string> props;
+  // Only the connection's properties apply to a consumer (TLS, SASL, client.id...); librdkafka
+  // ignores producer-only ones with a log line, which the log callback keeps at debug.
+  for (const auto& [name, value] : settings.properties) props[name] = value;
+  props["bootstrap.servers"] = settings.brokers;
+  props["group.id"] = "pgoutbox-checkpoint-reader";
+  props["enable.auto.commit"] = "false";
+  props["enable.auto.offset.store"] = "false";
+  props["isolation.level"] = "read_committed";
+  props["enable.partition.eof"] = "true";
+  props["auto.offset.reset"] = "earliest";
+  props["client.id"] = "pgoutbox-checkpoint";
+  for (const auto& [name, value] : props) {
+    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK)
+      spdlog::debug("checkpoint reader: kafka property {} not for a consumer: {}", name, err);
+  }
+  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int level, const char* facility, const char* message) {
+    spdlog::log(level <= 3 ? spdlog::level::warn : spdlog::level::debug, "librdkafka (checkpoint) {}: {}", facility,
+                message);
+  });
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    throw std::invalid_argument(fmt::format("cannot create the checkpoint reader: {}", err));
+  }
+  return KafkaHandle(rk);
+}
+
+// The topic's partition count; 0 when it does not exist.
+int partitions_of(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* raw = nullptr;
+  const auto err = rd_kafka_metadata(rk, 0, rkt, &raw, millis(timeout));
+  rd_kafka_topic_destroy(rkt);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    throw std::runtime_error(fmt::format("cannot read the metadata of {}: {}", topic, rd_kafka_err2str(err)));
+  const std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
+  if (metadata->topic_cnt < 1) return 0;
+  const auto& t = metadata->topics[0];
+  if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return 0;
+  if (t.err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+    throw std::runtime_error(fmt::format("not authorised to describe checkpoint topic {}", topic));
+  if (t.err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    throw std::runtime_error(fmt::format("checkpoint topic {}: {}", topic, rd_kafka_err2str(t.err)));
+  return t.partition_cnt;
+}
+
+// Creates the topic compacted, with one partition and the broker's replication factor. Returns
+// a warning when it cannot (an authoriser that refuses, a policy).
+std::string create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+  char err[512];
+  rd_kafka_NewTopic_t* new_topic = rd_kafka_NewTopic_new(topic.c_str(), 1, -1, err, sizeof err);
+  if (new_topic == nullptr) return fmt::format("cannot describe topic {} to create: {}", topic, err);
+  rd_kafka_NewTopic_set_config(new_topic, "cleanup.policy", "compact");
+  const std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_request_timeout(options, millis(timeout), err, sizeof err);
+  rd_kafka_CreateTopics(rk, &new_topic, 1, options, queue.get());
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_NewTopic_destroy(new_topic);
+  const std::unique_ptr<rd_kafka_event_t, EventDeleter> event(rd_kafka_queue_poll(queue.get(), millis(timeout)));
+  if (!event) return fmt::format("creating checkpoint topic {} timed out", topic);
+  if (rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return fmt::format("cannot create checkpoint topic {}: {}", topic, rd_kafka_event_error_string(event.get()));
+  size_t count = 0;
+  const rd_kafka_topic_result_t** results =
+      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event.get()), &count);
+  for (size_t i = 0; i < count; ++i) {
+    const auto code = rd_kafka_topic_result_error(results[i]);
+    if (code == RD_KAFKA_RESP_ERR_NO_ERROR || code == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) continue;
+    const char* message = rd_kafka_topic_result_error_string(results[i]);
+    return fmt::format(
+        "cannot create checkpoint topic {} ({}): create it with cleanup.policy=compact "
+        "(kafka-topics.sh --create --topic {} --partitions 1 --config cleanup.policy=compact), or "
+        "grant CREATE on it",
+        topic, message != nullptr ? message : rd_kafka_err2str(code), topic);
+  }
+  spdlog::info("created checkpoint topic {} (cleanup.policy=compact)", topic);
+  return {};
+}
+
+}  // namespace
+
+std::string encode(const Checkpoint& c) {
+  std::string out = "{";
+  out += fmt::format("\"version\":{}", kVersion);
+  field(out, "system_id", c.slot.system_id);
+  field(out, "database", c.slot.database);
+  field(out, "slot", c.slot.slot);
+  out += fmt::format(",\"timeline\":{}", c.timeline);
+  field(out, "lsn", c.lsn.to_string());
+  field(out, "delivery", c.delivery);
+  field(out, "transactional_id", c.transactional_id);
+  out += '}';
+  return out;
+}
+
+std::optional<Checkpoint> decode(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS) return std::nullopt;
+  std::int64_t version = 0;
+  if (root["version"].get(version) != simdjson::SUCCESS || version != kVersion) return std::nullopt;
+  Checkpoint c;
+  std::string_view text;
+  const auto string_field = [&](const char* name, std::string& into) {
+    if (root[name].get(text) != simdjson::SUCCESS) return false;
+    into = std::string(text);
+    return true;
+  };
+  std::string lsn;
+  std::int64_t timeline = 0;
+  if (!string_field("system_id", c.slot.system_id) || !string_field("database", c.slot.database) ||
+      !string_field("slot", c.slot.slot) || !string_field("lsn", lsn) || !string_field("delivery", c.delivery) ||
+      !string_field("transactional_id", c.transactional_id) || root["timeline"].get(timeline) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  const auto parsed = Lsn::parse(lsn);
+  if (!parsed || timeline < 0 || timeline > INT32_MAX) return std::nullopt;
+  c.lsn = *parsed;
+  c.timeline = static_cast<int>(timeline);
+  return c;
+}
+
+outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& checkpoint) {
+  outbox::Record record;
+  record.topic = topic;
+  record.key = checkpoint.slot.key();
+  record.value = encode(checkpoint);
+  record.event_id = "checkpoint";
+  return record;
+}
+
+CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
+                                const std::string& transactional_id) {
+  CheckpointScan scan;
+  const auto consumer = open_consumer(settings);
+  rd_kafka_t* rk = consumer.get();
+  int partitions = partitions_of(rk, settings.topic, settings.timeout);
+  if (partitions == 0) {
+    scan.warning = create_topic(rk, settings.topic, settings.timeout);
+    return scan;  // a topic just created holds nothing
+  }
+  const std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionsDeleter> assignment(
+      rd_kafka_topic_partition_list_new(partitions));
+  for (int p = 0; p < partitions; ++p)
+    rd_kafka_topic_partition_list_add(assignment.get(), settings.topic.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  if (const auto err = rd_kafka_assign(rk, assignment.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    throw std::runtime_error(fmt::format("cannot read checkpoint topic {}: {}", settings.topic, rd_kafka_err2str(err)));
+
+  // read_committed: the end of each partition is its last stable offset, past any transaction
+  // still open (init_transactions has aborted this slot's own before this is called).
+  std::set<int> at_end;
+  const auto deadline = std::chrono::steady_clock::now() + settings.timeout;
+  while (static_cast<int>(at_end.size()) < partitions) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      rd_kafka_assign(rk, nullptr);
+      throw std::runtime_error(fmt::format("reading checkpoint topic {} to its end took longer than {} ms",
+                                           settings.topic, settings.timeout.count()));
+    }
+    rd_kafka_message_t* msg = rd_kafka_consumer_poll(rk, 200);
+    if (msg == nullptr) continue;
+    const std::unique_ptr<rd_kafka_message_t, decltype(&rd_kafka_message_destroy)> owned(msg,
+                                                                                         &rd_kafka_message_destroy);
+    if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      at_end.insert(msg->partition);
+      continue;
+    }
+    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (msg->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+          msg->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
+        rd_kafka_assign(rk, nullptr);
+        throw std::runtime_error(fmt::format("not authorised to read checkpoint topic {}: {}", settings.topic,
+                                             rd_kafka_message_errstr(msg)));
+      }
+      spdlog::debug("checkpoint reader: {}", rd_kafka_message_errstr(msg));
+      continue;
+    }
+    const std::string_view key(static_cast<const char*>(msg->key), msg->key_len);
+    if (msg->payload == nullptr) {  // a tombstone: the slot's checkpoint was deleted
+      if (key == identity.key()) scan.mine.reset();
+      continue;
+    }
+    const auto checkpoint = decode(std::string_view(static_cast<const char*>(msg->payload), msg->len));
+    if (!checkpoint) {
+      spdlog::warn("checkpoint topic {}: record at partition {} offset {} is not a checkpoint; ignored", settings.topic,
+                   msg->partition, msg->offset);
+      continue;
+    }
+    if (key == identity.key()) {
+      scan.mine = checkpoint;
+    } else if (checkpoint->slot.database == identity.database && checkpoint->slot.slot == identity.slot) {
+      scan.other_systems.push_back(*checkpoint);
+    } else if (!transactional_id.empty() && checkpoint->transactional_id == transactional_id) {
+      scan.same_transactional_id.push_back(*checkpoint);
+    }
+  }
+  rd_kafka_assign(rk, nullptr);
+  return scan;
+}
+
+}  // namespace pgoutbox::kafka

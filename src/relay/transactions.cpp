@@ -1,0 +1,217 @@
+// Exactly-once delivery (docs/spec.md I10): the relay's records go into Kafka transactions of
+// the one transactional producer. A Kafka transaction holds whole Postgres transactions and, last,
+// the checkpoint (their end LSN); it is committed when the stream is caught up or after
+// kafka.transaction_interval, and only its commit acknowledges its records to the confirm
+// tracker. Anything that makes it fail is aborted, never confirmed: the session ends and the
+// next one publishes the same transactions again from the slot, skipping what the checkpoint
+// (read back with read_committed) says is committed.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "pgoutbox/relay/relay.h"
+
+namespace pgoutbox::relay {
+
+using namespace std::chrono_literals;
+
+namespace {
+// The commit waits for every report first (the records are sent already), so what it waits
+// for here is the coordinator's EndTxn: seconds would mean Kafka is away.
+constexpr auto kCommitTimeout = 10s;
+constexpr auto kAbortTimeout = 5s;
+constexpr auto kCommitRetry = 100ms;
+}  // namespace
+
+bool Relay::ensure_kafka_transaction() {
+  if (kafka_txn_open_) return true;
+  if (closing_) return false;
+  const auto begun = main_.sink->begin_transaction();
+  if (!begun.ok()) {
+    on_transaction_failure(begun, "beginning a Kafka transaction");
+    return false;
+  }
+  kafka_txn_open_ = true;
+  kafka_txn_started_ = std::chrono::steady_clock::now();
+  return true;
+}
+
+void Relay::on_transactional_delivery(const kafka::Delivery& delivery) {
+  ++kafka_txn_reported_;
+  if (delivery.error && !kafka_txn_failure_) kafka_txn_failure_ = delivery;
+  if (closing_) return;
+  if (kafka_txn_failure_) {
+    maybe_commit(true);  // aborts at once
+    return;
+  }
+  if (committing_ && kafka_txn_reported_ == kafka_txn_produced_) finish_commit();
+}
+
+// Called at each Postgres commit (`caught_up` false) and whenever the stream has handed over
+// everything the server sent (true). Commits when the stream is caught up (low latency at low
+// rates), when the transaction has collected for kafka.transaction_interval (throughput while
+// draining a backlog), or when the in-flight caps are reached; never inside a Postgres
+// transaction.
+void Relay::maybe_commit(bool caught_up) {
+  if (closing_ || committing_) return;
+  if (kafka_txn_failure_) {
+    abort_kafka_transaction("Kafka refused a record of it");
+    return;
+  }
+  if (!kafka_txn_open_ || tracker_.in_transaction()) return;
+  const auto& limits = config_.limits;
+  const bool full =
+      tracker_.outstanding_records() >= limits.max_in_flight_records || in_flight_bytes_ >= limits.max_in_flight_bytes;
+  const bool due = std::chrono::steady_clock::now() - kafka_txn_started_ >= config_.kafka.transaction_interval;
+  if (caught_up || full || due || stopping_) start_commit();
+}
+
+void Relay::start_commit() {
+  committing_ = true;
+  if (!source_->paused()) {
+    source_->pause();  // the next Postgres transaction goes into the next Kafka transaction
+    paused_for_commit_ = true;
+  }
+  // The checkpoint goes last, in the same transaction: committed together with the records it
+  // covers, or aborted together with them.
+  const auto checkpoint = kafka::checkpoint_record(config_.checkpoint.topic, checkpoint_at(last_boundary_));
+  if (!produce_now(checkpoint, DeliveryCookie::checkpoint())) {
+    blocked_.push_back({checkpoint, DeliveryCookie::checkpoint()});
+    if (blocked_.size() == 1) arm_queue_full();
+    return;  // sent from the queue-full timer; its report finishes the commit
+  }
+  if (!closing_ && kafka_txn_reported_ == kafka_txn_produced_) finish_commit();
+}
+
+void Relay::finish_commit() {
+  if (closing_) return;
+  if (kafka_txn_failure_) {
+    abort_kafka_transaction("Kafka refused a record of it");
+    return;
+  }
+  const auto committed = main_.sink->commit_transaction(kCommitTimeout);
+  if (committed.status == kafka::TxnStatus::retry) {
+    // Kafka is slow or away: the same commit resumes; nothing is confirmed meanwhile.
+    spdlog::warn("committing the Kafka transaction is taking long ({}); trying again", committed.message);
+    commit_timer_.expires_after(kCommitRetry);
+    commit_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) finish_commit();
+    });
+    return;
+  }
+  if (!committed.ok()) {
+    on_transaction_failure(committed, "committing the Kafka transaction");
+    return;
+  }
+  ++counters_.kafka_transactions;
+  ++counters_.checkpoints_written;
+  checkpoint_written_ = last_boundary_;
+  kafka_txn_open_ = false;
+  committing_ = false;
+  kafka_txn_produced_ = 0;
+  kafka_txn_reported_ = 0;
+  const auto records = std::move(kafka_txn_records_);
+  kafka_txn_records_.clear();
+  const auto now_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  for (const auto& r : records) {
+    if (r.dead_letter) {
+      ++counters_.dead_lettered;
+      observer_.event_poison(r.topic, PoisonAction::dead_lettered);
+    } else {
+      ++counters_.records_acked;
+      observer_.event_published(
+          r.topic, std::chrono::microseconds(std::max<std::int64_t>(0, now_us - tracker_.commit_time_us(r.txn))));
+    }
+    tracker_.ack(r.txn);
+    in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, r.weight);
+  }
+  observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
+  update_flush();
+  if (paused_for_commit_ && !stopping_) {
+    paused_for_commit_ = false;
+    source_->resume();
+  }
+  apply_backpressure();
+  maybe_finish_stop();
+}
+
+// Nothing of the transaction is confirmed; the session ends and the next one publishes it again
+// from the slot. A record Kafka refused is remembered, so that it meets poison.policy after
+// poison.max_retries sessions, as in at-least-once.
+void Relay::abort_kafka_transaction(const std::string& why) {
+  const bool was_closing = closing_;
+  if (kafka_txn_open_) {
+    const auto aborted = main_.sink->abort_transaction(kAbortTimeout);
+    if (!aborted.ok()) spdlog::warn("aborting the Kafka transaction: {}", aborted.message);
+    kafka_txn_open_ = false;
+    ++counters_.kafka_transactions_aborted;
+  }
+  if (was_closing) return;
+  std::string cause = why;
+  if (kafka_txn_failure_ && kafka_txn_failure_->error) {
+    const auto& error = *kafka_txn_failure_->error;
+    const auto cookie = DeliveryCookie::unpack(kafka_txn_failure_->cookie);
+    if (kafka_txn_failure_->record && !cookie.is_checkpoint() && error.kind == kafka::DeliveryFailure::permanent) {
+      const auto& record = *kafka_txn_failure_->record;
+      auto& refused = (*refused_)[refused_key(record, cookie.txn)];
+      ++refused.attempts;
+      refused.error = error;
+      ++counters_.poison_retried;
+      observer_.event_poison(record.topic, PoisonAction::retried);
+      log_event(spdlog::level::warn, record, cookie.txn,
+                fmt::format("Kafka refused the record ({}: {}); its transaction is aborted and published again "
+                            "(attempt {} of {} before poison.policy applies)",
+                            error.code, error.text, refused.attempts, config_.poison.max_retries + 1));
+    }
+    cause = fmt::format("{} ({}: {})", why, error.code, error.text);
+    if (error.kind == kafka::DeliveryFailure::fatal && error.code.find("FENCED") != std::string::npos) {
+      finish(Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took "
+                                                       "over; this one writes nothing more ({})",
+                                                       start_.transactional_id, error.text)));
+      return;
+    }
+  }
+  finish(
+      Outcome::reconnect(fmt::format("Kafka transaction aborted: {}; nothing of it was confirmed, and it is "
+                                     "published again from the slot's confirmed position",
+                                     cause)));
+}
+
+// True when the session ends because of `result`.
+bool Relay::on_transaction_failure(const kafka::TxnResult& result, const char* step) {
+  switch (result.status) {
+    case kafka::TxnStatus::ok:
+      return false;
+    case kafka::TxnStatus::fenced:
+      kafka_txn_open_ = false;  // a fenced producer can abort nothing
+      finish(Outcome::fatal(Fatal::fenced, fmt::format("{}: another pgoutbox instance with transactional.id {} took "
+                                                       "over ({}); this one writes nothing more",
+                                                       step, start_.transactional_id, result.message)));
+      return true;
+    case kafka::TxnStatus::fatal:
+      kafka_txn_open_ = false;
+      finish(
+          Outcome::reconnect(fmt::format("{}: the transactional producer failed ({}); rebuilding it and "
+                                         "resuming from the slot's confirmed position",
+                                         step, result.message)));
+      return true;
+    case kafka::TxnStatus::retry:
+    case kafka::TxnStatus::abort:
+      break;
+  }
+  abort_kafka_transaction(fmt::format("{} failed: {}", step, result.message));
+  return true;
+}
+
+std::string Relay::refused_key(const outbox::Record& record, ConfirmTracker::TxnId txn) const {
+  return fmt::format("{}/{}/{}", tracker_.commit_lsn(txn).to_string(), record.topic, record.event_id);
+}
+
+const RefusedRecord* Relay::refused_before(const outbox::Record& record, ConfirmTracker::TxnId txn) const {
+  if (refused_->empty()) return nullptr;
+  const auto it = refused_->find(refused_key(record, txn));
+  return it == refused_->end() ? nullptr : &it->second;
+}
+
+}  // namespace pgoutbox::relay

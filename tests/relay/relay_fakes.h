@@ -1,0 +1,341 @@
+#pragma once
+
+// The relay's fakes for tests without services: pgoutput messages built from the wire layouts
+// (the decoder tests' MessageBuilder) go in through a fake change source, records come out in a
+// fake Kafka sink whose verdicts (and, for exactly-once, transaction results) each case scripts.
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/post.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "../pgoutput/message_builder.h"
+#include "pgoutbox/relay/relay.h"
+
+namespace pgoutbox::relay::testing {
+
+using namespace std::chrono_literals;
+using pgoutput::testing::Bytes;
+using pgoutput::testing::MessageBuilder;
+
+inline constexpr std::uint32_t kRelid = 16384;
+inline constexpr std::uint32_t kUuid = 2950, kText = 25, kJsonb = 3802;
+
+inline Bytes relation() {
+  MessageBuilder m('R');
+  m.int32(kRelid).string("public").string("outbox").int8('d').int16(5);
+  m.relation_column(1, "id", kUuid, -1).relation_column(0, "aggregatetype", kText, -1);
+  m.relation_column(0, "aggregateid", kText, -1).relation_column(0, "type", kText, -1);
+  m.relation_column(0, "payload", kJsonb, -1);
+  return m;
+}
+inline Bytes begin(std::uint64_t final_lsn, std::uint32_t xid) {
+  return MessageBuilder('B').int64(final_lsn).int64(0).int32(xid);
+}
+inline Bytes commit(std::uint64_t commit_lsn, std::uint64_t end_lsn) {
+  return MessageBuilder('C').int8(0).int64(commit_lsn).int64(end_lsn).int64(0);
+}
+inline Bytes insert(int n, std::string_view key = "k", std::string_view payload = "{}", std::string_view type = "E") {
+  const std::string id = fmt::format("00000000-0000-0000-0000-{:012d}", n);
+  MessageBuilder m('I');
+  m.int32(kRelid).int8('N').int16(5);
+  m.text_column(id).text_column(type).text_column(key).text_column("Created").text_column(payload);
+  return m;
+}
+
+// A replication stream that hands over queued messages while not paused.
+class FakeSource final : public ChangeSource {
+ public:
+  explicit FakeSource(boost::asio::io_context& io) : io_(io) {}
+  void push(Bytes message, Lsn wal_end = {}) { queue_.push_back({std::move(message), wal_end, false}); }
+  void keepalive(Lsn wal_end) { queue_.push_back({{}, wal_end, true}); }
+  void pump() {
+    while (handler_ != nullptr && !paused_ && !stopped_ && !queue_.empty()) {
+      auto next = std::move(queue_.front());
+      queue_.pop_front();
+      if (next.wal_end > received_) received_ = next.wal_end;
+      if (next.keepalive) {
+        handler_->on_keepalive(replication::Keepalive{next.wal_end, 0, false});
+      } else {
+        handler_->on_data(replication::XLogData{next.wal_end, next.wal_end, 0, next.bytes});
+      }
+    }
+  }
+  void start(ChangeHandler& handler, std::function<void(Outcome)> on_end) override {
+    handler_ = &handler;
+    on_end_ = std::move(on_end);
+    boost::asio::post(io_, [this] { pump(); });
+  }
+  void set_flush(Lsn lsn) override {
+    flushes.push_back(lsn);
+    if (lsn > flush) flush = lsn;
+  }
+  void pause() override {
+    paused_ = true;
+    ++pauses;
+  }
+  void resume() override {
+    paused_ = false;
+    boost::asio::post(io_, [this] { pump(); });
+  }
+  bool paused() const override { return paused_; }
+  Lsn received() const override { return received_; }
+  void stop() override {
+    stopped_ = true;
+    boost::asio::post(io_, [this] { on_end_(Outcome::stopped()); });
+  }
+  bool drained() const { return queue_.empty(); }
+  // A keepalive that comes while the relay is busy: like the real source, it is answered from
+  // the io_context whether the stream is paused or not. `then` runs after it was handled.
+  void keepalive_soon(Lsn wal_end, std::function<void()> then) {
+    boost::asio::post(io_, [this, wal_end, then = std::move(then)] {
+      if (handler_ == nullptr || stopped_) return;
+      handler_->on_keepalive(replication::Keepalive{wal_end, 0, false});
+      then();
+    });
+  }
+
+  std::vector<Lsn> flushes;  // every set_flush, in order
+  Lsn flush;                 // what the server would hold: the highest
+  int pauses = 0;
+
+ private:
+  Lsn received_;
+  struct Item {
+    Bytes bytes;
+    Lsn wal_end;
+    bool keepalive;
+  };
+  boost::asio::io_context& io_;
+  std::deque<Item> queue_;
+  ChangeHandler* handler_ = nullptr;
+  std::function<void(Outcome)> on_end_;
+  bool paused_ = false;
+  bool stopped_ = false;
+};
+
+struct Produced {
+  outbox::Record record;
+  DeliveryCookie cookie;
+  bool isolated;
+};
+
+// What both fake sinks (batched and isolated) share: what was produced, and the script.
+struct SinkScript {
+  // The verdict on a produced record: nullopt delivers it.
+  std::function<std::optional<kafka::DeliveryError>(const Produced&)> verdict = [](const Produced&) {
+    return std::optional<kafka::DeliveryError>();
+  };
+  int queue_full = 0;          // so many produce() calls find the queue full
+  bool hold = false;           // keep deliveries until release()
+  bool hold_isolated = false;  // keep only the isolated sink's deliveries until release()
+  // Called at each produce() that is accepted, after it is recorded.
+  std::function<void(const Produced&)> on_produce = [](const Produced&) {};
+  // produce() refuses these records at once (as librdkafka does one above message.max.bytes).
+  std::function<bool(const outbox::Record&)> refuse = [](const outbox::Record&) { return false; };
+  // Records acknowledged, in the order their acknowledgements were written: what a consumer of
+  // the topic would read.
+  std::vector<outbox::Record> landed;
+  std::optional<std::string> fatal;
+  // Exactly-once (a sink opened with a transactional id): every call, in order ("init",
+  // "begin", "commit", "abort"); what each commit answers; what is in the open transaction and
+  // what was committed, which is what a read_committed consumer reads.
+  std::vector<std::string> txn_calls;
+  std::function<kafka::TxnResult()> commit_result = [] { return kafka::TxnResult{}; };
+  kafka::TxnResult init_result;
+  std::vector<outbox::Record> open_txn;
+  std::vector<outbox::Record> committed;
+  std::vector<Produced> produced;
+  std::vector<std::function<void()>> held;
+  int sinks_opened = 0;
+  std::vector<bool> released;
+  // Delivers the i-th held record's report (once).
+  void release(std::size_t i) {
+    released.resize(held.size());
+    if (i < held.size() && !released[i]) {
+      released[i] = true;
+      held[i]();
+    }
+  }
+  void release_all() {
+    for (std::size_t i = 0; i < held.size(); ++i) release(i);
+  }
+};
+
+class FakeSink final : public kafka::Sink {
+ public:
+  FakeSink(SinkScript& script, kafka::SinkOptions options)
+      : script_(script), options_(std::move(options)), fd_(::eventfd(0, EFD_NONBLOCK)) {}
+  ~FakeSink() override { ::close(fd_); }
+  Produced produce(const outbox::Record& record, std::uint64_t cookie, kafka::DeliveryError& error) override {
+    if (script_.refuse(record)) {
+      error = {kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", "Local: Message size too large", true};
+      return Produced::failed;
+    }
+    if (script_.queue_full > 0) {
+      --script_.queue_full;
+      return Produced::queue_full;
+    }
+    const testing::Produced p{record, DeliveryCookie::unpack(cookie), options_.isolated};
+    script_.produced.push_back(p);
+    if (!options_.transactional_id.empty()) script_.open_txn.push_back(record);
+    kafka::Delivery d;
+    d.cookie = cookie;
+    d.topic = record.topic;
+    d.weight = record.weight();
+    d.error = script_.verdict(p);
+    if (d.error) d.record = record;
+    auto deliver = [this, d, record] {
+      if (!d.error) script_.landed.push_back(record);
+      ready_.push_back(d);
+      const std::uint64_t one = 1;
+      EXPECT_EQ(::write(fd_, &one, sizeof one), 8);
+    };
+    script_.on_produce(p);
+    if (script_.hold || (script_.hold_isolated && options_.isolated)) {
+      script_.held.push_back(deliver);
+    } else {
+      deliver();
+    }
+    return Produced::ok;
+  }
+  void poll() override {
+    while (!ready_.empty()) {
+      const auto d = ready_.front();
+      ready_.pop_front();
+      options_.on_delivery(d);
+    }
+  }
+  int wakeup_fd() const override { return fd_; }
+  void drain_wakeup() override {
+    std::uint64_t n = 0;
+    while (::read(fd_, &n, sizeof n) > 0) {}
+  }
+  std::optional<std::string> fatal_error() const override { return script_.fatal; }
+  kafka::TxnResult init_transactions(std::chrono::milliseconds) override {
+    script_.txn_calls.emplace_back("init");
+    return script_.init_result;
+  }
+  kafka::TxnResult begin_transaction() override {
+    script_.txn_calls.emplace_back("begin");
+    return {};
+  }
+  kafka::TxnResult commit_transaction(std::chrono::milliseconds) override {
+    script_.txn_calls.emplace_back("commit");
+    poll();  // librdkafka serves the last reports inside the commit
+    auto result = script_.commit_result();
+    if (result.ok()) {
+      script_.committed.insert(script_.committed.end(), script_.open_txn.begin(), script_.open_txn.end());
+      script_.open_txn.clear();
+    }
+    return result;
+  }
+  kafka::TxnResult abort_transaction(std::chrono::milliseconds) override {
+    script_.txn_calls.emplace_back("abort");
+    script_.open_txn.clear();
+    return {};
+  }
+
+ private:
+  SinkScript& script_;
+  kafka::SinkOptions options_;
+  int fd_;
+  std::deque<kafka::Delivery> ready_;
+};
+
+inline config::Config test_config() {
+  config::Config c;
+  config::TableConfig t;
+  t.name = "outbox";
+  c.tables = {t};
+  c.shutdown_timeout = 300ms;
+  c.poison.retry_backoff = 1ms;
+  c.reconnect.max = 4ms;
+  c.poison.dead_letter_topic = "dlq";
+  return c;
+}
+
+// One relay session on the test's thread; `steps` run one per millisecond while it streams,
+// then the relay is stopped; a 3 s deadline stops it whatever happens.
+struct Harness {
+  explicit Harness(config::Config c = test_config()) : config(std::move(c)) {}
+
+  Outcome run(std::vector<std::function<void()>> steps = {}, Lsn slot_confirmed = Lsn{0x100}) {
+    Observer observer;
+    Relay relay(
+        config, io,
+        [this](kafka::SinkOptions o) {
+          ++script.sinks_opened;
+          return std::make_unique<FakeSink>(script, std::move(o));
+        },
+        observer);
+    relay_ = &relay;
+    boost::asio::steady_timer tick(io);
+    std::size_t next = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    std::function<void()> arm = [&] {
+      tick.expires_after(1ms);
+      tick.async_wait([&](const boost::system::error_code& ec) {
+        if (ec) return;
+        if (std::chrono::steady_clock::now() > deadline) {
+          timed_out = true;
+          relay.stop();
+          return;
+        }
+        if (next < steps.size()) {
+          steps[next++]();
+        } else if (source.drained() && stop_when_done) {
+          relay.stop();
+          return;
+        }
+        arm();
+      });
+    };
+    arm();
+    SessionStart start;
+    start.slot_confirmed = slot_confirmed;
+    start.identity = {"7000000000000000001", "shop", "pgoutbox"};
+    start.timeline = 1;
+    start.server_position = Lsn{0xFFFFFF};
+    start.transactional_id = "pgoutbox-test";
+    start.read_checkpoints = checkpoints;
+    start.refused = refused;
+    const auto outcome = relay.run(source, std::move(start));
+    counters = relay.counters();
+    relay_ = nullptr;
+    return outcome;
+  }
+  // One transaction of `n` inserts, committing at `end`.
+  void txn(std::uint64_t end, int n, int first = 1, std::string_view payload = "{}") {
+    source.push(begin(end - 8, static_cast<std::uint32_t>(end)));
+    for (int i = 0; i < n; ++i) source.push(insert(first + i, "k", payload));
+    source.push(commit(end - 8, end), Lsn{end});
+  }
+  Relay& relay() { return *relay_; }
+
+  config::Config config;
+  boost::asio::io_context io;
+  FakeSource source{io};
+  SinkScript script;
+  Counters counters;
+  bool timed_out = false;
+  bool stop_when_done = true;
+  // What the checkpoint topic holds at start; empty: no checkpoint this session.
+  std::function<kafka::CheckpointScan()> checkpoints;
+  std::shared_ptr<RefusedRecords> refused = std::make_shared<RefusedRecords>();
+
+ private:
+  Relay* relay_ = nullptr;
+};
+
+inline kafka::DeliveryError refused_for_size() {
+  return {kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", "Broker: Message size too large", true};
+}
+
+}  // namespace pgoutbox::relay::testing
