@@ -463,6 +463,22 @@ INSTANTIATE_TEST_SUITE_P(
                   "1024\ntables: [{table: t}]\n",
                   5, 33, "kafka.properties.queue.buffering.max.kbytes",
                   "must hold at least limits.max_in_flight_bytes (16384 KiB)"},
+        // Issue 14: what contradicts exactly-once is refused naming the key.
+        ErrorCase{"transactional_id_property",
+                  "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    transactional.id: t1\n"
+                  "delivery: exactly-once\ntables: [{table: t}]\n",
+                  5, 23, "kafka.properties.transactional.id", "use delivery: exactly-once, and kafka.transactional_id"},
+        ErrorCase{"exactly_once_without_checkpoint",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k}\ndelivery: exactly-once\ncheckpoint: {enabled: false}\n"
+                  "tables: [{table: t}]\n",
+                  4, 23, "checkpoint.enabled", "must be true with delivery: exactly-once"},
+        ErrorCase{"checkpoint_topic_is_the_dead_letter_topic",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k}\ncheckpoint: {topic: pgoutbox.dead-letter}\n"
+                  "tables: [{table: t}]\n",
+                  3, 21, "checkpoint.topic", "must differ from poison.dead_letter_topic"},
+        ErrorCase{"delivery_unknown",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k}\ndelivery: exactly_once\ntables: [{table: t}]\n", 3, 11,
+                  "delivery", "exactly-once"},
         ErrorCase{"bootstrap",
                   "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    bootstrap.servers: b:9092\ntables: "
                   "[{table: t}]\n",

@@ -104,7 +104,15 @@ std::optional<std::chrono::steady_clock::duration> FaultTest::wait_confirmed(con
 }
 
 bool FaultTest::wait_streaming(const Pipeline& p, PgoutboxProcess& relay, std::chrono::milliseconds timeout) const {
-  return eventually([&] { return !relay.running() || slot_active_pid(pg.dsn(), p.slot).has_value(); }, timeout) &&
+  // CREATE_REPLICATION_SLOT shows the slot active, with no confirmed_flush_lsn, until it reaches its
+  // consistent point; a kill before that leaves no slot at all, and rows written then are in no
+  // slot's stream.
+  return eventually(
+             [&] {
+               return !relay.running() ||
+                      (slot_active_pid(pg.dsn(), p.slot).has_value() && slot_confirmed_lsn(pg.dsn(), p.slot));
+             },
+             timeout) &&
          relay.running();
 }
 
