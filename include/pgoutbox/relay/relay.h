@@ -116,7 +116,6 @@ class Relay : private ChangeHandler {
   void post_pump(const std::string& topic);
   bool produce_now(const outbox::Record& record, DeliveryCookie cookie);
   void pump(const std::string& topic);
-  void forget_if_idle(const std::string& topic);
   void apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn, const kafka::DeliveryError& error,
                     std::uint32_t attempts);
   void schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay);
