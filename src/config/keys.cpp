@@ -80,6 +80,24 @@ Entry<Root> number(std::string path, std::string description, Access access, Che
   return e;
 }
 
+// A whole number up to `max`, and above 0 unless `zero_allowed`; `why`, when not empty, says
+// why a larger one is refused.
+template <class Root, class Access>
+Entry<Root> count(std::string path, std::string description, Access access, bool zero_allowed, std::uint64_t max,
+                  std::string_view why = {}) {
+  auto e = base<Root>(std::move(path), "integer", std::move(description));
+  e.set = [access, zero_allowed, max, why](Root& r, const Scalar& s) {
+    const auto value = parse_count(s.text);
+    if (value == 0 && !zero_allowed) throw Invalid(fmt::format("must be greater than 0 (got {})", quote(s.text)));
+    if (value > max) {
+      throw Invalid(fmt::format("must be at most {}{}{} (got {})", max, why.empty() ? "" : ": ", why, quote(s.text)));
+    }
+    access(r) = static_cast<std::remove_reference_t<decltype(access(r))>>(value);
+  };
+  e.show = [access](const Root& r) { return fmt::format("{}", access(r)); };
+  return e;
+}
+
 template <class Root, class Access>
 Entry<Root> choice(std::string path, std::string description, Access access, const std::vector<std::string>& allowed) {
   std::string type = "one of";
@@ -286,20 +304,11 @@ std::vector<Entry<Draft>> make_global_entries() {
       "provenance_headers", "Add headers pgoutbox.lsn, pgoutbox.commit_time and pgoutbox.xid to every record.",
       [](auto& d) -> auto& { return d.config.provenance_headers; }));
 
-  auto records = base<Draft>("limits.max_in_flight_records", "integer",
-                             "Records read but not yet acknowledged by Kafka; at this cap pgoutbox stops reading the "
-                             "stream (SPEC I6).");
-  records.set = [](Draft& d, const Scalar& s) {
-    const auto value = parse_count(s.text);
-    if (value == 0) throw Invalid("must be greater than 0 (got 0)");
-    if (value > kMaxInFlightRecords) {
-      throw Invalid(fmt::format("must be at most {}: a cap that is never reached is no backpressure (got {})",
-                                kMaxInFlightRecords, quote(s.text)));
-    }
-    d.config.limits.max_in_flight_records = value;
-  };
-  records.show = [](const Draft& d) { return fmt::format("{}", d.config.limits.max_in_flight_records); };
-  v.push_back(std::move(records));
+  v.push_back(count<Draft>(
+      "limits.max_in_flight_records",
+      "Records read but not yet acknowledged by Kafka; at this cap pgoutbox stops reading the stream (SPEC I6).",
+      [](auto& d) -> auto& { return d.config.limits.max_in_flight_records; }, false, kMaxInFlightRecords,
+      "a cap that is never reached is no backpressure"));
 
   auto bytes = base<Draft>("limits.max_in_flight_bytes", "size",
                            "Bytes of records read but not yet acknowledged; the other cap (SPEC I6). Plain bytes or "
@@ -365,17 +374,11 @@ std::vector<Entry<Draft>> make_global_entries() {
       "Where dead-letter sends poison: the original key, value and headers, plus headers "
       "pgoutbox.dlq.error, .error.code, .topic, .attempts and .lsn.",
       [](auto& d) -> auto& { return d.config.poison.dead_letter_topic; }, check_topic_name));
-  auto retries =
-      base<Draft>("poison.max_retries", "integer",
-                  "How many times a record Kafka rejected for good is sent again (after poison.retry_backoff, "
-                  "doubling) before the policy applies. Rows that fail validation are not retried.");
-  retries.set = [](Draft& d, const Scalar& s) {
-    const auto value = parse_count(s.text);
-    if (value > 100) throw Invalid(fmt::format("must be at most 100 (got {})", value));
-    d.config.poison.max_retries = static_cast<std::uint32_t>(value);
-  };
-  retries.show = [](const Draft& d) { return fmt::format("{}", d.config.poison.max_retries); };
-  v.push_back(std::move(retries));
+  v.push_back(count<Draft>(
+      "poison.max_retries",
+      "How many times a record Kafka rejected for good is sent again (after poison.retry_backoff, doubling) before "
+      "the policy applies. Rows that fail validation are not retried.",
+      [](auto& d) -> auto& { return d.config.poison.max_retries; }, true, 100));
   v.push_back(duration<Draft>(
       "poison.retry_backoff",
       "Delay before the first retry of a rejected record; each further retry waits twice as "
@@ -437,18 +440,12 @@ std::vector<Entry<Draft>> make_global_entries() {
   metrics.set = [set_metrics](Draft& d, const Scalar& s) { set_metrics(d, s.null ? Scalar{} : s); };
   v.push_back(std::move(metrics));
 
-  auto topic_labels = base<Draft>("metrics_topic_labels", "integer",
-                                  "How many distinct topics get metric series of their own (label topic); events of "
-                                  "further topics are counted under topic=\"other\". Topics come from row values, so "
-                                  "this bounds /metrics. Every series is also labelled by its table.");
-  topic_labels.set = [](Draft& d, const Scalar& s) {
-    const auto value = parse_count(s.text);
-    if (value > kMaxTopicLabels)
-      throw Invalid(fmt::format("must be at most {} (got {})", kMaxTopicLabels, quote(s.text)));
-    d.config.metrics_topic_labels = value;
-  };
-  topic_labels.show = [](const Draft& d) { return fmt::format("{}", d.config.metrics_topic_labels); };
-  v.push_back(std::move(topic_labels));
+  v.push_back(count<Draft>(
+      "metrics_topic_labels",
+      "How many distinct topics get metric series of their own (label topic); events of further topics are counted "
+      "under topic=\"other\". Topics come from row values, so this bounds /metrics. Every series is also labelled by "
+      "its table.",
+      [](auto& d) -> auto& { return d.config.metrics_topic_labels; }, true, kMaxTopicLabels));
 
   v.push_back(choice<Draft>("log_format", "auto writes JSON lines unless stderr is a terminal.",
                             [](auto& d) -> auto& { return d.config.log_format; }, {"auto", "json", "text"}));

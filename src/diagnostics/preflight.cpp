@@ -7,7 +7,7 @@
 #include "checks.h"
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/diagnostics/slot_status.h"
-#include "pgoutbox/replication/connect_failure.h"
+#include "pgoutbox/replication/failure_cause.h"
 #include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::diagnostics {
@@ -22,13 +22,12 @@ std::vector<Finding> check_postgres(const config::Config& config) {
     // libpq's message names host, port, user and the reason, never the password.
     std::string message = e.what();
     message = message.substr(0, message.find(". Fix: "));
-    const auto diagnosis = replication::diagnose_connect_failure(message);
+    const auto fix = replication::connect_fix(e.fields().connect_failure.value_or(replication::FailureCause::none));
     findings.push_back(Finding::blocking(
         "postgres", fmt::format("{} ({})", message, where),
-        diagnosis.fix.empty()
-            ? "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD "
-              "or postgres.password_file) and pg_hba.conf."
-            : diagnosis.fix + "."));
+        fix.empty() ? "check postgres.dsn (host, port, dbname, user), the password (PGOUTBOX_POSTGRES_PASSWORD "
+                      "or postgres.password_file) and pg_hba.conf."
+                    : fmt::format("{}.", fix)));
     return findings;
   }
   std::vector<std::string> who;

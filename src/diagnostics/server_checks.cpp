@@ -20,64 +20,70 @@ std::vector<std::string> first_row(const replication::Connection& conn, const st
 
 namespace {
 
-void check_wal_level(CheckContext& ctx) {
+// What a step read of one server setting; `fix` is empty when the setting is fine.
+struct Reading {
+  std::string message;
+  std::string fix;
+};
+
+// A server limit and how much of it is in use: the first two columns of the row `sql` reads.
+struct Usage {
+  long max = 0;
+  long used = 0;
+  std::vector<std::string> row;
+};
+Usage read_usage(const CheckContext& ctx, const std::string& sql) {
+  auto row = first_row(ctx.conn, sql);
+  return {std::stol(row.at(0)), std::stol(row.at(1)), std::move(row)};
+}
+
+Reading check_wal_level(const CheckContext& ctx) {
   const auto level = first_row(ctx.conn, "SELECT pg_catalog.current_setting('wal_level')").at(0);
-  if (level == "logical") {
-    ctx.findings.push_back(Finding::ok("wal_level", "logical"));
-    return;
-  }
-  ctx.findings.push_back(Finding::blocking(
-      "wal_level", fmt::format("is {}; logical decoding needs logical.", level),
-      "as a superuser run ALTER SYSTEM SET wal_level = logical (or set it in postgresql.conf), then restart "
-      "PostgreSQL."));
+  if (level == "logical") return {"logical", ""};
+  return {fmt::format("is {}; logical decoding needs logical.", level),
+          "as a superuser run ALTER SYSTEM SET wal_level = logical (or set it in postgresql.conf), then restart "
+          "PostgreSQL."};
 }
 
-void check_slots(CheckContext& ctx) {
-  const auto row = first_row(ctx.conn,
-                             "SELECT pg_catalog.current_setting('max_replication_slots')::int, "
-                             "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
-                             "EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = " +
-                                 ctx.conn.literal(ctx.config.postgres.slot) + ")");
-  const long max = std::stol(row.at(0));
-  const long used = std::stol(row.at(1));
-  const bool ours = row.at(2) == "t";
-  if (ours || used < max) {
-    ctx.findings.push_back(Finding::ok(
-        "max_replication_slots", fmt::format("{} of {} in use{}", used, max, ours ? ", this slot among them" : "")));
-    return;
+Reading check_slots(const CheckContext& ctx) {
+  const auto slots = read_usage(ctx,
+                                "SELECT pg_catalog.current_setting('max_replication_slots')::int, "
+                                "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
+                                "EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = " +
+                                    ctx.conn.literal(ctx.config.postgres.slot) + ")");
+  const bool ours = slots.row.at(2) == "t";
+  if (ours || slots.used < slots.max) {
+    return {fmt::format("{} of {} in use{}", slots.used, slots.max, ours ? ", this slot among them" : ""), ""};
   }
-  ctx.findings.push_back(Finding::blocking(
-      "max_replication_slots", fmt::format("all {} slots are in use and this slot is not one of them.", max),
-      "drop a slot nobody uses (SELECT slot_name, active FROM pg_replication_slots) or raise max_replication_slots "
-      "(ALTER SYSTEM, then restart PostgreSQL)."));
+  return {fmt::format("all {} slots are in use and this slot is not one of them.", slots.max),
+          "drop a slot nobody uses (SELECT slot_name, active FROM pg_replication_slots) or raise max_replication_slots "
+          "(ALTER SYSTEM, then restart PostgreSQL)."};
 }
 
-void check_senders(CheckContext& ctx) {
+Reading check_senders(const CheckContext& ctx) {
   // Sessions of other roles show their backend type only with pg_read_all_stats, so the count
   // can be low for an unprivileged role: a full server still fails at start with "too many".
-  const auto row = first_row(ctx.conn,
-                             "SELECT pg_catalog.current_setting('max_wal_senders')::int, "
-                             "(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'walsender')");
-  const long max = std::stol(row.at(0));
-  const long used = std::stol(row.at(1));
-  if (used < max) {
-    ctx.findings.push_back(Finding::ok("max_wal_senders", fmt::format("{} of {} in use", used, max)));
-    return;
-  }
-  ctx.findings.push_back(Finding::blocking(
-      "max_wal_senders", fmt::format("all {} WAL senders are in use{}.", max, max == 0 ? " (it is 0)" : ""),
-      "raise max_wal_senders (ALTER SYSTEM, then restart PostgreSQL) or stop an idle replication client."));
+  const auto senders =
+      read_usage(ctx,
+                 "SELECT pg_catalog.current_setting('max_wal_senders')::int, "
+                 "(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'walsender')");
+  if (senders.used < senders.max) return {fmt::format("{} of {} in use", senders.used, senders.max), ""};
+  return {fmt::format("all {} WAL senders are in use{}.", senders.max, senders.max == 0 ? " (it is 0)" : ""),
+          "raise max_wal_senders (ALTER SYSTEM, then restart PostgreSQL) or stop an idle replication client."};
 }
 
 }  // namespace
 
 void check_server(CheckContext& ctx) {
   // Each step stands alone: a failed query is reported and the next step still runs.
-  const std::pair<const char*, void (*)(CheckContext&)> steps[] = {
+  const std::pair<const char*, Reading (*)(const CheckContext&)> steps[] = {
       {"wal_level", check_wal_level}, {"max_replication_slots", check_slots}, {"max_wal_senders", check_senders}};
   for (const auto& [subject, step] : steps) {
     try {
-      step(ctx);
+      auto reading = step(ctx);
+      ctx.findings.push_back(reading.fix.empty()
+                                 ? Finding::ok(subject, std::move(reading.message))
+                                 : Finding::blocking(subject, std::move(reading.message), std::move(reading.fix)));
     } catch (const replication::PgError& e) {
       ctx.findings.push_back(Finding::blocking(subject, fmt::format("cannot be read: {}.", e.what()),
                                                "make sure the role may read server settings (SHOW)."));

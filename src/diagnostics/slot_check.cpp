@@ -39,7 +39,7 @@ void check_slot(CheckContext& ctx) {
   const std::string position =
       fmt::format("confirmed {}, lag {} bytes, retains {} bytes of WAL, wal_status {}", slot->confirmed_flush_lsn,
                   slot->lag_bytes, slot->retained_wal_bytes, slot->wal_status);
-  if (slot->wal_status == "unreserved") {
+  if (slot->state.wal_status == replication::WalStatus::unreserved) {
     ctx.findings.push_back(
         Finding::warning(subject, fmt::format("{}: it is about to be invalidated by max_slot_wal_keep_size.", position),
                          "start pgoutbox (or find why it does not confirm) now, or raise max_slot_wal_keep_size."));

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/details/log_msg.h>
 
+#include <array>
 #include <chrono>
 #include <ctime>
 
@@ -13,25 +14,13 @@
 namespace pgoutbox::logging {
 namespace {
 
+// Indexed by spdlog's level (trace = 0 … off = 6); spdlog's own names say "warning".
+constexpr std::array<std::string_view, spdlog::level::n_levels> kLevelNames = {"trace", "debug",    "info", "warn",
+                                                                               "error", "critical", "off"};
+
 std::string_view level_name(spdlog::level::level_enum level) {
-  switch (level) {
-    case spdlog::level::trace:
-      return "trace";
-    case spdlog::level::debug:
-      return "debug";
-    case spdlog::level::info:
-      return "info";
-    case spdlog::level::warn:
-      return "warn";
-    case spdlog::level::err:
-      return "error";
-    case spdlog::level::critical:
-      return "critical";
-    case spdlog::level::off:
-    case spdlog::level::n_levels:
-      break;
-  }
-  return "off";
+  const auto index = static_cast<std::size_t>(level);
+  return index < kLevelNames.size() ? kLevelNames[index] : "off";
 }
 
 // ISO-8601 in UTC with milliseconds: 2026-11-29T10:41:25.123Z.
@@ -60,9 +49,12 @@ std::string bounded(std::string_view text, std::size_t max) {
   return fmt::format("{}...[{} bytes]", text.substr(0, cut), text.size());
 }
 
-// Calls add(name, value) for each field that is set, in a fixed order.
+// Calls add(name, value) for each field of the current event that is set, in a fixed order.
 template <class Add>
-void for_each_field(const EventFields& fields, Add&& add) {
+void for_each_field(Add&& add) {
+  const auto* current = detail::current_fields();
+  if (current == nullptr) return;
+  const EventFields& fields = *current;
   if (!fields.event_id.empty()) add("event_id", bounded(fields.event_id, kMaxFieldBytes));
   if (!fields.aggregate_id.empty()) add("aggregate_id", bounded(fields.aggregate_id, kMaxFieldBytes));
   if (!fields.topic.empty()) add("topic", bounded(fields.topic, kMaxFieldBytes));
@@ -95,6 +87,13 @@ void append_text_escaped(std::string& out, std::string_view text) {
   }
 }
 
+// `text` as a JSON string, quotes included.
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  append_json_escaped(out, text);
+  out += '"';
+}
+
 void append_to(spdlog::memory_buf_t& dest, const std::string& line) {
   dest.append(line.data(), line.data() + line.size());
 }
@@ -108,18 +107,14 @@ class JsonFormatter final : public spdlog::formatter {
     append_timestamp(line, msg.time);
     line += R"(","level":")";
     line += level_name(msg.level);
-    line += R"(","message":")";
-    append_json_escaped(line, bounded(std::string_view(msg.payload.data(), msg.payload.size()), kMaxMessageBytes));
-    line += '"';
-    if (const auto* fields = detail::current_fields()) {
-      for_each_field(*fields, [&line](std::string_view name, std::string_view value) {
-        line += ",\"";
-        line += name;
-        line += "\":\"";
-        append_json_escaped(line, value);
-        line += '"';
-      });
-    }
+    line += R"(","message":)";
+    append_json_string(line, bounded(std::string_view(msg.payload.data(), msg.payload.size()), kMaxMessageBytes));
+    for_each_field([&line](std::string_view name, std::string_view value) {
+      line += ',';
+      append_json_string(line, name);
+      line += ':';
+      append_json_string(line, value);
+    });
     line += "}\n";
     append_to(dest, line);
   }
@@ -148,20 +143,16 @@ class TextFormatter final : public spdlog::formatter {
     msg.color_range_end = line.size();
     line += ' ';
     append_text_escaped(line, bounded(std::string_view(msg.payload.data(), msg.payload.size()), kMaxMessageBytes));
-    if (const auto* fields = detail::current_fields()) {
-      for_each_field(*fields, [&line](std::string_view name, std::string_view value) {
-        line += ' ';
-        line += name;
-        line += '=';
-        if (!needs_quotes(value)) {
-          line += value;
-          return;
-        }
-        line += '"';
-        append_json_escaped(line, value);
-        line += '"';
-      });
-    }
+    for_each_field([&line](std::string_view name, std::string_view value) {
+      line += ' ';
+      line += name;
+      line += '=';
+      if (needs_quotes(value)) {
+        append_json_string(line, value);
+      } else {
+        line += value;
+      }
+    });
     line += '\n';
     append_to(dest, line);
   }

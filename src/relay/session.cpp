@@ -129,13 +129,11 @@ class Session::Setup {
       spdlog::info("creating publication {} for {} table(s)", pg.publication, tables.size());
       connection->create_publication(pg.publication, tables);
     }
-    try {
-      replication::check_publication_covers(*connection, pg.publication, tables);
-    } catch (const replication::PgError& e) {
-      // Its own verdicts (no SQLSTATE) name the publication's problem and the fix; a failed
-      // query (a missing table, a lost connection) is classified like any other failure.
-      if (!e.sqlstate().empty() || e.fields().connection_bad) throw;
-      return Outcome::fatal(Fatal::publication, e.what());
+    if (auto problem = replication::check_publication_covers(*connection, pg.publication, tables)) {
+      return Outcome::fatal(problem->cause == replication::PublicationProblem::Cause::table_missing
+                                ? Fatal::table_missing
+                                : Fatal::publication,
+                            std::move(problem->message));
     }
     if (!slot) {
       if (!pg.create_slot) {

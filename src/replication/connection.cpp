@@ -7,7 +7,7 @@
 
 #include "pgoutbox/replication/catalog.h"
 
-#include "pgoutbox/replication/connect_failure.h"
+#include "pgoutbox/replication/failure_cause.h"
 #include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::replication {
@@ -24,7 +24,16 @@ PgError::Fields fields_of(const PGresult* res, const PGconn* conn) {
     return v != nullptr ? std::string(v) : std::string();
   };
   return PgError::Fields{field(PG_DIAG_SQLSTATE), field(PG_DIAG_MESSAGE_DETAIL), field(PG_DIAG_MESSAGE_HINT),
-                         PQstatus(conn) == CONNECTION_BAD};
+                         PQstatus(conn) == CONNECTION_BAD, std::nullopt};
+}
+
+// `value` through PQescapeLiteral or PQescapeIdentifier, which quote by the connection's encoding.
+std::string escaped(PGconn* conn, const std::string& value, char* (*escape)(PGconn*, const char*, size_t)) {
+  char* quoted = escape(conn, value.data(), value.size());
+  if (quoted == nullptr) throw PgError(trim(PQerrorMessage(conn)), "");
+  std::string out(quoted);
+  PQfreemem(quoted);
+  return out;
 }
 
 Lsn parse_lsn_or_zero(const char* text) {
@@ -71,14 +80,13 @@ Connection Connection::open(const std::string& dsn, bool replication, const std:
   if (raw == nullptr) throw PgError("out of memory creating a libpq connection", "");
   if (PQstatus(raw) != CONNECTION_OK) {
     const std::string message = trim(PQerrorMessage(raw));
-    // A TLS failure carries its fix here: it has no SQLSTATE for a caller to classify by.
-    const auto diagnosis = diagnose_connect_failure(message);
-    const bool tls = diagnosis.kind == ConnectFailure::tls_untrusted ||
-                     diagnosis.kind == ConnectFailure::tls_host_mismatch ||
-                     diagnosis.kind == ConnectFailure::tls_client_cert;
-    throw PgError(tls ? fmt::format("cannot connect to PostgreSQL: {}. Fix: {}", message, diagnosis.fix)
+    const auto failure = connect_failure_of(PQconnectionNeedsPassword(raw) == 1, message);
+    // A TLS failure carries its fix here: its message alone would not say what to change.
+    const bool tls = failure == FailureCause::tls_untrusted || failure == FailureCause::tls_host_mismatch ||
+                     failure == FailureCause::tls_client_cert;
+    throw PgError(tls ? fmt::format("cannot connect to PostgreSQL: {}. Fix: {}", message, connect_fix(failure))
                       : fmt::format("cannot connect to PostgreSQL: {}", message),
-                  PgError::Fields{{}, {}, {}, true});
+                  PgError::Fields{{}, {}, {}, true, failure});
   }
   return conn;
 }
@@ -94,20 +102,10 @@ PgResultPtr Connection::exec(const std::string& sql) const {
   return res;
 }
 
-std::string Connection::literal(const std::string& value) const {
-  char* escaped = PQescapeLiteral(conn_.get(), value.data(), value.size());
-  if (escaped == nullptr) throw PgError(trim(PQerrorMessage(conn_.get())), "");
-  std::string out(escaped);
-  PQfreemem(escaped);
-  return out;
-}
+std::string Connection::literal(const std::string& value) const { return escaped(conn_.get(), value, PQescapeLiteral); }
 
 std::string Connection::identifier(const std::string& value) const {
-  char* escaped = PQescapeIdentifier(conn_.get(), value.data(), value.size());
-  if (escaped == nullptr) throw PgError(trim(PQerrorMessage(conn_.get())), "");
-  std::string out(escaped);
-  PQfreemem(escaped);
-  return out;
+  return escaped(conn_.get(), value, PQescapeIdentifier);
 }
 
 SystemIdentity Connection::identify_system() const {
@@ -180,20 +178,21 @@ void Connection::create_publication(const std::string& name, const std::vector<T
   exec(sql);
 }
 
-void check_publication_covers(const Connection& conn, const std::string& publication,
-                              const std::vector<TableName>& tables) {
+std::optional<PublicationProblem> check_publication_covers(const Connection& conn, const std::string& publication,
+                                                           const std::vector<TableName>& tables) {
+  using Cause = PublicationProblem::Cause;
   const auto pub = conn.publication(publication);
   if (!pub) {
-    throw PgError(fmt::format("publication \"{}\" does not exist: create it (CREATE PUBLICATION {} FOR TABLE … "
-                              "WITH (publish = 'insert')) or enable publication creation",
-                              publication, publication),
-                  "");
+    return PublicationProblem{Cause::missing,
+                              fmt::format("publication \"{}\" does not exist: create it (CREATE PUBLICATION {} FOR "
+                                          "TABLE … WITH (publish = 'insert')) or enable publication creation",
+                                          publication, publication)};
   }
   if (!pub->publishes_insert) {
-    throw PgError(
+    return PublicationProblem{
+        Cause::no_inserts,
         fmt::format("publication \"{}\" does not publish inserts: ALTER PUBLICATION {} SET (publish = 'insert')",
-                    publication, publication),
-        "");
+                    publication, publication)};
   }
   // Every relation whose rows belong to a configured table must be in the stream: the table
   // itself (or, for a partition, its root), and each inheritance child, which a publication
@@ -203,24 +202,30 @@ void check_publication_covers(const Connection& conn, const std::string& publica
   for (const auto& table : tables) {
     const auto layout = describe_layout(conn, publication, *pub, table);
     if (!layout.exists) {
-      throw PgError(fmt::format("table {}.{} does not exist", table.schema, table.name), "42P01");
+      return PublicationProblem{Cause::table_missing,
+                                fmt::format("table {}.{} does not exist: create it, or remove it from tables: in "
+                                            "the configuration",
+                                            table.schema, table.name)};
     }
     if (!layout.published) {
-      throw PgError(fmt::format("publication \"{}\" does not include table {}.{}: ALTER PUBLICATION {} ADD TABLE {}",
-                                publication, table.schema, table.name, publication, table.quoted()),
-                    "");
+      return PublicationProblem{
+          Cause::table_left_out,
+          fmt::format("publication \"{}\" does not include table {}.{}: ALTER PUBLICATION {} ADD TABLE {}", publication,
+                      table.schema, table.name, publication, table.quoted())};
     }
     if (!layout.unpublished.empty()) {
       std::string names;
       for (const auto& c : layout.unpublished) names += (names.empty() ? "" : ", ") + c.quoted();
-      throw PgError(fmt::format("publication \"{}\" leaves out inheritance child(ren) {} of outbox table {}.{}: "
-                                "rows inserted there would never reach pgoutbox. ALTER PUBLICATION {} ADD TABLE {} "
-                                "(a child created after the publication, or excluded with ONLY, is not published)",
-                                publication, names, table.schema, table.name, publication, names),
-                    "");
+      return PublicationProblem{
+          Cause::children_left_out,
+          fmt::format("publication \"{}\" leaves out inheritance child(ren) {} of outbox table {}.{}: rows "
+                      "inserted there would never reach pgoutbox. ALTER PUBLICATION {} ADD TABLE {} (a child "
+                      "created after the publication, or excluded with ONLY, is not published)",
+                      publication, names, table.schema, table.name, publication, names)};
     }
     spdlog::info("table {}.{} {}", table.schema, table.name, describe_relaying(publication, *pub, table, layout));
   }
+  return std::nullopt;
 }
 
 std::optional<std::chrono::milliseconds> parse_show_duration(const std::string& text) {

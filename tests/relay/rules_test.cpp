@@ -87,34 +87,58 @@ TEST(DeliveryCookie, FactoriesRoundTrip) {
 }
 
 // The message-text fallbacks, one row per rule: libpq's own failures carry no SQLSTATE.
-TEST(PgFailure, TextTable) {
+// The text table itself is tested in tests/replication/failure_cause_test.cpp; here, what its
+// causes and libpq's connection failures mean for the session.
+TEST(PgFailure, TextAndConnectionFailures) {
   struct Case {
-    const char* sqlstate;
-    const char* message;
-    PgCause cause;
+    replication::PgError error;
+    Outcome::Kind kind;
+    Fatal cause;
   };
+  const auto at_connect = [](const char* message, replication::FailureCause failure) {
+    return replication::PgError(message, replication::PgError::Fields{{}, {}, {}, true, failure});
+  };
+  using replication::FailureCause;
+  using replication::PgError;
   const std::vector<Case> cases = {
-      {"", "connection to server at \"127.0.0.1\", port 5 failed: fe_sendauth: no password supplied",
-       PgCause::authentication},
-      {"", "FATAL:  password authentication failed for user \"app\"", PgCause::authentication},
-      {"", "FATAL:  no pg_hba.conf entry for replication connection from host \"10.0.0.1\"", PgCause::authentication},
-      {"", "SSL error: certificate verify failed", PgCause::tls},
-      {"", "root certificate file \"/root/.postgresql/root.crt\" does not exist", PgCause::tls},
-      {"", "server certificate for \"db\" does not match host name \"10.0.0.2\"", PgCause::tls},
-      {"", "FATAL:  must be superuser or replication role to start walsender", PgCause::permission},
-      {"", "FATAL:  permission denied for database \"app\"", PgCause::permission},
-      {"", "FATAL:  the database system is starting up", PgCause::transient},
-      {"", "FATAL:  sorry, too many clients already", PgCause::transient},
-      {"", "connection to server on socket \"/tmp/.s.PGSQL.5432\" failed: Connection refused", PgCause::transient},
-      {"55000", "logical decoding requires wal_level >= logical", PgCause::wal_level},
-      {"55000", "can no longer get changes from replication slot \"s\"", PgCause::slot_invalidated},
-      {"55000", "This slot has been invalidated because it exceeded the maximum reserved size.",
-       PgCause::slot_invalidated},
-      {"55000", "replication slot \"s\" was not created in this database", PgCause::slot_unusable},
-      {"42704", "publication \"p\" does not exist", PgCause::publication},
-      {"42704", "replication slot \"s\" does not exist", PgCause::slot_unusable},
+      {at_connect("fe_sendauth: no password supplied", FailureCause::authentication), Outcome::Kind::fatal,
+       Fatal::authentication},
+      {at_connect("FATAL:  no pg_hba.conf entry for host", FailureCause::no_hba_entry), Outcome::Kind::fatal,
+       Fatal::authentication},
+      // The connection failure decides, not the text: a password Connection::open found missing
+      // by libpq's status, whatever the message.
+      {at_connect("connection failed: something new", FailureCause::authentication), Outcome::Kind::fatal,
+       Fatal::authentication},
+      {at_connect("SSL error: certificate verify failed", FailureCause::none), Outcome::Kind::reconnect,
+       Fatal::internal},
+      {at_connect("FATAL:  connection requires a valid client certificate", FailureCause::tls_client_cert),
+       Outcome::Kind::fatal, Fatal::tls},
+      {at_connect("FATAL:  permission denied to start WAL sender", FailureCause::permission), Outcome::Kind::fatal,
+       Fatal::permission},
+      {at_connect("FATAL:  the database system is starting up", FailureCause::none), Outcome::Kind::reconnect,
+       Fatal::internal},
+      {PgError("SSL error: certificate verify failed", ""), Outcome::Kind::fatal, Fatal::tls},
+      {PgError("server closed the connection unexpectedly", ""), Outcome::Kind::reconnect, Fatal::internal},
+      {PgError("logical decoding requires wal_level >= logical", "55000"), Outcome::Kind::fatal, Fatal::wal_level},
+      {PgError("can no longer get changes from replication slot \"s\"", "55000"), Outcome::Kind::fatal,
+       Fatal::slot_invalidated},
+      {PgError("replication slot \"s\" was not created in this database", "55000"), Outcome::Kind::fatal,
+       Fatal::slot_unusable},
+      {PgError("publication \"p\" does not exist", "42704"), Outcome::Kind::fatal, Fatal::publication},
+      {PgError("replication slot \"s\" does not exist", "42704"), Outcome::Kind::fatal, Fatal::slot_unusable},
   };
-  for (const auto& c : cases) EXPECT_EQ(cause_of_text(c.sqlstate, c.message), c.cause) << c.message;
+  for (const auto& c : cases) {
+    const auto o = classify(c.error, SessionContext{150000, false});
+    EXPECT_EQ(o.kind, c.kind) << c.error.what();
+    if (c.kind == Outcome::Kind::fatal) {
+      EXPECT_EQ(o.cause, c.cause) << c.error.what();
+    }
+  }
+  // A client-certificate failure gets the fix Connection::open told apart, not the CA's.
+  const auto cert =
+      classify(at_connect("FATAL:  connection requires a valid client certificate", FailureCause::tls_client_cert),
+               {150000, false});
+  EXPECT_NE(cert.reason.find("sslcert and sslkey"), std::string::npos) << cert.reason;
 }
 
 TEST(PgFailure, SqlstateDecidesBeforeText) {

@@ -227,7 +227,7 @@ TEST_F(StreamTest, APartitionedOutboxArrivesUnderItsRoot) {
   const auto pub = conn.publication(box.publication);
   ASSERT_TRUE(pub);
   EXPECT_TRUE(pub->via_root);
-  EXPECT_NO_THROW(replication::check_publication_covers(conn, box.publication, {{"public", "part_outbox"}}));
+  EXPECT_FALSE(replication::check_publication_covers(conn, box.publication, {{"public", "part_outbox"}}));
 
   Session s(pg.dsn(), box.start());
   pg.exec("INSERT INTO part_outbox VALUES (1, '2026-06-01', 'a'), (2, '2027-06-01', 'b')");
@@ -424,21 +424,22 @@ TEST_F(StreamTest, ABusySlotIsReportedWithItsSqlState) {
 TEST_F(StreamTest, PublicationChecksNameWhatIsMissingAndTheFix) {
   pg.exec("CREATE TABLE chk_a (id int); CREATE TABLE chk_b (id int)");
   auto conn = Connection::open(pg.dsn(), true, "pgoutbox-test");
-  try {
-    replication::check_publication_covers(conn, "no_such_pub", {{"public", "chk_a"}});
-    FAIL() << "missing publication accepted";
-  } catch (const PgError& e) {
-    EXPECT_NE(std::string(e.what()).find("publication \"no_such_pub\" does not exist"), std::string::npos) << e.what();
-  }
+  using Cause = replication::PublicationProblem::Cause;
+  const auto missing = replication::check_publication_covers(conn, "no_such_pub", {{"public", "chk_a"}});
+  ASSERT_TRUE(missing) << "missing publication accepted";
+  EXPECT_EQ(missing->cause, Cause::missing);
+  EXPECT_NE(missing->message.find("publication \"no_such_pub\" does not exist"), std::string::npos) << missing->message;
   conn.create_publication("chk_pub", {{"public", "chk_a"}});
-  EXPECT_NO_THROW(replication::check_publication_covers(conn, "chk_pub", {{"public", "chk_a"}}));
-  try {
-    replication::check_publication_covers(conn, "chk_pub", {{"public", "chk_a"}, {"public", "chk_b"}});
-    FAIL() << "uncovered table accepted";
-  } catch (const PgError& e) {
-    EXPECT_NE(std::string(e.what()).find("does not include table public.chk_b"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("ALTER PUBLICATION chk_pub ADD TABLE"), std::string::npos) << e.what();
-  }
+  EXPECT_FALSE(replication::check_publication_covers(conn, "chk_pub", {{"public", "chk_a"}}));
+  const auto uncovered =
+      replication::check_publication_covers(conn, "chk_pub", {{"public", "chk_a"}, {"public", "chk_b"}});
+  ASSERT_TRUE(uncovered) << "uncovered table accepted";
+  EXPECT_EQ(uncovered->cause, Cause::table_left_out);
+  EXPECT_NE(uncovered->message.find("does not include table public.chk_b"), std::string::npos) << uncovered->message;
+  EXPECT_NE(uncovered->message.find("ALTER PUBLICATION chk_pub ADD TABLE"), std::string::npos) << uncovered->message;
+  const auto absent = replication::check_publication_covers(conn, "chk_pub", {{"public", "chk_none"}});
+  ASSERT_TRUE(absent) << "a table that does not exist accepted";
+  EXPECT_EQ(absent->cause, Cause::table_missing);
   const auto pub = conn.publication("chk_pub");
   ASSERT_TRUE(pub);
   EXPECT_TRUE(pub->publishes_insert);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pgoutbox/lsn.h"
+#include "pgoutbox/replication/failure_cause.h"
 #include "pgoutbox/replication/slot.h"
 
 namespace pgoutbox::replication {
@@ -27,7 +28,8 @@ class PgError : public std::runtime_error {
     std::string sqlstate;  // empty: libpq's own failure (connecting, connection lost)
     std::string detail;
     std::string hint;
-    bool connection_bad = false;  // libpq's connection status was CONNECTION_BAD afterwards
+    bool connection_bad = false;                  // libpq's connection status was CONNECTION_BAD afterwards
+    std::optional<FailureCause> connect_failure;  // set by Connection::open when it could not connect
   };
   PgError(const std::string& what, std::string sqlstate) : std::runtime_error(what) {
     fields_.sqlstate = std::move(sqlstate);
@@ -133,13 +135,25 @@ class Connection {
   std::chrono::milliseconds wal_sender_timeout_{0};
 };
 
-// Throws PgError (no SQLSTATE: the verdict is pgoutbox's own; a failed query keeps the server's)
-// naming what is wrong when a publication does not exist or does not publish
-// inserts of every table in `tables`.
 // A duration as SHOW prints it ("60s", "1min", "500ms", "0"); nullopt when not understood.
 std::optional<std::chrono::milliseconds> parse_show_duration(const std::string& text);
 
-void check_publication_covers(const Connection& conn, const std::string& publication,
-                              const std::vector<TableName>& tables);
+struct PublicationProblem {
+  enum class Cause {
+    missing,            // the publication does not exist
+    no_inserts,         // it does not publish inserts
+    table_missing,      // a configured table does not exist
+    table_left_out,     // it does not include a configured table
+    children_left_out,  // it leaves out inheritance children of a configured table
+  };
+  Cause cause;
+  std::string message;  // what is wrong and the fix
+};
+
+// nullopt when `publication` exists and publishes the inserts of every table in `tables` (and
+// of their inheritance children); a failed query throws PgError.
+[[nodiscard]] std::optional<PublicationProblem> check_publication_covers(const Connection& conn,
+                                                                         const std::string& publication,
+                                                                         const std::vector<TableName>& tables);
 
 }  // namespace pgoutbox::replication
