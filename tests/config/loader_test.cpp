@@ -69,6 +69,8 @@ const std::string kEverything = R"(postgres:
   application_name: relay-1
 kafka:
   brokers: "k1:9092,k2:9092"
+  transactional_id: shop-relay
+  transaction_interval: 250ms
   properties:
     linger.ms: 5
     compression.type: zstd
@@ -101,6 +103,10 @@ poison:
   dead_letter_topic: shop.dlq
   max_retries: 7
   retry_backoff: 250ms
+delivery: exactly-once
+checkpoint:
+  topic: shop.checkpoints
+  interval: 2s
 shutdown_timeout: 45s
 metrics_address: "0.0.0.0:9300"
 metrics_topic_labels: 20
@@ -150,6 +156,12 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(c.reconnect.min, 100ms);
   EXPECT_EQ(c.reconnect.max, 90s);
   EXPECT_EQ(c.reconnect.factor, 1.5);
+  EXPECT_EQ(c.delivery, Delivery::exactly_once);
+  EXPECT_TRUE(c.checkpoint.enabled);
+  EXPECT_EQ(c.checkpoint.topic, "shop.checkpoints");
+  EXPECT_EQ(c.checkpoint.interval, 2s);
+  EXPECT_EQ(c.kafka.transactional_id, "shop-relay");
+  EXPECT_EQ(c.kafka.transaction_interval, 250ms);
   EXPECT_EQ(c.shutdown_timeout, 45s);
   EXPECT_EQ(c.metrics_address, "0.0.0.0:9300");
   EXPECT_EQ(c.metrics_topic_labels, 20U);
@@ -172,8 +184,9 @@ TEST(ConfigLoader, EveryKeyInTheSchemaIsCoveredByEveryKeyParsed) {
   const std::string everything = describe(load_yaml(kEverything));
   const std::string minimal = describe(load_yaml(kMinimal));
   for (const auto& key : schema()) {
+    // checkpoint.enabled must stay true with exactly-once, so it is set false in its own test.
     if (!key.in_file || key.secret || key.path == "kafka.properties" || key.path == "tables" ||
-        key.path == "postgres.password_file")
+        key.path == "postgres.password_file" || key.path == "checkpoint.enabled")
       continue;
     std::string path = key.path;
     if (path.starts_with("tables[].")) path = "tables[0]." + path.substr(9);
@@ -194,6 +207,12 @@ TEST(ConfigLoader, AQuotedValueClosedOnALaterLineIsStillYaml) {
   const Config c =
       load_yaml("postgres:\n  dsn: \"host=db\n    dbname=app\"\nkafka:\n  brokers: k\ntables: [{table: t}]\n");
   EXPECT_EQ(c.postgres.dsn, "host=db dbname=app");
+}
+
+TEST(ConfigLoader, TheCheckpointCanBeTurnedOffInAtLeastOnceMode) {
+  const Config c = load_yaml(kMinimal + "checkpoint:\n  enabled: false\n");
+  EXPECT_FALSE(c.checkpoint.enabled);
+  EXPECT_EQ(c.delivery, Delivery::at_least_once);
 }
 
 TEST(ConfigLoader, EmptySectionsKeepDefaults) {
@@ -525,7 +544,7 @@ INSTANTIATE_TEST_SUITE_P(
                        "did you mean tables[].columns.payload?"},
         UnknownKeyCase{"nothing_close", "colour: red\n", "colour",
                        "unknown key; the top level takes postgres, kafka, tables, provenance_headers, limits, "
-                       "reconnect, poison, shutdown_timeout, "
+                       "reconnect, poison, delivery, checkpoint, shutdown_timeout, "
                        "metrics_address, metrics_topic_labels, log_format, log_level"},
         UnknownKeyCase{"nothing_close_in_section", "reconnect:\n  jitter: 1\n", "reconnect.jitter",
                        "unknown key; reconnect takes min, max, factor"}),
