@@ -61,6 +61,9 @@ StockConsumer::StockConsumer(ConsumerSettings settings)
   set(conf, "bootstrap.servers", settings_.brokers);
   set(conf, "group.id", settings_.group);
   set(conf, "auto.offset.reset", "earliest");
+  // Only records of committed Kafka transactions (pgoutbox's delivery: exactly-once): aborted
+  // ones are never seen. librdkafka's default, said here because Java's is read_uncommitted.
+  set(conf, "isolation.level", "read_committed");
   // Offsets move only when we say so, after the local transaction committed (seeds: never
   // "ACK first, process later"). auto.offset.store=false: poll() must not mark a record as
   // done by merely handing it out.

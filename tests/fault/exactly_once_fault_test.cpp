@@ -123,6 +123,41 @@ TEST_F(ExactlyOnceFaultTest, FivePostgresCrashesDeliverEveryEventExactlyOnce) {
   EXPECT_TRUE(relay->running()) << log_tail();
 }
 
+// Kafka away for longer than a transaction may stay open (transaction.timeout.ms, 60 s), then
+// hung: what was in the open transaction is aborted, never confirmed, and published again.
+TEST_F(ExactlyOnceFaultTest, KafkaStoppedSixtySecondsThenHungDeliversEveryEventExactlyOnce) {
+  const auto p = make_pipeline("eoskafka");
+  const auto config_path = prepare(p, kExactlyOnce);
+  auto relay = start_pgoutbox(config_path);
+  ASSERT_TRUE(wait_streaming(p, *relay)) << log_tail();
+  auto writer_opts = writer_options(p);
+  writer_opts.pause = 20ms;
+  LoadWriter writers(writer_opts);
+  writers.start();
+  PGOUTBOX_ASSERT_EVENTUALLY(in_kafka(p) >= 200, 60s);
+  kafka.stop();
+  std::this_thread::sleep_for(60s);  // the outage, not an assertion
+  ASSERT_TRUE(relay->running()) << "pgoutbox exited while Kafka was down:\n" << log_tail();
+  const auto restarted = Clock::now();
+  kafka.start();
+  PGOUTBOX_ASSERT_EVENTUALLY(wait_confirmed(p, current_wal_lsn(), 5s).has_value(), 180s);
+  const auto recovery = Clock::now() - restarted;
+  kafka.pause();
+  std::this_thread::sleep_for(12s);  // hung past request.timeout.ms
+  kafka.resume();
+  const auto after = writers.committed_count();
+  PGOUTBOX_ASSERT_EVENTUALLY(writers.committed_count() >= after + 50, 60s);
+  writers.stop();
+  ASSERT_TRUE(wait_confirmed(p, current_wal_lsn(), 180s)) << log_tail();
+  const auto committed = writers.committed();
+  const auto report = audit(p, committed);
+  Figures("exactly-once-kafka-stopped-60s-then-hung").add_audit(report).add_ms("recovery_after_kafka_start", recovery);
+  EXPECT_EQ(report.lost, 0U) << report.summary();
+  EXPECT_EQ(report.duplicates, 0U) << report.summary();
+  EXPECT_TRUE(report.clean()) << report.summary();
+  EXPECT_TRUE(relay->running()) << log_tail();
+}
+
 // An instance that was paused (a GC pause, a frozen VM) while a standby took the slot over must
 // write nothing when it wakes up: the standby's init_transactions fenced it.
 TEST_F(ExactlyOnceFaultTest, AnOldInstanceThatWakesUpAfterATakeoverIsFencedAndWritesNothing) {

@@ -119,6 +119,8 @@ void IdempotentConsumer::loop() {
                                                   {"group.id", options_.group},
                                                   {"enable.auto.commit", "false"},
                                                   {"auto.offset.reset", "earliest"},
+                                                  // pgoutbox's exactly-once mode: aborted records unseen
+                                                  {"isolation.level", "read_committed"},
                                                   {"topic.metadata.refresh.interval.ms", "2000"},
                                                   // Rejoins quickly after a broker outage: the
                                                   // group waits for a lost member this long.
