@@ -24,12 +24,16 @@ const char* const kSubject = "kafka";
 struct ClientErrors {
   std::mutex mutex;
   std::string last;
+  bool authentication = false;  // a SASL authentication failed
 };
 
-void on_error(rd_kafka_t*, int, const char* reason, void* opaque) {
+void on_error(rd_kafka_t*, int err, const char* reason, void* opaque) {
   auto* errors = static_cast<ClientErrors*>(opaque);
   std::lock_guard lock(errors->mutex);
+  const bool authentication = err == RD_KAFKA_RESP_ERR__AUTHENTICATION;
+  if (errors->authentication && !authentication) return;  // "all brokers down" after it says less
   errors->last = reason;
+  errors->authentication = authentication;
 }
 
 void on_log(const rd_kafka_t*, int, const char*, const char*) {}  // connection noise: the finding says it once
@@ -247,17 +251,22 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
   const rd_kafka_metadata_t* raw = nullptr;
   const auto err = rd_kafka_metadata(client.get(), 1, nullptr, &raw, static_cast<int>(timeout.count()));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR || raw == nullptr) {
+    // librdkafka queues its error events (the TLS or SASL reason) for rd_kafka_poll to serve.
+    rd_kafka_poll(client.get(), 0);
     std::string last;
+    bool authentication = false;
     {
       std::lock_guard lock(errors.mutex);
       last = errors.last;
+      authentication = errors.authentication;
     }
     findings.push_back(Finding::blocking(
         kSubject,
         fmt::format("no broker at {} answered a metadata request within {} ms: {}{}.", config.kafka.brokers,
                     timeout.count(), rd_kafka_err2str(err), last.empty() ? "" : " (" + last + ")"),
-        "check kafka.brokers, that the brokers run and are reachable from here, and the security properties "
-        "(security.protocol, sasl.*, ssl.*)."));
+        authentication ? kafka::authentication_fix(config.kafka.properties, rd_kafka_version()) + "."
+                       : "check kafka.brokers, that the brokers run and are reachable from here, and the security "
+                         "properties (security.protocol, sasl.*, ssl.*)."));
     return findings;
   }
   const std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> md(raw);

@@ -36,9 +36,12 @@ void check_slot(CheckContext& ctx) {
     ctx.findings.push_back(Finding::blocking(subject, problem->message + ".", problem->fix + "."));
     return;
   }
+  // conflicting (16+) is shown where the server has it; a true one was refused above.
   const std::string position =
-      fmt::format("confirmed {}, lag {} bytes, retains {} bytes of WAL, wal_status {}", slot->confirmed_flush_lsn,
-                  slot->lag_bytes, slot->retained_wal_bytes, slot->wal_status);
+      fmt::format("confirmed {}, lag {} bytes, retains {} bytes of WAL, wal_status {}{}{}", slot->confirmed_flush_lsn,
+                  slot->lag_bytes, slot->retained_wal_bytes, slot->wal_status,
+                  slot->state.conflicting ? ", conflicting = false" : "",
+                  slot->state.inactive_since ? ", inactive since " + *slot->state.inactive_since : "");
   if (slot->state.wal_status == replication::WalStatus::unreserved) {
     ctx.findings.push_back(
         Finding::warning(subject, fmt::format("{}: it is about to be invalidated by max_slot_wal_keep_size.", position),

@@ -50,14 +50,24 @@ std::string to_json(const SlotStatus& s) {
     return v.empty() ? std::string("null") : json_string(v);
   };
   const auto optional_number = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string("null"); };
+  // Columns the server's major lacks (conflicting before 16, the rest before 17) are null.
+  const auto optional_bool = [](const std::optional<bool>& v) {
+    return v ? std::string(*v ? "true" : "false") : std::string("null");
+  };
+  const auto server_string = [&json_string](const std::optional<std::string>& v) {
+    return v ? json_string(*v) : std::string("null");
+  };
   return fmt::format(
       "{{\"slot\":{},\"plugin\":{},\"database\":{},\"active\":{},\"active_pid\":{},\"confirmed_flush_lsn\":{},"
       "\"restart_lsn\":{},\"current_wal_lsn\":{},\"lag_bytes\":{},\"retained_wal_bytes\":{},\"wal_status\":{},"
-      "\"safe_wal_size_bytes\":{}}}",
+      "\"safe_wal_size_bytes\":{},\"failover\":{},\"synced\":{},\"conflicting\":{},\"invalidation_reason\":{},"
+      "\"inactive_since\":{}}}",
       json_string(s.slot), optional_string(s.plugin), optional_string(s.database), s.active ? "true" : "false",
       optional_number(s.active_pid), optional_string(s.confirmed_flush_lsn), optional_string(s.restart_lsn),
       optional_string(s.current_wal_lsn), s.lag_bytes, s.retained_wal_bytes, optional_string(s.wal_status),
-      optional_number(s.safe_wal_size_bytes));
+      optional_number(s.safe_wal_size_bytes), optional_bool(s.state.failover), optional_bool(s.state.synced),
+      optional_bool(s.state.conflicting), server_string(s.state.invalidation_reason),
+      server_string(s.state.inactive_since));
 }
 
 std::string to_text(const SlotStatus& s) {
@@ -76,6 +86,13 @@ std::string to_text(const SlotStatus& s) {
   line("wal_status", or_dash(s.wal_status));
   line("safe_wal_size",
        s.safe_wal_size_bytes ? fmt::format("{} bytes", *s.safe_wal_size_bytes) : std::string("unlimited"));
+  // "-" where the server's major lacks the column (conflicting before 16, the rest before 17).
+  const auto yes_no = [](const std::optional<bool>& v) { return v ? std::string(*v ? "yes" : "no") : "-"; };
+  line("failover", yes_no(s.state.failover));
+  line("synced", yes_no(s.state.synced));
+  line("conflicting", yes_no(s.state.conflicting));
+  line("invalidation_reason", s.state.invalidation_reason.value_or("-"));
+  line("inactive_since", s.state.inactive_since.value_or("-"));
   return out;
 }
 

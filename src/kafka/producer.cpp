@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -76,8 +77,36 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
   return props;
 }
 
+std::string authentication_fix(const std::map<std::string, std::string>& properties, int librdkafka_version) {
+  const auto value = [&](const char* name) {
+    const auto it = properties.find(name);
+    return it == properties.end() ? std::string() : it->second;
+  };
+  std::string mechanism = value("sasl.mechanisms").empty() ? value("sasl.mechanism") : value("sasl.mechanisms");
+  std::transform(mechanism.begin(), mechanism.end(), mechanism.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  std::string fix = fmt::format(
+      "check kafka.properties.sasl.username and the password (PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD or "
+      "kafka.properties.sasl.password_file), and that the user exists for SASL mechanism {} on the cluster "
+      "(kafka-configs.sh --describe --entity-type users)",
+      mechanism.empty() ? std::string("GSSAPI") : mechanism);
+  // 2.6.1 as rd_kafka_version() encodes it (0xMMmmrrxx).
+  constexpr int kScramFixed = 0x020601ff;
+  if (mechanism.rfind("SCRAM-", 0) == 0 && librdkafka_version < kScramFixed) {
+    fix += fmt::format(
+        ". This pgoutbox runs with librdkafka {}.{}.{}, whose SCRAM exchange Kafka 4.0 and later refuse as invalid "
+        "credentials whatever the password (fixed in librdkafka 2.6.1): against such brokers use a pgoutbox linked "
+        "with librdkafka 2.6.1 or later, mutual TLS (security.protocol: SSL), or SASL/PLAIN over SASL_SSL",
+        (librdkafka_version >> 24) & 0xff, (librdkafka_version >> 16) & 0xff, (librdkafka_version >> 8) & 0xff);
+  }
+  return fix;
+}
+
 Producer::Producer(const ProducerSettings& settings, ReportFn on_report)
-    : on_report_(std::move(on_report)), on_statistics_(settings.on_statistics), on_brokers_up_(settings.on_brokers_up) {
+    : on_report_(std::move(on_report)),
+      on_statistics_(settings.on_statistics),
+      on_brokers_up_(settings.on_brokers_up),
+      authentication_fix_(authentication_fix(settings.properties, rd_kafka_version())) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   for (const auto& [name, value] : effective_properties(settings)) {
@@ -301,6 +330,13 @@ void Producer::on_error(rd_kafka_t* rk, int err, const char* reason, void* opaqu
     char fatal[512];
     rd_kafka_fatal_error(rk, fatal, sizeof fatal);
     spdlog::error("kafka: fatal producer error: {}", fatal);
+    return;
+  }
+  if (code == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+    // librdkafka keeps reconnecting (a credential may be created or corrected meanwhile); every
+    // record stays queued, and the slot is not confirmed past them.
+    spdlog::error("kafka: {}: {}. Fix: {}", rd_kafka_err2name(code), reason,
+                  static_cast<Producer*>(opaque)->authentication_fix_);
     return;
   }
   spdlog::warn("kafka: {}: {}", rd_kafka_err2name(code), reason);

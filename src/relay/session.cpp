@@ -136,6 +136,22 @@ class Session::Setup {
                             std::move(problem->message));
     }
     if (!slot) {
+      // A new slot starts at the server's current position: every change after this process's
+      // last confirmation would be skipped. A slot that vanished under a running relay (a
+      // failover to a standby that had no synchronised copy of it, or a drop between two
+      // sessions) is therefore never recreated here.
+      if (context.ever_streamed) {
+        return Outcome::fatal(
+            Fatal::slot_unusable,
+            fmt::format("replication slot \"{}\" no longer exists on the server pgoutbox now reaches (system {}, "
+                        "timeline {}), though this process streamed from it: after a failover to a standby without "
+                        "a synchronised copy of the slot (postgres.failover_slot: true, Postgres 17+), or a drop, a "
+                        "new slot would start at the current position and skip every event committed since the last "
+                        "confirmation, so pgoutbox does not create it. Fix: re-publish the outbox rows committed "
+                        "since the last event Kafka holds (reconcile, README), then start pgoutbox again to create "
+                        "the slot",
+                        pg.slot, identity.system_id, identity.timeline));
+      }
       if (!pg.create_slot) {
         return Outcome::fatal(Fatal::slot_unusable,
                               fmt::format("replication slot \"{}\" does not exist: create it (SELECT "
@@ -145,6 +161,16 @@ class Session::Setup {
       }
       slot_confirmed = connection->create_slot(pg.slot, pg.failover_slot);
       spdlog::info("created replication slot {} at {}", pg.slot, slot_confirmed.to_string());
+      if (identity.timeline > 1) {
+        // A promoted standby: if pgoutbox streamed from this slot on the old primary, what was
+        // committed between its last confirmation and now is not in the new slot.
+        spdlog::warn(
+            "the server is on timeline {} (it was promoted from a standby): if replication slot {} existed on "
+            "the former primary, the events committed there since pgoutbox's last confirmation are not in "
+            "the new slot and must be re-published (reconcile, README); postgres.failover_slot: true keeps "
+            "the slot on the standby (Postgres 17+)",
+            identity.timeline, pg.slot);
+      }
     } else {
       slot_confirmed = slot->confirmed_flush;
     }

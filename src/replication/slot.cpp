@@ -47,8 +47,8 @@ std::string_view to_string(WalStatus status) {
 std::string slot_query(std::string_view slot_literal, int server_version) {
   // On a standby the server's position is the replayed one (pg_current_wal_lsn() would fail).
   // Differences are clamped at 0: an idle slot's confirmed position may be reported a few
-  // bytes past the last insert. two_phase exists from PostgreSQL 14 on; failover, synced and
-  // invalidation_reason from 17 (docs/pgoutput.md §1).
+  // bytes past the last insert. two_phase exists from PostgreSQL 14 on, conflicting from 16;
+  // failover, synced, invalidation_reason and inactive_since from 17 (docs/pgoutput.md §1).
   return fmt::format(
       "WITH here AS (SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() "
       "ELSE pg_catalog.pg_current_wal_lsn() END AS lsn) "
@@ -56,11 +56,12 @@ std::string slot_query(std::string_view slot_literal, int server_version) {
       "s.wal_status, here.lsn, "
       "GREATEST(COALESCE(pg_catalog.pg_wal_lsn_diff(here.lsn, s.confirmed_flush_lsn), 0), 0)::bigint, "
       "GREATEST(COALESCE(pg_catalog.pg_wal_lsn_diff(here.lsn, s.restart_lsn), 0), 0)::bigint, "
-      "s.safe_wal_size, {}, {} "
+      "s.safe_wal_size, {}, {}, {}, {} "
       "FROM pg_catalog.pg_replication_slots s, here WHERE s.slot_name = {}",
       server_version >= 140000 ? "s.two_phase" : "false",
       server_version >= 170000 ? "s.failover, s.synced, s.invalidation_reason" : "NULL::bool, NULL::bool, NULL::text",
-      slot_literal);
+      server_version >= 160000 ? "s.conflicting" : "NULL::bool",
+      server_version >= 170000 ? "s.inactive_since::text" : "NULL::text", slot_literal);
 }
 
 SlotState slot_state(const pg_result* result, int row) {
@@ -82,6 +83,8 @@ SlotState slot_state(const pg_result* result, int row) {
   if (!PQgetisnull(r, row, 13)) s.failover = text_at(r, row, 13) == "t";
   if (!PQgetisnull(r, row, 14)) s.synced = text_at(r, row, 14) == "t";
   if (!PQgetisnull(r, row, 15)) s.invalidation_reason = text_at(r, row, 15);
+  if (!PQgetisnull(r, row, 16)) s.conflicting = text_at(r, row, 16) == "t";
+  if (!PQgetisnull(r, row, 17)) s.inactive_since = text_at(r, row, 17);
   return s;
 }
 
@@ -106,6 +109,19 @@ std::optional<SlotProblem> validate_slot(const SlotState& slot, std::string_view
                     slot.confirmed_flush.to_string()),
         "drop it (pgoutbox slot drop -c FILE --yes), let pgoutbox create a new one, and re-publish the outbox rows "
         "committed since the last event Kafka holds: reconcile (README, operations guide)"};
+  }
+  if (slot.conflicting == true || slot.invalidation_reason) {
+    // A standby's slot invalidated by a recovery conflict keeps wal_status, yet cannot decode.
+    return SlotProblem{
+        Cause::invalidated,
+        fmt::format("is invalidated ({}): it can no longer decode, so the outbox rows written since {} can no longer "
+                    "be streamed",
+                    slot.invalidation_reason ? "invalidation_reason " + *slot.invalidation_reason
+                                             : std::string("conflicting = true: a recovery conflict on this standby"),
+                    slot.confirmed_flush.to_string()),
+        "drop it (pgoutbox slot drop -c FILE --yes), let pgoutbox create a new one, and re-publish the outbox rows "
+        "committed since the last event Kafka holds: reconcile (README, operations guide); on a standby, "
+        "hot_standby_feedback = on and a physical slot (primary_slot_name) prevent the conflict"};
   }
   if (slot.two_phase) {
     // pgoutbox relays committed transactions only; a two_phase slot sends prepared ones at

@@ -59,6 +59,32 @@ TEST(StatusJson, EveryFieldReadsBackThroughAJsonParser) {
   EXPECT_EQ(doc["safe_wal_size_bytes"].get_int64().value(), 1'073'741'824);
 }
 
+TEST(StatusJson, ColumnsOfNewerMajorsAreReadBackAndNullWhereTheServerLacksThem) {
+  SlotStatus s;
+  s.slot = "standby_copy";
+  s.state.failover = true;
+  s.state.synced = true;
+  s.state.conflicting = false;
+  s.state.inactive_since = "2026-12-01 09:00:00.123+00";
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  const std::string json = to_json(s);
+  ASSERT_EQ(parser.parse(json).get(doc), simdjson::SUCCESS) << json;
+  EXPECT_TRUE(doc["failover"].get_bool().value());
+  EXPECT_TRUE(doc["synced"].get_bool().value());
+  EXPECT_FALSE(doc["conflicting"].get_bool().value());
+  EXPECT_TRUE(doc["invalidation_reason"].is_null());
+  EXPECT_EQ(doc["inactive_since"].get_string().value(), "2026-12-01 09:00:00.123+00");
+
+  SlotStatus on_15;
+  on_15.slot = "old";
+  const std::string old_json = to_json(on_15);
+  ASSERT_EQ(parser.parse(old_json).get(doc), simdjson::SUCCESS) << old_json;
+  for (const char* column : {"failover", "synced", "conflicting", "invalidation_reason", "inactive_since"}) {
+    EXPECT_TRUE(doc[column].is_null()) << column << " in " << old_json;
+  }
+}
+
 TEST(StatusJson, AbsentValuesAreNull) {
   SlotStatus s;
   s.slot = "idle";
@@ -83,6 +109,12 @@ TEST(StatusText, NamesEveryField) {
   EXPECT_NE(text.find("active              yes (pid 7)\n"), std::string::npos) << text;
   EXPECT_NE(text.find("lag                 12 bytes\n"), std::string::npos) << text;
   EXPECT_NE(text.find("safe_wal_size       unlimited\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("conflicting         -\n"), std::string::npos) << text;
+  s.state.conflicting = true;
+  s.state.inactive_since = "2026-12-01 09:00:00+00";
+  const std::string on_17 = to_text(s);
+  EXPECT_NE(on_17.find("conflicting         yes\n"), std::string::npos) << on_17;
+  EXPECT_NE(on_17.find("inactive_since      2026-12-01 09:00:00+00\n"), std::string::npos) << on_17;
 }
 
 }  // namespace

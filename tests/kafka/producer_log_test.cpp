@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,22 @@ TEST(ProducerLog, EachConnectionFailureIsLoggedOnceAtWarn) {
                                                                       << refused[i - 1] << "\n"
                                                                       << refused[i];
   }
+}
+
+// A refused SASL login: the fix names where the credentials come from, and under a librdkafka
+// before 2.6.1 with SCRAM that Kafka 4.x refuses its exchange whatever the password.
+TEST(AuthenticationFix, NamesTheCredentialsAndTheScramDefectOfLibrdkafkaBefore261) {
+  const std::map<std::string, std::string> scram = {{"sasl.mechanisms", "scram-sha-512"},
+                                                    {"sasl.username", "pgoutbox"}};
+  const auto old = authentication_fix(scram, 0x020002ff);  // 2.0.2, Debian 12's
+  EXPECT_NE(old.find("SASL mechanism SCRAM-SHA-512"), std::string::npos) << old;
+  EXPECT_NE(old.find("PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD"), std::string::npos) << old;
+  EXPECT_NE(old.find("librdkafka 2.0.2, whose SCRAM exchange Kafka 4.0 and later refuse"), std::string::npos) << old;
+  EXPECT_EQ(authentication_fix(scram, 0x020600ff).find("fixed in librdkafka 2.6.1") == std::string::npos, false);
+  EXPECT_EQ(authentication_fix(scram, 0x020601ff).find("librdkafka"), std::string::npos);
+  const auto plain = authentication_fix({{"sasl.mechanism", "PLAIN"}}, 0x020002ff);
+  EXPECT_NE(plain.find("SASL mechanism PLAIN"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("librdkafka"), std::string::npos) << plain;
 }
 
 }  // namespace

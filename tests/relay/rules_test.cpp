@@ -224,6 +224,20 @@ TEST(ValidateSlot, Table) {
       EXPECT_FALSE(p->fix.empty());
     }
   }
+  // A standby's slot invalidated by a recovery conflict (16+: conflicting; 17+: a reason too)
+  // keeps wal_status reserved, yet cannot decode.
+  auto conflicting = slot("pgoutput", "app", WalStatus::reserved, false);
+  conflicting.conflicting = false;
+  EXPECT_FALSE(replication::validate_slot(conflicting, "app"));
+  conflicting.conflicting = true;
+  const auto on_16 = replication::validate_slot(conflicting, "app");
+  ASSERT_TRUE(on_16);
+  EXPECT_EQ(on_16->cause, SlotProblem::Cause::invalidated);
+  EXPECT_NE(on_16->message.find("conflicting = true"), std::string::npos) << on_16->message;
+  conflicting.invalidation_reason = "rows_removed";
+  const auto on_17 = replication::validate_slot(conflicting, "app");
+  ASSERT_TRUE(on_17);
+  EXPECT_NE(on_17->message.find("invalidation_reason rows_removed"), std::string::npos) << on_17->message;
   // Without a database to compare (the metrics monitor), that rule is skipped.
   EXPECT_FALSE(replication::validate_slot(slot("pgoutput", "other", WalStatus::reserved, false), ""));
 }

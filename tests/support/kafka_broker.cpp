@@ -114,19 +114,21 @@ KafkaBroker::KafkaBroker(const Options& options)
        << options.properties;
   conf.close();
 
-  auto argv = java_argv(scratch_.path(), "kafka.tools.StorageTool");
-  for (const char* arg : {"format", "--ignore-formatted", "-t"}) argv.emplace_back(arg);
-  argv.push_back(random_cluster_id());
-  argv.emplace_back("-c");
-  argv.push_back(config_path_);
-  argv.insert(argv.end(), options.format_args.begin(), options.format_args.end());
-  ChildProcess format(
-      {.argv = argv, .log_path = scratch_.path() + "/format.log", .run_as = std::nullopt, .extra_env = {}});
-  const auto status = format.wait(std::chrono::seconds(120));
-  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+  std::vector<std::string> format = {"format", "--ignore-formatted", "-t", random_cluster_id(), "-c", config_path_};
+  format.insert(format.end(), options.format_args.begin(), options.format_args.end());
+  if (run_tool("kafka.tools.StorageTool", format, scratch_.path() + "/format.log") != 0) {
     throw std::runtime_error("kafka storage format failed:\n" + tail_of(scratch_.path() + "/format.log"));
   }
   start();
+}
+
+int KafkaBroker::run_tool(const std::string& main_class, const std::vector<std::string>& args,
+                          const std::string& log_path, std::chrono::seconds timeout) const {
+  auto argv = java_argv(scratch_.path(), main_class);
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess tool({.argv = argv, .log_path = log_path, .run_as = std::nullopt, .extra_env = {}});
+  const auto status = tool.wait(timeout);
+  return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
 }
 
 KafkaBroker::~KafkaBroker() { server_.kill_and_reap(); }

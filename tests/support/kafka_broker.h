@@ -48,6 +48,12 @@ class KafkaBroker {
   // True when a metadata request answers within `timeout`.
   bool answers_metadata(std::chrono::milliseconds timeout) const;
 
+  // Runs one of Kafka's own command-line tools (a main class of its jars, e.g.
+  // kafka.admin.ConfigCommand) to its end, its output in `log_path`: its exit code, or -1 when it
+  // did not exit normally within `timeout`.
+  int run_tool(const std::string& main_class, const std::vector<std::string>& args, const std::string& log_path,
+               std::chrono::seconds timeout = std::chrono::seconds(120)) const;
+
  private:
   ScratchDir scratch_;
   std::string log_path_;

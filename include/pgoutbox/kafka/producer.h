@@ -43,6 +43,13 @@ struct DeliveryReport {
 
 DeliveryFailure classify(rd_kafka_resp_err_t error);
 
+// The fix for a failed SASL authentication under these user properties, with the librdkafka
+// version this process runs (rd_kafka_version()). librdkafka before 2.6.1 builds a SCRAM
+// client-final-message that Kafka 4.0 and later refuse as invalid credentials whatever the
+// password (confluentinc/librdkafka#4895); the fix says so rather than send the operator to
+// check a password that is right.
+std::string authentication_fix(const std::map<std::string, std::string>& properties, int librdkafka_version);
+
 struct ProducerSettings {
   std::string brokers;
   std::map<std::string, std::string> properties;  // user's librdkafka properties
@@ -109,6 +116,7 @@ class Producer {
   std::unordered_map<std::string, rd_kafka_topic_t*> topics_;
   std::function<void(std::string_view)> on_statistics_;
   std::function<void(bool)> on_brokers_up_;
+  std::string authentication_fix_;
   rd_kafka_t* rk_ = nullptr;
   int pipe_read_ = -1;
   int pipe_write_ = -1;

@@ -35,6 +35,11 @@ struct SlotState {
   std::optional<bool> failover;
   std::optional<bool> synced;
   std::optional<std::string> invalidation_reason;
+  // 16 and later: the slot was invalidated by a recovery conflict on a standby (rows it needs
+  // were vacuumed on the primary, or its wal_level fell below logical); such a slot cannot decode.
+  std::optional<bool> conflicting;
+  // 17 and later: when the slot was last released, as Postgres prints it; nullopt while active.
+  std::optional<std::string> inactive_since;
   // Measured against the server's current WAL position (the replayed one on a standby),
   // clamped at 0: WAL written since the last confirmation, and WAL the slot pins.
   Lsn current_wal;
