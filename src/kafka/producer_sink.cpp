@@ -78,6 +78,7 @@ SinkFactory producer_sink_factory(SinkSettings base) {
       settings.properties["batch.num.messages"] = "1";
       settings.properties["linger.ms"] = "0";
       settings.properties["client.id"] = "pgoutbox-isolated";
+      settings.report_records = true;
     }
     settings.on_statistics = std::move(options.on_statistics);
     settings.on_brokers_up = std::move(options.on_brokers_up);

@@ -206,7 +206,7 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
   }
   const auto& record = std::get<outbox::Record>(built);
   track(*txn_, record);
-  observer_.event_received(record.topic);
+  observer_.event_received(record.table, record.topic);
   send(record, DeliveryCookie::batched(*txn_));
   apply_backpressure();
 }
