@@ -42,11 +42,28 @@ using namespace std::chrono_literals;
 
 // A session that streamed this long was healthy: the next failure backs off from the start.
 constexpr auto kHealthySession = 30s;
+
 // How often a standby (the slot is active in another instance) checks whether it can take over.
 constexpr std::chrono::milliseconds kStandbyCheck = 2s;
 // How often the slot's lag and retained WAL are read, and the summary line logged.
 constexpr auto kSlotInterval = 5s;
 constexpr auto kSummaryInterval = 30s;
+
+// libpq puts "\n\t" between the parts of a message (the failure, then a hint such as "Is the
+// server running on that host and accepting TCP/IP connections?"): one log line joins them
+// with "; ".
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (text[i] != '\n') {
+      out += text[i++];
+      continue;
+    }
+    while (i < text.size() && (text[i] == '\n' || text[i] == '\t' || text[i] == ' ')) ++i;
+    if (!out.empty() && i < text.size()) out += "; ";
+  }
+  return out;
+}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -243,7 +260,10 @@ int run(const std::string& config_path) {
       standby = true;
     } else {
       standby = false;
-      spdlog::warn("{}; retrying in {} ms (attempt {})", outcome.reason, delay.count(), backoff.attempts());
+      spdlog::warn(
+          "slot {}: {}; retrying in {} ms (attempt {}). A cause that can heal (PostgreSQL or Kafka unreachable or "
+          "restarting, a connection limit); if it persists, pgoutbox check -c {} names it and its fix",
+          cfg.postgres.slot, one_line(outcome.reason), delay.count(), backoff.attempts(), config_path);
     }
     if (signals.wait_or_stop(delay)) break;
   }

@@ -106,7 +106,8 @@ Producer::Producer(const ProducerSettings& settings, ReportFn on_report)
     : on_report_(std::move(on_report)),
       on_statistics_(settings.on_statistics),
       on_brokers_up_(settings.on_brokers_up),
-      authentication_fix_(authentication_fix(settings.properties, rd_kafka_version())) {
+      authentication_fix_(authentication_fix(settings.properties, rd_kafka_version())),
+      report_records_(settings.report_records) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   for (const auto& [name, value] : effective_properties(settings)) {
@@ -262,7 +263,7 @@ void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* msg, void* opa
   report.partition = msg->partition;
   report.offset = msg->offset;
   report.weight = msg->len + msg->key_len;
-  if (!report.ok()) {
+  if (!report.ok() || self->report_records_) {
     outbox::Record record;
     record.topic = report.topic;
     if (msg->key != nullptr) record.key.emplace(static_cast<const char*>(msg->key), msg->key_len);

@@ -88,6 +88,7 @@ SinkFactory producer_sink_factory(SinkSettings base) {
       settings.properties["batch.num.messages"] = "1";
       settings.properties["linger.ms"] = "0";
       settings.properties["client.id"] = "pgoutbox-isolated";
+      settings.report_records = true;
     }
     settings.transactional_id = options.transactional_id;
     settings.on_statistics = std::move(options.on_statistics);

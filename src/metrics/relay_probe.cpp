@@ -127,19 +127,26 @@ RelayProbe::TopicSeries& RelayProbe::series(const std::string& table, const std:
   if (const auto it = series_.find(key); it != series_.end()) return it->second;
   const prometheus::Labels labels{{"table", table}, {"topic", topic_label}};
   return series_
-      .emplace(key, TopicSeries{received_.Add(labels), published_.Add(labels), failed_.Add(labels),
+      .emplace(key, TopicSeries{table, received_.Add(labels), published_.Add(labels), failed_.Add(labels),
                                 retried_.Add(labels), dead_lettered_.Add(labels), skipped_.Add(labels)})
       .first->second;
 }
 
-RelayProbe::TopicSeries& RelayProbe::topic(std::string_view name) {
+RelayProbe::TopicSeries& RelayProbe::topic(std::string_view table_name, std::string_view name) {
   // Callers hold mutex_.
-  if (const auto it = topics_.find(name); it != topics_.end()) return *it->second;
-  const auto table = table_of(name);
-  if (config::topic_name_problem(name).empty() && topics_.size() < labels_.max_topics) {
-    auto& own = series(table, std::string(name));
-    topics_.emplace(std::string(name), &own);
-    return own;
+  if (const auto it = topics_.find(name);
+      it != topics_.end() && (table_name.empty() || it->second->table == table_name)) {
+    return *it->second;
+  }
+  const auto table = table_name.empty() ? table_of(name) : std::string(table_name);
+  if (config::topic_name_problem(name).empty()) {
+    // A topic two tables' templates both make has a series per table, cached for the first.
+    if (const auto it = series_.find(std::make_pair(table, std::string(name))); it != series_.end()) return it->second;
+    if (topics_.size() < labels_.max_topics) {
+      auto& own = series(table, std::string(name));
+      topics_.emplace(std::string(name), &own);
+      return own;
+    }
   }
   auto& other = others_[table];
   if (other == nullptr) other = &series(table, "other");
@@ -166,16 +173,16 @@ void RelayProbe::session_ended() {
   set_kafka_state(KafkaState::unknown);
 }
 
-void RelayProbe::event_received(std::string_view topic_name) {
+void RelayProbe::event_received(std::string_view table, std::string_view topic_name) {
   std::lock_guard lock(mutex_);
-  topic(topic_name).received.Increment();
+  topic(table, topic_name).received.Increment();
   ++received_total_;
 }
 
 void RelayProbe::event_published(std::string_view topic_name, std::chrono::microseconds commit_to_ack) {
   {
     std::lock_guard lock(mutex_);
-    topic(topic_name).published.Increment();
+    topic({}, topic_name).published.Increment();
   }
   ++published_total_;
   commit_to_ack_.Observe(static_cast<double>(commit_to_ack.count()) / 1e6);
@@ -183,9 +190,9 @@ void RelayProbe::event_published(std::string_view topic_name, std::chrono::micro
   if (kafka_state_.load() != KafkaState::up) set_kafka_state(KafkaState::up);
 }
 
-void RelayProbe::event_poison(std::string_view topic_name, relay::PoisonAction action) {
+void RelayProbe::event_poison(std::string_view table, std::string_view topic_name, relay::PoisonAction action) {
   std::lock_guard lock(mutex_);
-  auto& series = topic(topic_name);
+  auto& series = topic(table, topic_name);
   series.failed.Increment();
   switch (action) {
     case relay::PoisonAction::retried:

@@ -166,7 +166,7 @@ std::optional<std::int64_t> parse_pg_timestamp_ms(std::string_view text) {
 
 ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::Relation& relation,
                              bool provenance_headers)
-    : table_(&table), generation_(relation.generation), provenance_(provenance_headers) {
+    : table_(&table), label_(table_label(table)), generation_(relation.generation), provenance_(provenance_headers) {
   const auto& cols = table.columns;
   id_ = require_column(table, relation, "event id", cols.id);
   key_ = require_column(table, relation, "key", cols.aggregate_id);
@@ -219,6 +219,7 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
   // Everything that can be built is, so a poison row keeps its key, payload and headers for
   // the dead-letter topic; the first problem found names it.
   Record rec;
+  rec.table = label_;
   std::optional<std::pair<std::string, std::string>> problem;  // code, reason
   const auto fail = [&problem](std::string code, std::string reason) {
     if (!problem) problem.emplace(std::move(code), std::move(reason));
@@ -297,7 +298,7 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
       std::size_t bytes = 0;
       for (const auto field : object) {
         if (is_reserved_header(field.key)) {
-          count_dropped_header(table_label(*table_), field.key);
+          count_dropped_header(label_, field.key);
           continue;
         }
         std::string_view text;

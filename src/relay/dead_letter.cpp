@@ -26,6 +26,7 @@ outbox::Record dead_letter_record(const outbox::Record& original, const std::str
   dlq.headers.push_back({"pgoutbox.dlq.error", cause.error});
   dlq.headers.push_back({"pgoutbox.dlq.error.code", cause.error_code});
   dlq.headers.push_back({"pgoutbox.dlq.topic", original.topic});
+  if (!original.table.empty()) dlq.headers.push_back({"pgoutbox.dlq.table", original.table});
   dlq.headers.push_back({"pgoutbox.dlq.attempts", std::to_string(cause.attempts)});
   dlq.headers.push_back({"pgoutbox.dlq.lsn", cause.lsn.to_string()});
   if (cause.without_value) {
@@ -34,6 +35,15 @@ outbox::Record dead_letter_record(const outbox::Record& original, const std::str
     dlq.headers.push_back({"pgoutbox.dlq.value.sha256", sha256_hex(original.value)});
   }
   return dlq;
+}
+
+DeadLetterSource dead_letter_source(const outbox::Record& dead_letter) {
+  DeadLetterSource source;
+  for (const auto& h : dead_letter.headers) {
+    if (h.name == "pgoutbox.dlq.table") source.table = h.value;
+    if (h.name == "pgoutbox.dlq.topic") source.topic = h.value;
+  }
+  return source;
 }
 
 }  // namespace pgoutbox::relay

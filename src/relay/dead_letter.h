@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "pgoutbox/lsn.h"
 #include "pgoutbox/outbox/record.h"
@@ -25,5 +26,14 @@ struct DeadLetterCause {
 
 outbox::Record dead_letter_record(const outbox::Record& original, const std::string& dead_letter_topic,
                                   const DeadLetterCause& cause);
+
+// Where a dead-letter record's original came from, read back from its headers: the table
+// (pgoutbox.dlq.table, present when the record still held it: always for a row refused before it
+// was sent, whose topic may be empty or invalid) and the topic it was going to (pgoutbox.dlq.topic).
+struct DeadLetterSource {
+  std::string_view table;
+  std::string_view topic;
+};
+DeadLetterSource dead_letter_source(const outbox::Record& dead_letter);
 
 }  // namespace pgoutbox::relay

@@ -122,8 +122,11 @@ bool Relay::produce_now(const outbox::Record& record, DeliveryCookie cookie) {
     case kafka::Sink::Produced::ok:
       if (eos_) {
         ++kafka_txn_produced_;
-        if (!cookie.is_checkpoint())
-          kafka_txn_records_.push_back({cookie.txn, record.weight(), record.topic, cookie.dead_letter});
+        if (!cookie.is_checkpoint()) {
+          const auto source = cookie.dead_letter ? dead_letter_source(record) : DeadLetterSource{record.table, record.topic};
+          kafka_txn_records_.push_back(
+              {cookie.txn, record.weight(), std::string(source.table), std::string(source.topic), cookie.dead_letter});
+        }
       } else if (is_batched(cookie)) {
         ++topics_[record.topic].in_flight;
       }
@@ -189,7 +192,8 @@ void Relay::on_delivery(const kafka::Delivery& delivery) {
   } else {
     if (cookie.dead_letter) {
       ++counters_.dead_lettered;
-      observer_.event_poison(delivery.record ? delivery.record->topic : delivery.topic, PoisonAction::dead_lettered);
+      const auto source = delivery.record ? dead_letter_source(*delivery.record) : DeadLetterSource{};
+      observer_.event_poison(source.table, source.topic, PoisonAction::dead_lettered);
     } else {
       ++counters_.records_acked;
       const auto now_us =
@@ -238,7 +242,7 @@ void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, cons
                   fmt::format("delivery failed ({}: {}); sending it again", error.code, error.text));
       } else {
         ++counters_.poison_retried;
-        observer_.event_poison(record.topic, PoisonAction::retried);
+        observer_.event_poison(record.table, record.topic, PoisonAction::retried);
         log_event(spdlog::level::warn, record, cookie.txn,
                   fmt::format("Kafka refused the record ({}: {}); retry {} of {} in {} ms", error.code, error.text,
                               action.next.attempt, config_.poison.max_retries, action.delay.count()));
@@ -251,7 +255,8 @@ void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, cons
         log_event(spdlog::level::err, record, cookie.txn,
                   fmt::format("the dead-letter topic {} refused a poison record: {} ({})", record.topic, error.text,
                               error.code));
-        observer_.event_poison(record.topic, PoisonAction::stopped);
+        const auto source = dead_letter_source(record);
+        observer_.event_poison(source.table, source.topic, PoisonAction::stopped);
         finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})", record.event_id,
                                                          record.topic, error.text, error.code)));
         return;
@@ -365,7 +370,7 @@ void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn
           spdlog::level::warn, record, txn,
           fmt::format("poison record ({}: {}) after {} attempt(s); policy skip: dropped", code, reason, attempts));
       ++counters_.skipped;
-      observer_.event_poison(record.topic, PoisonAction::skipped);
+      observer_.event_poison(record.table, record.topic, PoisonAction::skipped);
       complete(txn, record.weight());
       return;
     case Action::Kind::dead_letter: {
@@ -388,7 +393,7 @@ void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn
   log_event(spdlog::level::err, record, txn,
             fmt::format("poison record ({}: {}) after {} attempt(s); policy stop: exiting without confirming it", code,
                         reason, attempts));
-  observer_.event_poison(record.topic, PoisonAction::stopped);
+  observer_.event_poison(record.table, record.topic, PoisonAction::stopped);
   finish(
       Outcome::fatal(Fatal::poison, fmt::format("poison record, event id {}, topic {}: {} ({}). Fix the cause, or set "
                                                 "poison.policy: dead-letter, and restart: it is read again",

@@ -278,7 +278,7 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
   }
   const auto& record = std::get<outbox::Record>(built);
   track(*txn_, record);
-  observer_.event_received(record.topic);
+  observer_.event_received(record.table, record.topic);
   if (eos_) {
     // Kafka refused it in an earlier session's transaction: retried, then the policy (I8).
     if (const auto* refused = refused_before(record, *txn_);

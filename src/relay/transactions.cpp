@@ -117,7 +117,7 @@ void Relay::finish_commit() {
   for (const auto& r : records) {
     if (r.dead_letter) {
       ++counters_.dead_lettered;
-      observer_.event_poison(r.topic, PoisonAction::dead_lettered);
+      observer_.event_poison(r.table, r.topic, PoisonAction::dead_lettered);
     } else {
       ++counters_.records_acked;
       observer_.event_published(
@@ -158,7 +158,7 @@ void Relay::abort_kafka_transaction(const std::string& why) {
       ++refused.attempts;
       refused.error = error;
       ++counters_.poison_retried;
-      observer_.event_poison(record.topic, PoisonAction::retried);
+      observer_.event_poison(record.table, record.topic, PoisonAction::retried);
       log_event(spdlog::level::warn, record, cookie.txn,
                 fmt::format("Kafka refused the record ({}: {}); its transaction is aborted and published again "
                             "(attempt {} of {} before poison.policy applies)",

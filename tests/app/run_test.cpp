@@ -160,6 +160,33 @@ TEST_F(RunCommandTest, AMetricsAddressInUseExitsTwoNamingTheKeyAndItsLine) {
   EXPECT_NE(text.find(config + ":12:18: metrics_address"), std::string::npos) << text;
 }
 
+// A failure that can heal (here: nothing listens on PostgreSQL's port) is retried, each warning one
+// line (libpq's "\n\t" joined) naming the slot and where the cause and its fix are found.
+TEST_F(RunCommandTest, ARetryWarningNamesTheSlotAndWhereToLookOnOneLine) {
+  auto cfg = pipeline_config("host=127.0.0.1 port=" + std::to_string(free_loopback_port()) + " dbname=postgres",
+                             kafka.bootstrap(), "cli_retry");
+  cfg.log_format = "text";
+  const auto config = write_pgoutbox_config(dir.path() + "/cli_retry.yaml", cfg);
+  auto process = start(config);
+  const auto log = [&] {
+    std::ifstream in(dir.path() + "/pgoutbox.log");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  PGOUTBOX_ASSERT_EVENTUALLY(log().find("retrying in") != std::string::npos, 30s) << log();
+  process.signal_leader(SIGTERM);
+  const auto status = process.wait(30s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "status " << *status;
+  const auto text = log();
+  const auto at = text.find("retrying in");
+  const auto begin = text.rfind('\n', at) + 1;  // npos + 1 == 0 on the first line
+  const auto line = text.substr(begin, text.find('\n', at) - begin);
+  EXPECT_NE(line.find("slot cli_retry_slot: "), std::string::npos) << line;
+  EXPECT_NE(line.find("Connection refused; Is the server running"), std::string::npos) << line;
+  EXPECT_NE(line.find("pgoutbox check -c " + config + " names it and its fix"), std::string::npos) << line;
+  EXPECT_EQ(line.find('\t'), std::string::npos) << line;
+}
+
 TEST_F(RunCommandTest, EnvironmentOverridesTheFile) {
   const auto config = write_config("cli_env");
   // The file names a topic template; the environment replaces it.

@@ -53,8 +53,8 @@ class RelayProbeTest : public ::testing::Test {
 
 TEST_F(RelayProbeTest, EventsCountPerTopic) {
   observer.session_started();
-  for (int i = 0; i < 3; ++i) observer.event_received("orders");
-  observer.event_received("payments");
+  for (int i = 0; i < 3; ++i) observer.event_received({}, "orders");
+  observer.event_received({}, "payments");
   observer.event_published("orders", 2ms);
   observer.event_published("orders", 40ms);
   const auto text = scrape(registry);
@@ -79,10 +79,10 @@ TEST(RelayProbeLabels, SeriesAreBoundedByTheConfigurationNotByRowValues) {
   labels.tables.push_back({"public.audit", config::parse_topic_template("audit")});
   labels.max_topics = 5;
   RelayProbe probe(registry, labels);
-  for (int i = 0; i < 1000; ++i) probe.event_received("orders.t" + std::to_string(i));
-  for (int i = 0; i < 1000; ++i) probe.event_poison("bad/" + std::to_string(i), relay::PoisonAction::skipped);
-  probe.event_poison("", relay::PoisonAction::skipped);
-  probe.event_received("audit");
+  for (int i = 0; i < 1000; ++i) probe.event_received({}, "orders.t" + std::to_string(i));
+  for (int i = 0; i < 1000; ++i) probe.event_poison({}, "bad/" + std::to_string(i), relay::PoisonAction::skipped);
+  probe.event_poison({}, "", relay::PoisonAction::skipped);
+  probe.event_received({}, "audit");
   const auto text = scrape(registry);
   std::size_t series = 0;
   for (auto at = text.find("\npgoutbox_events_received_total{"); at != std::string::npos;
@@ -97,6 +97,31 @@ TEST(RelayProbeLabels, SeriesAreBoundedByTheConfigurationNotByRowValues) {
   EXPECT_EQ(text.find("bad/"), std::string::npos) << "a refused topic never names a series";
   EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "table=\"public.audit\",topic=\"other\""), 1)
       << "past the cap, a table's topics are still counted under its own table";
+}
+
+// A row refused before sending (its topic empty or invalid) is counted under the table the relay
+// names, as is a topic that two tables' templates both make; the relay's table wins over the
+// template the topic fits.
+TEST(RelayProbeLabels, TheTableTheRelayNamesLabelsTheSeries) {
+  prometheus::Registry registry;
+  TopicLabels labels;
+  labels.tables.push_back({"public.orders", config::parse_topic_template("shared.${aggregatetype}")});
+  labels.tables.push_back({"public.refunds", config::parse_topic_template("shared.${type}")});
+  RelayProbe probe(registry, labels);
+  probe.event_poison("public.refunds", "", relay::PoisonAction::dead_lettered);
+  probe.event_poison("public.refunds", "x/1", relay::PoisonAction::dead_lettered);
+  probe.event_received("public.orders", "shared.E");
+  probe.event_received("public.refunds", "shared.E");
+  probe.event_received("public.refunds", "shared.E");
+  probe.event_published("shared.E", 1ms);
+  const auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_dead_lettered_total", "table=\"public.refunds\",topic=\"other\""), 2)
+      << text;
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_dead_lettered_total", "table=\"unknown\"").value_or(0), 0);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "table=\"public.orders\",topic=\"shared.E\""), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_received_total", "table=\"public.refunds\",topic=\"shared.E\""), 2);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_published_total", "topic=\"shared.E\""), 1)
+      << "an acknowledgement names no table: it counts for the first table the topic was seen with";
 }
 
 TEST_F(RelayProbeTest, CommitToAckFillsTheHistogramInSeconds) {
@@ -115,11 +140,11 @@ TEST_F(RelayProbeTest, CommitToAckFillsTheHistogramInSeconds) {
 }
 
 TEST_F(RelayProbeTest, PoisonActionsAreFailuresCountedByOutcome) {
-  observer.event_poison("bad", relay::PoisonAction::retried);
-  observer.event_poison("bad", relay::PoisonAction::retried);
-  observer.event_poison("bad", relay::PoisonAction::dead_lettered);
-  observer.event_poison("other", relay::PoisonAction::skipped);
-  observer.event_poison("other", relay::PoisonAction::stopped);
+  observer.event_poison({}, "bad", relay::PoisonAction::retried);
+  observer.event_poison({}, "bad", relay::PoisonAction::retried);
+  observer.event_poison({}, "bad", relay::PoisonAction::dead_lettered);
+  observer.event_poison({}, "other", relay::PoisonAction::skipped);
+  observer.event_poison({}, "other", relay::PoisonAction::stopped);
   const auto text = scrape(registry);
   EXPECT_EQ(sample_sum(text, "pgoutbox_events_failed_total", "topic=\"bad\""), 3);
   EXPECT_EQ(sample_sum(text, "pgoutbox_events_failed_total", "topic=\"other\""), 2);
@@ -294,7 +319,7 @@ TEST_F(EndpointsTest, ReadyzFollowsTheSessionAndKafka) {
 }
 
 TEST_F(EndpointsTest, MetricsIsPrometheusTextOfTheRegistry) {
-  probe.event_received("orders");
+  probe.event_received({}, "orders");
   register_process_info(registry, "9.9.9");
   const auto res = get("/metrics");
   EXPECT_EQ(res.status, 200U);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "command.h"
@@ -74,10 +75,46 @@ TEST(AlertRules, EveryAlertHasSeveritySummaryAndARunbookSection) {
     if (name != "PgoutboxSlotClaimedTwice") {  // counts instances per slot: no single instance
       EXPECT_NE(summary.find("$labels.instance"), std::string::npos) << summary;
     }
-    EXPECT_EQ(rule["annotations"]["runbook_url"].as<std::string>(""), "docs/runbook.md#" + lower(name));
+    // The external label's URL when Prometheus has it (README, "Alerts and runbook"), else the
+    // relative path; then the section's anchor.
+    EXPECT_EQ(rule["annotations"]["runbook_url"].as<std::string>(""),
+              "{{ with $externalLabels.pgoutbox_runbook }}{{ . }}{{ else }}docs/runbook.md{{ end }}#" + lower(name));
     EXPECT_NE(runbook.find("\n## " + name + "\n"), std::string::npos) << "no runbook section";
     const auto expr = rule["expr"].as<std::string>();
     EXPECT_EQ(expr.find("topic"), std::string::npos) << "the topic label is bounded and folded; sum over it: " << expr;
+  }
+}
+
+// The compose stack loads these rules, and its Grafana dashboard shows them: a panel that queries
+// Prometheus's ALERTS series with a selector every shipped alert matches.
+TEST(AlertRules, TheComposePrometheusLoadsThemAndTheDashboardShowsThem) {
+  const auto prometheus = YAML::LoadFile(kRoot + "/docker/prometheus/prometheus.yml");
+  ASSERT_EQ(prometheus["rule_files"].size(), 1U);
+  EXPECT_EQ(prometheus["rule_files"][0].as<std::string>(), "/etc/prometheus/rules/alerts.yaml");
+  EXPECT_NE(file_text(kRoot + "/docker/compose.yaml")
+                .find("../deploy/prometheus/alerts.yaml:/etc/prometheus/rules/alerts.yaml"),
+            std::string::npos)
+      << "the compose file mounts deploy/prometheus where prometheus.yml reads the rules";
+
+  // JSON is YAML: yaml-cpp reads the dashboard.
+  const auto dashboard = YAML::LoadFile(kRoot + "/docker/grafana/dashboards/pgoutbox.json");
+  std::vector<std::string> alert_queries;
+  for (const auto& panel : dashboard["panels"]) {
+    for (const auto& target : panel["targets"]) {
+      const auto expr = target["expr"].as<std::string>("");
+      if (expr.find("ALERTS{") != std::string::npos) alert_queries.push_back(expr);
+    }
+  }
+  ASSERT_EQ(alert_queries.size(), 1U) << "one alerts panel";
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(alert_queries[0], m, std::regex(R"re(alertname=~"([^"]+)")re"))) << alert_queries[0];
+  const std::regex selector(m[1].str());
+  for (const auto& rule : alert_rules()) {
+    const auto name = rule["alert"].as<std::string>();
+    EXPECT_TRUE(std::regex_match(name, selector)) << name << " is not on the dashboard's alerts panel";
+  }
+  for (const char* label : {"alertstate", "severity", "slot", "instance"}) {
+    EXPECT_NE(alert_queries[0].find(label), std::string::npos) << "the panel shows " << label;
   }
 }
 

@@ -1,9 +1,12 @@
 // The Debian package, built here by cpack from this build tree: its control data and contents,
 // lintian without errors, and the binary it installs (unpacked into a scratch root with dpkg -x)
-// answering --version and `check` against the test's real Postgres and Kafka; its units are
-// the ones deploy/systemd holds (systemd_unit_test checks those).
+// answering --version and `check` against the test's real Postgres and Kafka; its postinst run
+// for real in a throwaway copy-on-write view of this host; its units are the ones deploy/systemd
+// holds (systemd_unit_test checks those).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -56,6 +59,72 @@ TEST_F(DebianPackageTest, ControlData) {
   EXPECT_EQ(conffiles.output, "/etc/default/pgoutbox\n/etc/pgoutbox/pgoutbox.yaml\n");
   const auto postinst = run_command("dpkg-deb --ctrl-tarfile " + deb_ + " | tar -xO ./postinst");
   EXPECT_NE(postinst.output.find("adduser --system"), std::string::npos) << "creates the pgoutbox user";
+}
+
+// The field `key=` of the lines a script printed ("" if absent).
+std::string field(const std::string& output, const std::string& key) {
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key + "=", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return "";
+}
+
+// The maintainer script, run for real as dpkg would after unpacking: in a private mount
+// namespace, chrooted into a copy-on-write view of this host's root (overlayfs, its upper layer on
+// a tmpfs) with the package unpacked into it and a private /run, so no running systemd is within
+// reach. Whatever postinst writes lands in that tmpfs, which goes with the namespace: the host is
+// untouched (checked after).
+TEST_F(DebianPackageTest, PostinstCreatesTheSystemUserAndGuardsTheSecretFiles) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "running the postinst without touching the host needs root (a mount namespace, overlayfs, chroot)";
+  }
+  if (run_command("getent passwd pgoutbox").status == 0) {
+    GTEST_SKIP() << "this host already has a pgoutbox user: the postinst would not create one";
+  }
+  const std::string sandbox = scratch_->path() + "/postinst";
+  const std::string script = sandbox + ".sh";
+  std::ofstream(script) << "set -e\n"
+                        << "S='" << sandbox << "'\nDEB='" << deb_ << "'\n"
+                        << R"sh(M="$S/merged"
+mkdir -p "$S/cow" "$M"
+{ mount -t tmpfs tmpfs "$S/cow" && mkdir "$S/cow/up" "$S/cow/work" &&
+  mount -t overlay overlay -o "lowerdir=/,upperdir=$S/cow/up,workdir=$S/cow/work" "$M"; } || exit 77
+mount --rbind /dev "$M/dev"
+mount -t proc proc "$M/proc"
+mount -t tmpfs tmpfs "$M/run"
+dpkg-deb --fsys-tarfile "$DEB" | tar -x --keep-directory-symlink -C "$M"
+dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./postinst > "$M/tmp/pgoutbox.postinst"
+chroot "$M" sh /tmp/pgoutbox.postinst configure
+echo "passwd=$(chroot "$M" getent passwd pgoutbox)"
+echo "group=$(chroot "$M" getent group pgoutbox)"
+echo "yaml=$(chroot "$M" stat -c '%U:%G %a' /etc/pgoutbox/pgoutbox.yaml)"
+echo "default=$(chroot "$M" stat -c '%U:%G %a' /etc/default/pgoutbox)"
+chroot "$M" sh /tmp/pgoutbox.postinst configure 0.0.1
+echo "upgraded=$(chroot "$M" getent passwd pgoutbox)"
+)sh";
+  const auto ran = run_command("unshare --mount --propagation private sh " + script);
+  std::printf("OPS postinst in a sandbox:\n%s", ran.output.c_str());
+  if (ran.status == 77 || ran.output.find("unshare failed") != std::string::npos) {
+    GTEST_SKIP() << "no mount namespace or overlayfs here: " << ran.output;
+  }
+  ASSERT_EQ(ran.status, 0) << ran.output;
+
+  // A system user with its own group, no home and no login shell.
+  const auto passwd = field(ran.output, "passwd");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(passwd, m, std::regex(R"(pgoutbox:x:([0-9]+):([0-9]+):[^:]*:/nonexistent:(.*))")))
+      << passwd;
+  EXPECT_LT(std::stoi(m[1]), 1000) << "a system uid";
+  EXPECT_EQ(m[3], "/usr/sbin/nologin");
+  EXPECT_EQ(field(ran.output, "group").rfind("pgoutbox:x:" + m[2].str() + ":", 0), 0U) << field(ran.output, "group");
+  // The files that may hold passwords are readable by the service and root only.
+  EXPECT_EQ(field(ran.output, "yaml"), "root:pgoutbox 640");
+  EXPECT_EQ(field(ran.output, "default"), "root:pgoutbox 640");
+  // Configuring again (an upgrade) keeps the user as it was.
+  EXPECT_EQ(field(ran.output, "upgraded"), passwd);
+  // And the host never saw any of it.
+  EXPECT_NE(run_command("getent passwd pgoutbox").status, 0) << "the postinst reached the host's /etc";
 }
 
 TEST_F(DebianPackageTest, Contents) {

@@ -44,6 +44,26 @@ std::map<std::string, std::string> active_alerts(int port) {
   return out;
 }
 
+// The annotation `key` of the first alert named `alert` Prometheus holds now ("" if none).
+std::string alert_annotation(int port, const std::string& alert, const std::string& key) {
+  const auto response = http_get("127.0.0.1", port, "/api/v1/alerts");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array alerts;
+  if (response.status != 200 || parser.parse(response.body).get(doc) != simdjson::SUCCESS ||
+      doc["data"]["alerts"].get(alerts) != simdjson::SUCCESS) {
+    return "";
+  }
+  for (auto a : alerts) {
+    std::string_view name, value;
+    if (a["labels"]["alertname"].get(name) == simdjson::SUCCESS && name == alert &&
+        a["annotations"][key].get(value) == simdjson::SUCCESS) {
+      return std::string(value);
+    }
+  }
+  return "";
+}
+
 std::string describe(const std::map<std::string, std::string>& alerts) {
   std::string out;
   for (const auto& [name, state] : alerts) out += name + ":" + state + " ";
@@ -59,6 +79,7 @@ class PrometheusAlertsTest : public ::testing::Test {
   int prometheus_port = free_loopback_port();
   std::optional<ChildProcess> pgoutbox;
   std::optional<ChildProcess> prometheus;
+  static constexpr const char* kRunbook = "https://runbooks.test/pgoutbox/docs/runbook.md";
 
   void TearDown() override {
     if (!kafka.running()) kafka.start();
@@ -91,6 +112,7 @@ class PrometheusAlertsTest : public ::testing::Test {
                            std::regex(R"(\bfor: [0-9]+[smh])"), "for: 3s");
     std::ofstream(dir.path() + "/alerts.yaml") << rules;
     std::ofstream(dir.path() + "/prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                                                  << "  external_labels: {pgoutbox_runbook: \"" << kRunbook << "\"}\n"
                                                   << "rule_files: [\"" << dir.path() << "/alerts.yaml\"]\n"
                                                   << "scrape_configs:\n  - job_name: pgoutbox\n    static_configs:\n"
                                                   << "      - targets: [\"127.0.0.1:" << metrics_port << "\"]\n"
@@ -135,6 +157,9 @@ TEST_F(PrometheusAlertsTest, KafkaDownAndPausedFireAndResolve) {
   PGOUTBOX_EXPECT_EVENTUALLY(watch("PgoutboxKafkaDown", "firing") && watch("PgoutboxPaused", "firing"), 60s) << logs();
   EXPECT_TRUE(seen.count("PgoutboxKafkaDown:pending")) << "the alert waits its `for:` first";
   EXPECT_TRUE(seen.count("PgoutboxPaused:pending"));
+  // The runbook link is absolute: the external label's URL and the alert's section.
+  EXPECT_EQ(alert_annotation(prometheus_port, "PgoutboxKafkaDown", "runbook_url"),
+            std::string(kRunbook) + "#pgoutboxkafkadown");
   std::printf("OPS alerts seen while Kafka was down: %s\n",
               [&] {
                 std::string all;
@@ -161,6 +186,7 @@ TEST_F(PrometheusAlertsTest, KafkaDownAndPausedFireAndResolve) {
   const auto rules = file_text(std::string(PGOUTBOX_SOURCE_DIR) + "/deploy/prometheus/alerts.yaml");
   const std::regex metric(R"(pgoutbox_[a-z0-9_]+)");
   for (auto it = std::sregex_iterator(rules.begin(), rules.end(), metric); it != std::sregex_iterator(); ++it) {
+    if (it->str() == "pgoutbox_runbook") continue;  // the external label with the runbook's URL
     EXPECT_TRUE(sample_sum(scrape, it->str()).has_value()) << it->str() << " is not in /metrics";
   }
   // Nothing else fired along the way: no rule misreads a Kafka outage.

@@ -107,6 +107,18 @@ TEST(SystemdUnits, RestartIsPreventedOnCodesOnlyAnOperatorFixes) {
   }
 }
 
+// Exit 8 answers a stop that was asked for, with nothing lost (README "Exit codes"): the unit ends
+// inactive, not failed, and Restart=on-failure leaves it stopped.
+TEST(SystemdUnits, AStopWithUnacknowledgedRecordsIsASuccess) {
+  const auto readme = file_text(kRoot + "/README.md");
+  EXPECT_NE(readme.find("\n| 8 | `run`: stopped by a signal, but `shutdown_timeout` expired"), std::string::npos);
+  for (const auto& unit : kUnits) {
+    EXPECT_EQ(values_of(file_text(kRoot + "/deploy/systemd/" + unit), "SuccessExitStatus"),
+              std::vector<std::string>{"8"})
+        << unit;
+  }
+}
+
 // systemd's "45s" / "2min" (the forms these units use).
 std::chrono::seconds systemd_seconds(const std::string& text) {
   std::smatch m;

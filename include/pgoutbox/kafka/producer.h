@@ -35,8 +35,9 @@ struct DeliveryReport {
   std::int32_t partition = -1;
   std::int64_t offset = -1;
   std::size_t weight = 0;  // key + value bytes
-  // On failure only: the record as it was produced (key, value, headers, timestamp, topic), so
-  // it can be sent again or dead-lettered without keeping a copy of every record in flight.
+  // On failure (or always, with ProducerSettings::report_records): the record as it was produced
+  // (key, value, headers, timestamp, topic), so it can be sent again or dead-lettered without
+  // keeping a copy of every record in flight.
   std::optional<outbox::Record> record;
   bool ok() const { return error == RD_KAFKA_RESP_ERR_NO_ERROR; }
 };
@@ -63,6 +64,9 @@ struct ProducerSettings {
   // show a broker UP).
   std::function<void(std::string_view json)> on_statistics;
   std::function<void(bool up)> on_brokers_up;
+  // Every report carries its record, acknowledged ones too (the isolated sink's few: the
+  // dead-letter record's headers say which table an acknowledged write counts for).
+  bool report_records = false;
 };
 
 // The librdkafka properties a producer is created with: pgoutbox's throughput-with-low-latency
@@ -117,6 +121,7 @@ class Producer {
   std::function<void(std::string_view)> on_statistics_;
   std::function<void(bool)> on_brokers_up_;
   std::string authentication_fix_;
+  bool report_records_;
   rd_kafka_t* rk_ = nullptr;
   int pipe_read_ = -1;
   int pipe_write_ = -1;

@@ -35,7 +35,8 @@ struct Delivery {
   std::optional<DeliveryError> error;
   std::string topic;
   std::size_t weight = 0;  // key + value bytes
-  // On failure only: the record as it was produced, so it can be sent again or dead-lettered.
+  // On failure (and on every report of an isolated sink): the record as it was produced, so it
+  // can be sent again or dead-lettered, and an acknowledged dead-letter write counted by table.
   std::optional<outbox::Record> record;
   bool ok() const { return !error; }
 };
@@ -82,7 +83,8 @@ class Sink {
 };
 
 struct SinkOptions {
-  // Batches of one: a refusal is about this record alone (retries, dead-letter writes).
+  // Batches of one: a refusal is about this record alone (retries, dead-letter writes). Its
+  // reports all carry their record.
   bool isolated = false;
   std::function<void(const Delivery&)> on_delivery;
   std::function<void(std::string_view json)> on_statistics;  // main sink only

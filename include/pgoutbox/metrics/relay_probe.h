@@ -27,8 +27,9 @@ namespace pgoutbox::metrics {
 
 // The label values the per-topic series may take. Topics come from row values, so a label per
 // topic would let whoever writes rows grow /metrics without bound (SECURITY.md "Row values").
-// Each series is labelled by the configured table whose topic template the topic fits
-// (`unknown` when none does, e.g. a refused topic) and by the topic itself only for the first
+// Each series is labelled by the row's configured table (when the relay knows only the topic, as
+// for an acknowledgement: the table whose template it fits, `unknown` if none does) and by the
+// topic itself only for the first
 // `max_topics` distinct names Kafka would accept; every other topic is counted under
 // topic="other". So the series number at most (max_topics + tables + 1) per family.
 struct TopicLabels {
@@ -50,9 +51,9 @@ class RelayProbe final : public relay::Observer {
 
   void session_started() override;
   void session_ended() override;
-  void event_received(std::string_view topic) override;
+  void event_received(std::string_view table, std::string_view topic) override;
   void event_published(std::string_view topic, std::chrono::microseconds commit_to_ack) override;
-  void event_poison(std::string_view topic, relay::PoisonAction action) override;
+  void event_poison(std::string_view table, std::string_view topic, relay::PoisonAction action) override;
   void in_flight(std::uint64_t records, std::uint64_t bytes) override;
   void received_lsn(Lsn lsn) override;
   void confirmed_lsn(Lsn lsn) override;
@@ -74,6 +75,7 @@ class RelayProbe final : public relay::Observer {
 
  private:
   struct TopicSeries {
+    std::string table;
     prometheus::Counter& received;
     prometheus::Counter& published;
     prometheus::Counter& failed;
@@ -85,7 +87,7 @@ class RelayProbe final : public relay::Observer {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  TopicSeries& topic(std::string_view name);
+  TopicSeries& topic(std::string_view table, std::string_view name);
   TopicSeries& series(const std::string& table, const std::string& topic);
   std::string table_of(std::string_view topic) const;
   void set_kafka_state(KafkaState state);

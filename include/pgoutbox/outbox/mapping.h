@@ -55,6 +55,7 @@ class ResolvedTable {
   enum class PayloadKind { text, bytea };
 
   const config::TableConfig* table_;
+  std::string label_;  // schema.name, each record's `table`
   std::uint64_t generation_;
   bool provenance_;
   int id_ = -1;

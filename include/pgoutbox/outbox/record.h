@@ -24,6 +24,9 @@ struct Record {
   std::string event_id;            // also header "id"
   std::vector<Header> headers;
   std::int64_t timestamp_ms = 0;
+  // The configured table the row comes from (schema.name), for metrics and the dead-letter
+  // record; never sent as such. Empty on a record rebuilt from a delivery report.
+  std::string table;
 
   // Key + value bytes: what the record weighs in the in-flight byte cap (and what the
   // producer's delivery report gives back, so the two sides always agree).

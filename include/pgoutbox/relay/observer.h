@@ -29,12 +29,16 @@ class Observer {
   virtual void session_started() {}
   virtual void session_ended() {}
 
+  // `table` is the configured table of the row (schema.name), or empty where the relay holds only
+  // what a delivery report gives back: then the topic, one Kafka was sent, is the table's.
+
   // An outbox row was decoded into a record for `topic`.
-  virtual void event_received(std::string_view /*topic*/) {}
+  virtual void event_received(std::string_view /*table*/, std::string_view /*topic*/) {}
   // Kafka acknowledged a record; commit_to_ack is from the transaction's commit time to the ack.
   virtual void event_published(std::string_view /*topic*/, std::chrono::microseconds /*commit_to_ack*/) {}
-  // A delivery failed permanently (or a row failed validation) and `action` followed.
-  virtual void event_poison(std::string_view /*topic*/, PoisonAction /*action*/) {}
+  // A delivery failed permanently (or a row failed validation) and `action` followed. For a
+  // dead-letter write, `topic` is the one the record was going to.
+  virtual void event_poison(std::string_view /*table*/, std::string_view /*topic*/, PoisonAction /*action*/) {}
 
   // Current in-flight records and bytes (after each change of either).
   virtual void in_flight(std::uint64_t /*records*/, std::uint64_t /*bytes*/) {}

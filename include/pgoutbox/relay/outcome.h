@@ -15,7 +15,7 @@ enum class Fatal : int {
   slot_unusable = 11,     // missing with create_slot off, another plugin, another database
   publication = 12,       // the publication is missing or does not cover the outbox tables
   table_missing = 13,     // a configured outbox table does not exist (or was dropped)
-  permission = 14,        // the role lacks REPLICATION, LOGIN or SELECT on a table
+  permission = 14,        // the role lacks LOGIN or REPLICATION, or owns no table to create the publication
   wal_level = 15,         // wal_level is not logical
   authentication = 16,    // no or wrong password, or no pg_hba.conf entry
   mapping = 17,           // a configured column is missing or has an unusable type

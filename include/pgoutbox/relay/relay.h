@@ -238,7 +238,8 @@ class Relay : private ChangeHandler {
   struct InTransaction {
     ConfirmTracker::TxnId txn;
     std::size_t weight;
-    std::string topic;
+    std::string table;  // the configured table (metrics labels)
+    std::string topic;  // a dead-letter record's: the topic it was refused on
     bool dead_letter;
   };
   bool kafka_txn_open_ = false;
