@@ -133,7 +133,7 @@ void check_publication(CheckContext& ctx, const std::optional<Publication>& pub)
         try {
           return ctx.conn.create_publication_sql(pg.publication, table_names(ctx.config));
         } catch (const replication::PgError&) {
-          return create;
+          return std::string(create);
         }
       }();
       const auto refusal = replication::refuse_publication_after_slot(pg.slot, statement);
@@ -229,6 +229,7 @@ std::vector<std::pair<replication::TableName, std::string>> published_members(co
       "pg_catalog.pg_publication_tables pt WHERE pt.pubname = " +
       conn.literal(publication) + " AND pt.schemaname = n.nspname AND pt.tablename = c.relname) ORDER BY 1, 2");
   std::vector<std::pair<replication::TableName, std::string>> out;
+  out.reserve(static_cast<std::size_t>(PQntuples(res.get())));
   for (int r = 0; r < PQntuples(res.get()); ++r)
     out.push_back({{PQgetvalue(res.get(), r, 0), PQgetvalue(res.get(), r, 1)}, PQgetvalue(res.get(), r, 2)});
   return out;
@@ -246,7 +247,9 @@ void check_members(CheckContext& ctx, const config::TableConfig& t, const TableF
                           [catalog](pgoutput::Oid relid) { return catalog->ancestors(relid); });
   const std::string subject = "table " + table_label(t);
   std::size_t served = 0;
-  for (const auto& [name, oid] : members) {
+  for (const auto& member : members) {
+    const auto& name = member.first;
+    const auto& oid = member.second;
     // A member that is itself a configured table is checked as one.
     if (std::any_of(ctx.config.tables.begin(), ctx.config.tables.end(),
                     [&](const config::TableConfig& c) { return c.schema == name.schema && c.name == name.name; }))
