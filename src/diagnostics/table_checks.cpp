@@ -3,7 +3,9 @@
 // (outbox::ResolvedTable) applied to the catalog's description of the table, so `check` and
 // `run` cannot disagree about which columns and types are usable.
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -13,6 +15,7 @@
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/replication/catalog.h"
+#include "pgoutbox/replication/slot.h"
 
 namespace pgoutbox::diagnostics::detail {
 
@@ -37,6 +40,12 @@ struct TableFacts {
 };
 
 replication::TableName name_of(const config::TableConfig& t) { return {t.schema, t.name}; }
+
+std::vector<replication::TableName> table_names(const config::Config& config) {
+  std::vector<replication::TableName> out;
+  for (const auto& t : config.tables) out.push_back(name_of(t));
+  return out;
+}
 
 std::optional<TableFacts> table_facts(const replication::Connection& conn, const config::TableConfig& t) {
   const auto row =
@@ -66,7 +75,7 @@ std::optional<Publication> publication_of(const replication::Connection& conn, c
 // nullopt when the publication does not list the table itself.
 std::optional<std::vector<std::string>> published_columns(const replication::Connection& conn,
                                                           const std::string& publication,
-                                                          const config::TableConfig& t) {
+                                                          const replication::TableName& t) {
   const std::string where = " FROM pg_catalog.pg_publication_tables WHERE pubname = " + conn.literal(publication) +
                             " AND schemaname = " + conn.literal(t.schema) + " AND tablename = " + conn.literal(t.name);
   if (first_row(conn, "SELECT count(*)" + where).at(0) == "0") return std::nullopt;
@@ -79,14 +88,15 @@ std::optional<std::vector<std::string>> published_columns(const replication::Con
 
 // The table as a Relation message would describe it: live, non-generated columns (pgoutput
 // sends no generated columns in 15), restricted to a column list when there is one.
-pgoutput::Relation relation_of(const replication::Connection& conn, const config::TableConfig& t,
-                               const TableFacts& facts, const std::vector<std::string>& column_list,
+pgoutput::Relation relation_of(const replication::Connection& conn, const replication::TableName& t,
+                               const std::string& oid, const std::vector<std::string>& column_list,
                                std::string& described) {
   auto res = conn.exec(
       "SELECT attname, atttypid, atttypmod, pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute "
       "WHERE attrelid = " +
-      facts.oid + " AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum");
+      oid + " AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum");
   pgoutput::Relation rel;
+  rel.relid = static_cast<pgoutput::Oid>(std::stoul(oid));
   rel.nspname = t.schema;
   rel.relname = t.name;
   rel.generation = 1;
@@ -114,6 +124,20 @@ void check_publication(CheckContext& ctx, const std::optional<Publication>& pub)
           fmt::format("as the tables' owner: {}; (add publish_via_partition_root = true for a partitioned outbox; "
                       "sql/publication.sql), or set postgres.create_publication: true.",
                       create)));
+      return;
+    }
+    if (ctx.conn.slot(pg.slot)) {
+      // `run` refuses to create it (replication/slot.h), with the statement it would have run;
+      // a missing table (its own finding) leaves the plain statement.
+      const auto statement = [&] {
+        try {
+          return ctx.conn.create_publication_sql(pg.publication, table_names(ctx.config));
+        } catch (const replication::PgError&) {
+          return std::string(create);
+        }
+      }();
+      const auto refusal = replication::refuse_publication_after_slot(pg.slot, statement);
+      ctx.findings.push_back(Finding::blocking(subject, refusal.message + ".", refusal.fix + "."));
       return;
     }
     const bool may_create =
@@ -188,11 +212,77 @@ void check_coverage(CheckContext& ctx, const config::TableConfig& t, const Table
   }
 }
 
+// The partitions and inheritance children (every level) that publication lists under their own
+// names, so their rows arrive under those names: leaf partitions without
+// publish_via_partition_root, inheritance children. As (name, OID).
+std::vector<std::pair<replication::TableName, std::string>> published_members(const replication::Connection& conn,
+                                                                              const std::string& publication,
+                                                                              const TableFacts& facts) {
+  // Depth-bounded like the relay's own ancestry walk (replication/catalog.cpp).
+  auto res = conn.exec(
+      "WITH RECURSIVE down(relid, depth) AS (SELECT i.inhrelid, 1 FROM pg_catalog.pg_inherits i WHERE i.inhparent = " +
+      facts.oid +
+      " UNION ALL SELECT i.inhrelid, down.depth + 1 FROM pg_catalog.pg_inherits i JOIN down ON i.inhparent = "
+      "down.relid WHERE down.depth < 64) "
+      "SELECT DISTINCT n.nspname, c.relname, c.oid FROM down JOIN pg_catalog.pg_class c ON c.oid = down.relid "
+      "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE EXISTS (SELECT 1 FROM "
+      "pg_catalog.pg_publication_tables pt WHERE pt.pubname = " +
+      conn.literal(publication) + " AND pt.schemaname = n.nspname AND pt.tablename = c.relname) ORDER BY 1, 2");
+  std::vector<std::pair<replication::TableName, std::string>> out;
+  out.reserve(static_cast<std::size_t>(PQntuples(res.get())));
+  for (int r = 0; r < PQntuples(res.get()); ++r)
+    out.push_back({{PQgetvalue(res.get(), r, 0), PQgetvalue(res.get(), r, 1)}, PQgetvalue(res.get(), r, 2)});
+  return out;
+}
+
+// Each member whose rows arrive under its own name is mapped as `run` maps it when its first row
+// comes (outbox::Mapping: by ancestry to the configured table, its columns resolved by name), so
+// a member that would stop the relay with exit 17 mid-stream blocks here, in the relay's words.
+void check_members(CheckContext& ctx, const config::TableConfig& t, const TableFacts& facts) {
+  const auto& pg = ctx.config.postgres;
+  const auto members = published_members(ctx.conn, pg.publication, facts);
+  if (members.empty()) return;
+  const auto catalog = std::make_shared<replication::Catalog>(pg.dsn, pg.application_name, pg.password, pg.publication);
+  outbox::Mapping mapping(ctx.config.tables, ctx.config.provenance_headers,
+                          [catalog](pgoutput::Oid relid) { return catalog->ancestors(relid); });
+  const std::string subject = "table " + table_label(t);
+  std::size_t served = 0;
+  for (const auto& member : members) {
+    const auto& name = member.first;
+    const auto& oid = member.second;
+    // A member that is itself a configured table is checked as one.
+    if (std::any_of(ctx.config.tables.begin(), ctx.config.tables.end(),
+                    [&](const config::TableConfig& c) { return c.schema == name.schema && c.name == name.name; }))
+      continue;
+    std::string described;
+    const auto rel =
+        relation_of(ctx.conn, name, oid,
+                    published_columns(ctx.conn, pg.publication, name).value_or(std::vector<std::string>{}), described);
+    try {
+      if (mapping.resolve(rel) != nullptr) ++served;
+    } catch (const outbox::MappingError& e) {
+      // The relay's reason reads "…. Fix: …": the finding keeps both halves in its own places.
+      constexpr std::string_view marker = ". Fix: ";
+      const std::string what = e.what();
+      const auto at = what.rfind(marker);
+      const std::string fix = at == std::string::npos ? std::string() : what.substr(at + marker.size());
+      ctx.findings.push_back(Finding::blocking(subject, fmt::format("{}. Columns: {}.", what.substr(0, at), described),
+                                               fix.empty() ? fix : fix + "."));
+    }
+  }
+  if (served > 0) {
+    ctx.findings.push_back(Finding::ok(
+        subject, fmt::format("the columns of the {} partition(s) or inheritance child(ren) published under their own "
+                             "names serve the mapping",
+                             served)));
+  }
+}
+
 void check_columns(CheckContext& ctx, std::size_t index, const config::TableConfig& t, const TableFacts& facts,
                    const std::vector<std::string>& column_list) {
   const std::string subject = "table " + table_label(t);
   std::string described;
-  const auto rel = relation_of(ctx.conn, t, facts, column_list, described);
+  const auto rel = relation_of(ctx.conn, name_of(t), facts.oid, column_list, described);
   try {
     const outbox::ResolvedTable resolved(t, rel, ctx.config.provenance_headers);
     ctx.findings.push_back(Finding::ok(subject, fmt::format("columns serve the mapping ({})", described)));
@@ -229,9 +319,10 @@ void check_table(CheckContext& ctx, std::size_t index, const config::TableConfig
                                        facts->can_select ? "may SELECT it (pgoutbox does not need that right)"
                                                          : "has no SELECT on it, which pgoutbox does not need")));
   std::optional<std::vector<std::string>> columns;
-  if (pub) columns = published_columns(ctx.conn, ctx.config.postgres.publication, t);
+  if (pub) columns = published_columns(ctx.conn, ctx.config.postgres.publication, name_of(t));
   check_coverage(ctx, t, *facts, pub);
   check_columns(ctx, index, t, *facts, columns.value_or(std::vector<std::string>{}));
+  if (pub) check_members(ctx, t, *facts);
 }
 
 }  // namespace
@@ -271,8 +362,9 @@ std::vector<Finding> check_mappings(const config::Config& config) {
     const auto& t = config.tables[i];
     const auto facts = detail::table_facts(conn, t);
     if (!facts || (facts->relkind != 'r' && facts->relkind != 'p')) continue;
-    const auto columns = detail::published_columns(conn, config.postgres.publication, t);
+    const auto columns = detail::published_columns(conn, config.postgres.publication, detail::name_of(t));
     detail::check_columns(ctx, i, t, *facts, columns.value_or(std::vector<std::string>{}));
+    detail::check_members(ctx, t, *facts);
   }
   std::erase_if(findings, [](const Finding& f) { return f.severity != Severity::blocking; });
   return findings;

@@ -112,19 +112,11 @@ class Session::Setup {
       }
     }
     if (!connection->publication(pg.publication) && pg.create_publication) {
-      // pgoutput reads publications as of the position it decodes: one created after the slot's
-      // position does not exist for it, and the stream would fail forever (docs/pgoutput.md).
       if (slot) {
-        return Outcome::fatal(
-            Fatal::publication,
-            fmt::format("publication \"{}\" does not exist, and replication slot \"{}\" does: a publication created "
-                        "now would be missing for every change the slot still has to decode, so pgoutbox does not "
-                        "create it. Fix: create the publication (CREATE PUBLICATION {} FOR TABLE … WITH (publish = "
-                        "'insert')), then drop the slot (pgoutbox slot drop -c FILE --yes) and let pgoutbox create "
-                        "it; or advance the slot past the publication's creation "
-                        "(SELECT pg_replication_slot_advance('{}', pg_current_wal_lsn())). Rows committed before that "
-                        "are not relayed",
-                        pg.publication, pg.slot, pg.publication, pg.slot));
+        const auto refusal = replication::refuse_publication_after_slot(
+            pg.slot, connection->create_publication_sql(pg.publication, tables));
+        return Outcome::fatal(Fatal::publication, fmt::format("publication \"{}\" {}. Fix: {}", pg.publication,
+                                                              refusal.message, refusal.fix));
       }
       spdlog::info("creating publication {} for {} table(s)", pg.publication, tables.size());
       connection->create_publication(pg.publication, tables);

@@ -162,7 +162,7 @@ bool Connection::is_partitioned(const TableName& table) const {
   return PQntuples(res.get()) == 1 && std::string(PQgetvalue(res.get(), 0, 0)) == "p";
 }
 
-void Connection::create_publication(const std::string& name, const std::vector<TableName>& tables) const {
+std::string Connection::create_publication_sql(const std::string& name, const std::vector<TableName>& tables) const {
   std::string list;
   bool any_partitioned = false;
   for (const auto& t : tables) {
@@ -174,8 +174,11 @@ void Connection::create_publication(const std::string& name, const std::vector<T
   // Partitioned outboxes publish through their root, so rows arrive under the root's relid.
   std::string sql = "CREATE PUBLICATION " + identifier(name) + " FOR TABLE " + list + " WITH (publish = 'insert'";
   if (any_partitioned) sql += ", publish_via_partition_root = true";
-  sql += ")";
-  exec(sql);
+  return sql + ")";
+}
+
+void Connection::create_publication(const std::string& name, const std::vector<TableName>& tables) const {
+  exec(create_publication_sql(name, tables));
 }
 
 std::optional<PublicationProblem> check_publication_covers(const Connection& conn, const std::string& publication,

@@ -136,4 +136,16 @@ std::optional<SlotProblem> validate_slot(const SlotState& slot, std::string_view
   return std::nullopt;
 }
 
+PublicationRefusal refuse_publication_after_slot(std::string_view slot, std::string_view create) {
+  return PublicationRefusal{
+      fmt::format("does not exist, and replication slot \"{}\" does: a publication created now would be missing for "
+                  "every change the slot still has to decode, so pgoutbox does not create it",
+                  slot),
+      fmt::format("create the publication ({}), then drop the slot (pgoutbox slot drop -c FILE --yes) and let "
+                  "pgoutbox create it; or advance the slot past the publication's creation (SELECT "
+                  "pg_replication_slot_advance('{}', pg_current_wal_lsn())). Rows committed before that are not "
+                  "relayed",
+                  create, slot)};
+}
+
 }  // namespace pgoutbox::replication

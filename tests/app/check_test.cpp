@@ -114,6 +114,42 @@ TEST_F(CheckCommandTest, AMissingPublicationBlocksWithTheStatementThatCreatesIt)
       << line;
 }
 
+// Issue 12 #7: with the slot in place `run` does not create a missing publication (it would be
+// missing for every change the slot still decodes) and exits 12; `check` blocks on the same
+// layout with the same fix, and passes it while the slot does not exist yet.
+TEST_F(CheckCommandTest, APublicationPgoutboxWouldCreateForAnExistingSlotBlocksAsRunRefusesIt) {
+  create_outbox("chk_latepub", false);
+  auto settings = pipeline_config(pg.dsn(), kafka.bootstrap(), "chk_latepub");
+  settings.status_interval.clear();
+  settings.tables.front().topic = "chk_latepub.events";
+  settings.log_format = "text";  // run's reason as written, not JSON-escaped
+  const auto config = write_pgoutbox_config(dir.path() + "/chk_latepub.yaml", settings);
+  const auto before = check(config);
+  EXPECT_NE(line_starting(before.output, "ok    publication chk_latepub_pub: does not exist yet; pgoutbox creates it"),
+            "")
+      << before.output;
+
+  pg.exec("SELECT pg_create_logical_replication_slot('chk_latepub_slot', 'pgoutput')");
+  const auto result = check(config);
+  const auto run = run_pgoutbox(dir.path(), {"run", "-c", config});
+  const auto created = pg.query_value("SELECT count(*) FROM pg_publication WHERE pubname = 'chk_latepub_pub'");
+  pg.drop_slot_when_free("chk_latepub_slot");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line = line_starting(result.output,
+                                  "FAIL  publication chk_latepub_pub: does not exist, and replication slot "
+                                  "\"chk_latepub_slot\" does: a publication created now would be missing");
+  EXPECT_NE(line, "") << result.output;
+  const std::string fix =
+      "Fix: create the publication (CREATE PUBLICATION \"chk_latepub_pub\" FOR TABLE \"public\".\"chk_latepub\" "
+      "WITH (publish = 'insert')), then drop the slot (pgoutbox slot drop -c FILE --yes) and let pgoutbox create it; "
+      "or advance the slot past the publication's creation (SELECT pg_replication_slot_advance('chk_latepub_slot', "
+      "pg_current_wal_lsn()))";
+  EXPECT_NE(line.find(fix), std::string::npos) << line;
+  EXPECT_EQ(run.exit_code, 12) << run.output;
+  EXPECT_TRUE(run.printed(fix)) << run.output;
+  EXPECT_EQ(created, "0");
+}
+
 TEST_F(CheckCommandTest, ATableOutsideThePublicationBlocks) {
   create_outbox("chk_notin", false);
   pg.exec("CREATE TABLE chk_notin_other (x int); CREATE PUBLICATION chk_notin_pub FOR TABLE chk_notin_other");
@@ -172,6 +208,43 @@ TEST_F(CheckCommandTest, InheritanceChildrenAreReportedAndOneThePublicationLeave
                           "children public.chk_inh_2026 arrive"),
             "")
       << result.output;
+}
+
+// Issue 12 #2: an inheritance child whose published columns cannot serve the mapping stops the
+// relay (exit 17) when its first row arrives. `check` maps each member the publication sends
+// under its own name as the relay does and blocks, in the relay's words; `run` refuses it at
+// start, before any row.
+TEST_F(CheckCommandTest, AFamilyMemberWhosePublishedColumnsCannotServeTheMappingBlocks) {
+  if (std::stoi(pg.query_value("SHOW server_version_num").value_or("0")) < 150000)
+    GTEST_SKIP() << "publication column lists arrived in PostgreSQL 15";
+  create_outbox("chk_narrow");
+  pg.exec(
+      "CREATE TABLE chk_narrow_2026 () INHERITS (chk_narrow);"
+      "ALTER PUBLICATION chk_narrow_pub ADD TABLE chk_narrow_2026 (id, aggregatetype)");
+  const auto config = write_config("chk_narrow", "chk_narrow.events");
+  const auto result = check(config);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const auto line =
+      line_starting(result.output,
+                    "FAIL  table public.chk_narrow: relation public.chk_narrow_2026 is a partition or "
+                    "inheritance child of outbox table public.chk_narrow, and its rows cannot be mapped: ");
+  EXPECT_NE(line.find("\"aggregateid\""), std::string::npos) << result.output;
+  EXPECT_NE(line.find("Columns: id uuid, aggregatetype text."), std::string::npos) << line;
+  EXPECT_NE(line.find("Fix: give public.chk_narrow_2026 the columns of public.chk_narrow"), std::string::npos) << line;
+
+  const auto run = run_pgoutbox(dir.path(), {"run", "-c", config});
+  EXPECT_EQ(run.exit_code, 17) << run.output;
+  EXPECT_TRUE(run.printed("relation public.chk_narrow_2026 is a partition or inheritance child")) << run.output;
+
+  // The column list dropped (the child comes in with the parent, whole), nothing blocks.
+  pg.exec("ALTER PUBLICATION chk_narrow_pub SET TABLE chk_narrow");
+  const auto fixed = check(config);
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
+  EXPECT_NE(line_starting(fixed.output,
+                          "ok    table public.chk_narrow: the columns of the 1 partition(s) or inheritance child(ren) "
+                          "published under their own names serve the mapping"),
+            "")
+      << fixed.output;
 }
 
 TEST_F(CheckCommandTest, AnAllTablesPublicationIsReportedAsSuch) {

@@ -243,5 +243,95 @@ TEST_F(BrokerFaultTest, HungBrokerPastTheRequestTimeoutLosesNothingAndRepeatsNot
   EXPECT_TRUE(relay->running()) << log_tail();
 }
 
+// Issue 12 #8: while Kafka is down, transactions that carry no outbox row (here inserts into a
+// table the publication also publishes) arrive as Begin/Commit pairs behind the first
+// unacknowledged record. Each used to stay in the confirm tracker until Kafka came back (~40
+// bytes each: 300,000 of them grew pgoutbox by 12 MiB, where folded they grow it by 0.1 MiB).
+// 300,000 in 30 s is ten times the issue's 1,000/s, so that the growth an unfolded tracker
+// shows over a 10-minute outage at that rate stands clear of the bound in a short test.
+TEST_F(BrokerFaultTest, EmptyTransactionsDuringAnOutageKeepMemoryFlat) {
+  constexpr int kEmptyTransactions = 300'000;
+  constexpr int kPerSecond = 10'000;
+  constexpr std::uint64_t kGrowthBound = kSanitized ? 32 * kMiB : 4 * kMiB;
+  const auto p = make_pipeline("emptytx");
+  create_topics(p);
+  pg.exec("CREATE TABLE emptytx_side (n bigint); CREATE PUBLICATION " + p.publication + " FOR TABLE " + p.table +
+          ", emptytx_side WITH (publish = 'insert')");
+  auto config = config_for(p, kafka.bootstrap());
+  config.extra_yaml = "reconnect:\n  min: 200ms\n  max: 2s\n";
+  auto relay = start_pgoutbox(write_config("emptytx.yaml", config));
+  ASSERT_TRUE(wait_streaming(p, *relay)) << log_tail();
+  RssSampler memory;
+  memory.follow(relay->pid());
+
+  auto writer_opts = writer_options(p);
+  writer_opts.threads = 1;
+  writer_opts.rows_per_transaction = 1;
+  writer_opts.pause = 200ms;
+  LoadWriter writers(writer_opts);
+  writers.start();
+  ASSERT_TRUE(eventually([&] { return !relay->running() || delivered(p) >= 10; }, 120s) && relay->running())
+      << "nothing flows before the fault:\n"
+      << log_tail();
+
+  kafka.stop();
+  // Outbox rows committed since wait unacknowledged at the head of the tracker; the level the
+  // relay settles at with Kafka gone is the baseline.
+  const auto stopped = writers.committed_count();
+  PGOUTBOX_ASSERT_EVENTUALLY(writers.committed_count() >= stopped + 10, 30s);
+  memory.mark();
+  std::this_thread::sleep_for(2s);
+  const auto baseline = memory.window_peak();
+
+  memory.mark();
+  const auto empty_from = Clock::now();
+  // One server-side loop, a commit per insert, paced every 1,000 commits.
+  pg.exec(fmt::format(
+      "DO $$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN "
+      "PERFORM pg_catalog.set_config('synchronous_commit', 'off', false); FOR i IN 1..{} LOOP "
+      "INSERT INTO emptytx_side VALUES (i); COMMIT; IF i % 1000 = 0 THEN PERFORM pg_catalog.pg_sleep(GREATEST(0, "
+      "extract(epoch FROM t0 + i * interval '1 second' / {} - clock_timestamp()))); END IF; END LOOP; END $$",
+      kEmptyTransactions, kPerSecond));
+  const auto empty_for = Clock::now() - empty_from;
+  // Until the walsender has sent the last of them, and pgoutbox has had a moment to decode it.
+  const auto last_empty = current_wal_lsn();
+  PGOUTBOX_ASSERT_EVENTUALLY(!relay->running() || pg.query_value("SELECT r.sent_lsn >= '" + last_empty.to_string() +
+                                                                 "'::pg_lsn FROM pg_stat_replication r JOIN "
+                                                                 "pg_replication_slots s ON s.active_pid = r.pid WHERE "
+                                                                 "s.slot_name = '" +
+                                                                 p.slot + "'") == "t",
+                             120s);
+  std::this_thread::sleep_for(2s);
+  const auto peak = memory.window_peak();
+  ASSERT_TRUE(relay->running()) << "pgoutbox exited while Kafka was down:\n" << log_tail();
+
+  kafka.start();
+  const auto recovery = wait_confirmed(p, current_wal_lsn(), 300s);
+  ASSERT_TRUE(recovery) << "the slot did not advance after Kafka's return:\n" << log_tail();
+  const auto after = writers.committed_count();
+  PGOUTBOX_ASSERT_EVENTUALLY(writers.committed_count() >= after + 10, 60s);
+  writers.stop();
+  const auto committed = writers.committed();
+  const auto records = read_until_complete(kafka.bootstrap(), p.topics(), committed, 180s);
+  const auto report = audit_events(committed, records);
+  ASSERT_TRUE(wait_confirmed(p, current_wal_lsn(), 60s)) << log_tail();
+
+  const double seconds = std::chrono::duration<double>(empty_for).count();
+  Figures("empty-transactions-while-down")
+      .add("empty_transactions", static_cast<double>(kEmptyTransactions))
+      .add("per_second", seconds > 0 ? kEmptyTransactions / seconds : 0)
+      .add_audit(report)
+      .add_mib("rss_before", baseline)
+      .add_mib("rss_max_while_down", peak)
+      .add_mib("rss_growth_while_down", peak > baseline ? peak - baseline : 0)
+      .add_ms("recovery", *recovery);
+
+  EXPECT_EQ(report.lost, 0U) << report.summary();
+  EXPECT_TRUE(report.clean()) << report.summary();
+  EXPECT_GT(kEmptyTransactions / seconds, 1000.0) << "the server committed fewer than 1,000 empty transactions/s";
+  EXPECT_LE(peak, baseline + kGrowthBound) << "RSS grew with the empty transactions while Kafka was down";
+  EXPECT_TRUE(relay->running()) << log_tail();
+}
+
 }  // namespace
 }  // namespace pgoutbox::test

@@ -4,10 +4,10 @@
 //
 // Property-style: random outbox families (plain; partitioned via the root or through the
 // leaves, with sub-partitions; inheritance) under random publications (explicit, with or
-// without ONLY, or FOR ALL TABLES) and random database settings (bytea_output, DateStyle,
-// TimeZone), rows written before and while the real pgoutbox binary runs, partitions and
-// children added mid-stream. For each row: it is in Kafka with its exact payload and timestamp,
-// or pgoutbox exited with a non-internal code and the slot still holds the row. Seeded
+// without ONLY, or FOR ALL TABLES) and random settings of the database or of pgoutbox's role in
+// it (bytea_output, DateStyle, IntervalStyle, TimeZone, extra_float_digits), rows written before and while the real
+// pgoutbox binary runs, partitions and children added mid-stream. For each row: it is in Kafka with its exact payload
+// and timestamp, or pgoutbox exited with a non-internal code and the slot still holds the row. Seeded
 // (PGOUTBOX_PROPERTY_SEED repeats a run), bounded, the seed printed.
 #include <gtest/gtest.h>
 
@@ -54,15 +54,18 @@ struct Case {
   bool all_tables = false;
   bool only = false;  // FOR TABLE ONLY (explicit publications of plain and inheritance layouts)
   std::string payload_type;
-  std::string bytea_output, datestyle, timezone;
+  std::string bytea_output, datestyle, intervalstyle, timezone, extra_float_digits;
+  bool role_settings = false;  // ALTER ROLE … IN DATABASE (they win over the database's) or ALTER DATABASE
   std::string db, table, pub, slot, topic;
 
   // Rows of a child the publication leaves out never reach the stream: pgoutbox must refuse.
   bool refused() const { return layout == Layout::inheritance && !all_tables && only; }
   std::string describe() const {
-    return fmt::format("case {}: {}, {} publication{}, payload {}, bytea_output={}, DateStyle='{}', TimeZone={}", index,
-                       name_of(layout), all_tables ? "FOR ALL TABLES" : "explicit", only ? " with ONLY" : "",
-                       payload_type, bytea_output, datestyle, timezone);
+    return fmt::format(
+        "case {}: {}, {} publication{}, payload {}, {} settings bytea_output={}, DateStyle='{}', IntervalStyle={}, "
+        "TimeZone={}, extra_float_digits={}",
+        index, name_of(layout), all_tables ? "FOR ALL TABLES" : "explicit", only ? " with ONLY" : "", payload_type,
+        role_settings ? "role" : "database", bytea_output, datestyle, intervalstyle, timezone, extra_float_digits);
   }
 };
 
@@ -82,6 +85,9 @@ Case random_case(std::mt19937& rng, std::uint32_t seed, int index) {
   c.bytea_output = pick(rng, std::vector<std::string>{"hex", "escape"});
   c.datestyle = pick(rng, std::vector<std::string>{"ISO, MDY", "SQL, DMY", "German", "Postgres, YMD"});
   c.timezone = pick(rng, std::vector<std::string>{"UTC", "Asia/Kathmandu", "America/St_Johns"});
+  c.intervalstyle = pick(rng, std::vector<std::string>{"postgres", "postgres_verbose", "sql_standard", "iso_8601"});
+  c.extra_float_digits = pick(rng, std::vector<std::string>{"-15", "0", "1", "3"});
+  c.role_settings = rng() % 2 == 0;
   c.db = fmt::format("prop_{}_{}", seed, index);
   c.table = "prop_outbox";
   c.pub = "prop_pub";
@@ -255,9 +261,13 @@ class OutboxPropertyTest : public ::testing::Test {
     SCOPED_TRACE(c.describe());
     std::printf("%s\n", c.describe().c_str());
     pg.exec("CREATE DATABASE " + c.db);
-    pg.exec("ALTER DATABASE " + c.db + " SET bytea_output = '" + c.bytea_output + "'");
-    pg.exec("ALTER DATABASE " + c.db + " SET DateStyle = '" + c.datestyle + "'");
-    pg.exec("ALTER DATABASE " + c.db + " SET TimeZone = '" + c.timezone + "'");
+    // pgoutbox connects as the role these statements run as.
+    const std::string scope = c.role_settings ? "ROLE CURRENT_USER IN DATABASE " + c.db : "DATABASE " + c.db;
+    pg.exec("ALTER " + scope + " SET bytea_output = '" + c.bytea_output + "'");
+    pg.exec("ALTER " + scope + " SET DateStyle = '" + c.datestyle + "'");
+    pg.exec("ALTER " + scope + " SET IntervalStyle = '" + c.intervalstyle + "'");
+    pg.exec("ALTER " + scope + " SET TimeZone = '" + c.timezone + "'");
+    pg.exec("ALTER " + scope + " SET extra_float_digits = " + c.extra_float_digits);
     create_family(c);
     // The slot exists before any row, so every row is in its stream whatever pgoutbox does.
     pg.exec("SELECT pg_create_logical_replication_slot('" + c.slot + "', 'pgoutput')", c.db);

@@ -119,6 +119,8 @@ class Connection {
   // slot for synchronisation to standbys. Returns the consistent point.
   Lsn create_slot(const std::string& name, bool failover = false) const;
   std::optional<PublicationState> publication(const std::string& name) const;
+  // The CREATE PUBLICATION statement pgoutbox runs for the tables, and runs it.
+  std::string create_publication_sql(const std::string& name, const std::vector<TableName>& tables) const;
   void create_publication(const std::string& name, const std::vector<TableName>& tables) const;
   // True when `table` is partitioned (relkind 'p').
   bool is_partitioned(const TableName& table) const;

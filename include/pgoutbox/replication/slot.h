@@ -69,4 +69,15 @@ struct SlotProblem {
 // connected to; empty skips that rule.
 std::optional<SlotProblem> validate_slot(const SlotState& slot, std::string_view database);
 
+// The publication does not exist and the slot does. pgoutput reads publications as of the
+// position it decodes, so one created now would be missing for every change the slot still has
+// to decode and the stream would fail forever (docs/pgoutput.md): `run` refuses to create it
+// (exit 12) and `check` blocks with the same words. `create` is the CREATE PUBLICATION statement
+// that fits the configured tables.
+struct PublicationRefusal {
+  std::string message;  // a predicate of the publication: "does not exist, and …"
+  std::string fix;
+};
+PublicationRefusal refuse_publication_after_slot(std::string_view slot, std::string_view create);
+
 }  // namespace pgoutbox::replication
