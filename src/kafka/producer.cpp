@@ -219,12 +219,10 @@ TxnResult txn_result(rd_kafka_error_t* error) {
     result.status = TxnStatus::fenced;
   } else if (rd_kafka_error_is_fatal(error)) {
     result.status = TxnStatus::fatal;
-  } else if (rd_kafka_error_txn_requires_abort(error)) {
-    result.status = TxnStatus::abort;
-  } else if (rd_kafka_error_is_retriable(error)) {
+  } else if (rd_kafka_error_is_retriable(error) && !rd_kafka_error_txn_requires_abort(error)) {
     result.status = TxnStatus::retry;
   } else {
-    // A call out of order (a state error): nothing of this transaction can be trusted.
+    // Abortable, or a call out of order (a state error): nothing of this transaction can be trusted.
     result.status = TxnStatus::abort;
   }
   rd_kafka_error_destroy(error);

@@ -123,7 +123,8 @@ bool Relay::produce_now(const outbox::Record& record, DeliveryCookie cookie) {
       if (eos_) {
         ++kafka_txn_produced_;
         if (!cookie.is_checkpoint()) {
-          const auto source = cookie.dead_letter ? dead_letter_source(record) : DeadLetterSource{record.table, record.topic};
+          const auto source =
+              cookie.dead_letter ? dead_letter_source(record) : DeadLetterSource{record.table, record.topic};
           kafka_txn_records_.push_back(
               {cookie.txn, record.weight(), std::string(source.table), std::string(source.topic), cookie.dead_letter});
         }

@@ -5,6 +5,8 @@
 // tracker. Anything that makes it fail is aborted, never confirmed: the session ends and the
 // next one publishes the same transactions again from the slot, skipping what the checkpoint
 // (read back with read_committed) says is committed.
+#include <boost/asio/post.hpp>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -35,15 +37,22 @@ bool Relay::ensure_kafka_transaction() {
   return true;
 }
 
+// Runs inside librdkafka's delivery-report callback, where the record reported still counts as
+// outstanding: a commit (which first flushes) or an abort called from here would wait for it
+// until its timeout. Both are posted to the io_context instead.
 void Relay::on_transactional_delivery(const kafka::Delivery& delivery) {
   ++kafka_txn_reported_;
   if (delivery.error && !kafka_txn_failure_) kafka_txn_failure_ = delivery;
   if (closing_) return;
   if (kafka_txn_failure_) {
-    maybe_commit(true);  // aborts at once
+    boost::asio::post(io_, [this] { maybe_commit(true); });  // aborts
     return;
   }
-  if (committing_ && kafka_txn_reported_ == kafka_txn_produced_) finish_commit();
+  if (committing_ && kafka_txn_reported_ == kafka_txn_produced_) {
+    boost::asio::post(io_, [this] {
+      if (!closing_ && committing_ && kafka_txn_reported_ == kafka_txn_produced_) finish_commit();
+    });
+  }
 }
 
 // Called at each Postgres commit (`caught_up` false) and whenever the stream has handed over

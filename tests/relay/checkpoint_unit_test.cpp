@@ -184,6 +184,42 @@ TEST(RelayExactlyOnce, ACommitConfirmsWholeTransactionsWithTheirCheckpoint) {
   EXPECT_EQ(h.source.flush, Lsn{0x2000});
   EXPECT_EQ(h.counters.records_acked, 5U);
   EXPECT_TRUE(h.script.open_txn.empty());
+  EXPECT_EQ(h.script.txn_calls_inside_a_report, 0);
+}
+
+// Reports held back, as a broker answers them later: the commit waits for them, and is never
+// called from inside a report's callback (librdkafka's flush would wait there for its timeout).
+TEST(RelayExactlyOnce, TheCommitWaitsForTheReportsAndIsNotCalledFromOne) {
+  Harness h(exactly_once());
+  h.script.hold = true;
+  h.source.push(relation());
+  h.txn(0x1000, 3, 1);
+  std::vector<std::function<void()>> steps(10, [] {});
+  steps[5] = [&] {
+    EXPECT_TRUE(h.script.committed.empty()) << "committed before its records were reported";
+    h.script.hold = false;
+    h.script.release_all();
+  };
+  const auto outcome = h.run(steps);
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(ids_of(h.script.committed).size(), 3U);
+  EXPECT_EQ(h.script.txn_calls_inside_a_report, 0);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
+// An aborted transaction (a refused record's report) is not aborted from inside that report.
+TEST(RelayExactlyOnce, AnAbortIsNotCalledFromInsideAReport) {
+  Harness h(exactly_once());
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id == "00000000-0000-0000-0000-000000000001") return refused_for_size();
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 2, 1);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+  EXPECT_EQ(h.script.txn_calls_inside_a_report, 0);
+  EXPECT_TRUE(h.script.committed.empty());
 }
 
 // A Postgres transaction is never split across Kafka transactions, and nothing is confirmed

@@ -147,6 +147,7 @@ struct SinkScript {
   // "begin", "commit", "abort"); what each commit answers; what is in the open transaction and
   // what was committed, which is what a read_committed consumer reads.
   std::vector<std::string> txn_calls;
+  int txn_calls_inside_a_report = 0;
   std::function<kafka::TxnResult()> commit_result = [] { return kafka::TxnResult{}; };
   kafka::TxnResult init_result;
   std::vector<outbox::Record> open_txn;
@@ -209,7 +210,9 @@ class FakeSink final : public kafka::Sink {
     while (!ready_.empty()) {
       const auto d = ready_.front();
       ready_.pop_front();
+      in_report_ = true;
       options_.on_delivery(d);
+      in_report_ = false;
     }
   }
   int wakeup_fd() const override { return fd_; }
@@ -227,6 +230,9 @@ class FakeSink final : public kafka::Sink {
     return {};
   }
   kafka::TxnResult commit_transaction(std::chrono::milliseconds) override {
+    // librdkafka counts the record being reported as outstanding until its callback returns:
+    // a commit from inside it would wait for it until the timeout.
+    if (in_report_) ++script_.txn_calls_inside_a_report;
     script_.txn_calls.emplace_back("commit");
     poll();  // librdkafka serves the last reports inside the commit
     auto result = script_.commit_result();
@@ -237,6 +243,7 @@ class FakeSink final : public kafka::Sink {
     return result;
   }
   kafka::TxnResult abort_transaction(std::chrono::milliseconds) override {
+    if (in_report_) ++script_.txn_calls_inside_a_report;
     script_.txn_calls.emplace_back("abort");
     script_.open_txn.clear();
     return {};
@@ -245,6 +252,7 @@ class FakeSink final : public kafka::Sink {
  private:
   SinkScript& script_;
   kafka::SinkOptions options_;
+  bool in_report_ = false;
   int fd_;
   std::deque<kafka::Delivery> ready_;
 };
