@@ -197,8 +197,17 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   spec.events = events;
   spec.events_per_second = rate;
   const auto written = run_workload(spec);
-  if (!watch.wait_for(kWarmup + spec.events, std::chrono::minutes(2), [&] { return relay.running(); })) {
-    throw std::runtime_error("not every event arrived:\n" + test::tail_of(relay.log_path()));
+  // Waits as long as events keep arriving (exactly-once may be minutes behind the load), up to
+  // 10 minutes.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  for (std::int64_t before = -1;
+       !watch.wait_for(kWarmup + spec.events, std::chrono::seconds(30), [&] { return relay.running(); });) {
+    if (!relay.running() || watch.distinct() == before || std::chrono::steady_clock::now() > give_up) {
+      throw std::runtime_error(fmt::format("{} of {} events arrived:\n{}", watch.distinct() - kWarmup, spec.events,
+                                           test::tail_of(relay.log_path())));
+    }
+    before = watch.distinct();
+    log(fmt::format("  {} of {} events visible so far", before - kWarmup, spec.events));
   }
   const double run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   probe.stop_sampling();
