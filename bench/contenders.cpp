@@ -14,7 +14,8 @@
 namespace pgoutbox::bench {
 namespace {
 
-std::string write_pgoutbox_config(const Bench& bench, const std::string& topic, const std::string& slot) {
+std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std::string& topic,
+                                  const std::string& slot) {
   const std::string path = fmt::format("{}/pgoutbox-{}.yaml", bench.scratch, slot);
   std::ofstream out(path, std::ios::trunc);
   // Only what the run needs; everything else is pgoutbox's default.
@@ -30,9 +31,11 @@ std::string write_pgoutbox_config(const Bench& bench, const std::string& topic, 
       "tables:\n"
       "  - table: public.outbox\n"
       "    topic: \"{}\"\n"
+      "delivery: {}\n"
       "log_format: text\n"
       "log_level: warn\n",
-      bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), topic);
+      bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), topic,
+      kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once");
   if (!out) throw std::runtime_error("cannot write " + path);
   return path;
 }
@@ -40,8 +43,8 @@ std::string write_pgoutbox_config(const Bench& bench, const std::string& topic, 
 test::ChildProcess spawn_relay(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
                                const std::string& log_path) {
   std::vector<std::string> argv;
-  if (kind == Contender::pgoutbox) {
-    argv = {bench.pgoutbox_bin, "run", "-c", write_pgoutbox_config(bench, topic, slot)};
+  if (is_pgoutbox(kind)) {
+    argv = {bench.pgoutbox_bin, "run", "-c", write_pgoutbox_config(bench, kind, topic, slot)};
   } else if (kind == Contender::polling) {
     const auto& t = bench.polling;
     argv = {bench.polling_bin,
@@ -75,6 +78,8 @@ const char* name_of(Contender c) {
   switch (c) {
     case Contender::pgoutbox:
       return "pgoutbox";
+    case Contender::pgoutbox_exactly_once:
+      return "pgoutbox exactly-once";
     case Contender::polling:
       return "polling relay";
     case Contender::recvlogical:
@@ -83,9 +88,29 @@ const char* name_of(Contender c) {
   return "?";
 }
 
+const char* tag_of(Contender c) {
+  switch (c) {
+    case Contender::pgoutbox:
+      return "pgoutbox";
+    case Contender::pgoutbox_exactly_once:
+      return "pgoutbox_eos";
+    case Contender::polling:
+      return "polling";
+    case Contender::recvlogical:
+      return "recv";
+  }
+  return "?";
+}
+
+void check_delivery(Contender kind, const std::string& topic, const Delivery& d) {
+  if (d.lost() != 0 || d.foreign != 0 || (kind == Contender::pgoutbox_exactly_once && d.duplicates != 0)) {
+    throw std::runtime_error(fmt::format("{} in {}: {} of {} events lost, {} duplicates, {} foreign records",
+                                         name_of(kind), topic, d.lost(), d.expected, d.duplicates, d.foreign));
+  }
+}
+
 RelayProcess::RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot)
-    : log_path_(
-          fmt::format("{}/{}-{}.log", bench.scratch, kind == Contender::pgoutbox ? "pgoutbox" : "polling", topic)),
+    : log_path_(fmt::format("{}/{}-{}.log", bench.scratch, tag_of(kind), topic)),
       child_(spawn_relay(bench, kind, topic, slot, log_path_)) {}
 
 ProcessCost RelayProcess::finish() {
@@ -117,9 +142,9 @@ DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, L
     return result;
   }
   create_bench_topic(bench, topic);
-  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions);
-  DbProbe probe(bench.pg, kind == Contender::pgoutbox ? kPgoutboxRole : kPollingRole,
-                kind == Contender::pgoutbox ? "outbox" : "outbox_polled");
+  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions, events);
+  DbProbe probe(bench.pg, is_pgoutbox(kind) ? kPgoutboxRole : kPollingRole,
+                is_pgoutbox(kind) ? "outbox" : "outbox_polled");
   probe.begin();
   const double broker_cpu0 = process_cpu_seconds(bench.kafka.pid());
   const auto t0 = std::chrono::steady_clock::now();
@@ -127,13 +152,15 @@ DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, L
   const auto done = watch.wait_for(events, std::chrono::minutes(10), [&] { return relay.running(); });
   if (!done) {
     throw std::runtime_error(fmt::format("{} did not deliver {} events ({} in {}):\n{}", name_of(kind), events,
-                                         watch.count(), topic, test::tail_of(relay.log_path())));
+                                         watch.distinct(), topic, test::tail_of(relay.log_path())));
   }
   result.seconds = std::chrono::duration<double>(*done - t0).count();
   result.broker_cpu_s = process_cpu_seconds(bench.kafka.pid()) - broker_cpu0;
   probe.stop_sampling();
   result.process = relay.finish();
   result.db = probe.end();
+  result.delivery = watch.finish(std::chrono::minutes(2));
+  check_delivery(kind, topic, result.delivery);
   return result;
 }
 

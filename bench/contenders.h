@@ -1,8 +1,10 @@
 #pragma once
 
-// The three contenders, run the same way: pgoutbox (the real `pgoutbox run -c FILE` binary),
-// the polling relay (bench_polling_relay) and pg_recvlogical -f /dev/null (the ceiling).
-// Each connects as its own role, so Postgres's statistics tell their costs apart.
+// The contenders, run the same way: pgoutbox (the real `pgoutbox run -c FILE` binary) in each
+// delivery mode (at-least-once, its default, and `delivery: exactly-once`), the polling relay
+// (bench_polling_relay) and pg_recvlogical -f /dev/null (the ceiling). Each connects as its own
+// role (both pgoutbox modes as one, never at the same time), so Postgres's statistics tell their
+// costs apart.
 
 #include <sys/types.h>
 
@@ -15,6 +17,7 @@
 #include "kafka_broker.h"
 #include "pg_cluster.h"
 #include "pgoutbox/lsn.h"
+#include "topic_watch.h"
 
 namespace pgoutbox::bench {
 
@@ -42,8 +45,11 @@ struct Bench {
   std::string dsn_as(const std::string& role) const;
 };
 
-enum class Contender { pgoutbox, polling, recvlogical };
+enum class Contender { pgoutbox, pgoutbox_exactly_once, polling, recvlogical };
 const char* name_of(Contender c);
+// For slot, topic and file names: pgoutbox, pgoutbox_eos, polling, recv.
+const char* tag_of(Contender c);
+inline bool is_pgoutbox(Contender c) { return c == Contender::pgoutbox || c == Contender::pgoutbox_exactly_once; }
 
 struct ProcessCost {
   double cpu_s = 0;
@@ -71,13 +77,19 @@ struct DrainResult {
   DbCost db;
   ProcessCost process;      // pgoutbox's or the polling relay's own
   double broker_cpu_s = 0;  // the Kafka broker's CPU over the drain
+  Delivery delivery;        // what a read_committed consumer saw (relays only)
 };
 
 // Creates the topic the relay writes to: kPartitions partitions, LogAppendTime timestamps.
 void create_bench_topic(const Bench& bench, const std::string& topic);
 
+// Throws naming the counts when `kind` lost an event or wrote a foreign record, or when
+// exactly-once delivered an event twice (at-least-once may; its duplicates are reported).
+void check_delivery(Contender kind, const std::string& topic, const Delivery& delivery);
+
 // Drains a backlog of `events` already committed: for pg_recvlogical from `slot` up to `end`,
-// for the relays until `topic` holds every event.
+// for the relays until a read_committed consumer has seen every event in `topic`. Throws when a
+// relay lost an event, or when exactly-once delivered one twice.
 DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, Lsn end, const std::string& topic,
                   std::int64_t events);
 

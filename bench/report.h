@@ -5,6 +5,7 @@
 // the chart (bench/chart.py).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,9 @@ struct LatencyRow {
   double achieved_eps = 0;
   Contender contender = Contender::pgoutbox;
   std::int64_t events = 0;
-  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;  // commit → visible to a read_committed consumer
+  std::optional<double> p99_ack_ms;           // commit → LogAppendTime (not for transactional records)
+  Delivery delivery;
   DbCost db;
   ProcessCost process;
   double seconds = 0;  // the relay's run, for its CPU share

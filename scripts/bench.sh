@@ -24,6 +24,6 @@ fi
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_polling_relay bench_compare
 
-build/release/bench/bench_compare --command "scripts/bench.sh${*:+ $*}" --out-dir "$root/bench" "$@"
+build/release/bench/bench_compare --command "scripts/bench.sh${*:+ $*}" --out-dir "$root/bench" --readme "$root/README.md" "$@"
 /usr/bin/python3 bench/chart.py bench/results/results.json bench/results/bench.png
 echo "bench: tables in bench/RESULTS.md, chart in bench/results/bench.png"
