@@ -167,7 +167,10 @@ void Stream::drain() {
       continue;
     }
     if (n == 0) {
-      if (handled && !stopping_ && !ended_) handler_.on_caught_up();
+      // Caught up means the kernel holds nothing more either: while a backlog streams in, the
+      // socket stays readable and libpq's buffer merely ran dry between two reads.
+      pollfd pending{PQsocket(connection_.raw()), POLLIN, 0};
+      if (handled && !stopping_ && !ended_ && ::poll(&pending, 1, 0) == 0) handler_.on_caught_up();
       // The status update is due even when data never stops arriving.
       if (std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) send_status(false);
       wait_readable();
