@@ -26,11 +26,8 @@ Outcome outcome_of(FailureCause cause, const std::string& what, const SessionCon
     case FailureCause::no_hba_entry:
     case FailureCause::authentication:
       if (context.ever_streamed) return Outcome::reconnect(what);
-      return Outcome::fatal(Fatal::authentication,
-                            with_fix(what,
-                                     "check the password (PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file) "
-                                     "and that pg_hba.conf allows this user both the database and replication "
-                                     "connections"));
+      // The same fix as `check` gives for the same cause.
+      return Outcome::fatal(Fatal::authentication, with_fix(what, replication::connect_fix(cause)));
     case FailureCause::permission:
       // CREATE PUBLICATION … FOR TABLE needs ownership of each table (42501 "must be owner of
       // table …"): no grant of REPLICATION fixes that, so say what does.

@@ -189,6 +189,7 @@ TEST_F(PostgresTlsTest, AWrongPasswordStopsRunWithTheAuthenticationCode) {
   const auto line = line_starting(r.check.output, "FAIL  postgres:");
   EXPECT_NE(line.find("password authentication failed for user \"relay\""), std::string::npos) << r.check.output;
   EXPECT_NE(line.find("Fix: check the password"), std::string::npos) << r.check.output;
+  EXPECT_NE(r.run_output.find("Fix: check the password"), std::string::npos) << r.run_output;
   EXPECT_EQ(r.run_output.find("not-the-password"), std::string::npos) << r.run_output;
   EXPECT_EQ(r.check.output.find("not-the-password"), std::string::npos) << r.check.output;
 }
@@ -201,6 +202,8 @@ TEST_F(PostgresTlsTest, AUserPgHbaDoesNotListStopsRunAndCheckNamesTheMissingLine
   const auto line = line_starting(r.check.output, "FAIL  postgres:");
   EXPECT_NE(line.find("user \"stranger\""), std::string::npos) << r.check.output;
   EXPECT_NE(line.find("Fix: add a pg_hba.conf line"), std::string::npos) << r.check.output;
+  // run names the same fix as check (issue 20).
+  EXPECT_NE(r.run_output.find("Fix: add a pg_hba.conf line"), std::string::npos) << r.run_output;
 }
 
 }  // namespace
