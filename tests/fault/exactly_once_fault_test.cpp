@@ -43,6 +43,13 @@ class ExactlyOnceFaultTest : public FaultTest {
   AuditReport audit(const Pipeline& p, const std::vector<CommittedEvent>& committed) {
     return audit_events(committed, read_until_complete(kafka.bootstrap(), p.topics(), committed, 180s));
   }
+
+  // Every committed event once: none lost, none twice, in per-key order, nothing foreign.
+  static void expect_exactly_once(const AuditReport& report) {
+    EXPECT_EQ(report.lost, 0U) << report.summary();
+    EXPECT_EQ(report.duplicates, 0U) << report.summary();
+    EXPECT_TRUE(report.clean()) << report.summary();
+  }
 };
 
 constexpr const char* kExactlyOnce = "delivery: exactly-once\n";
@@ -86,9 +93,7 @@ TEST_F(ExactlyOnceFaultTest, TwentySigkillsDeliverEveryEventExactlyOnce) {
       .add("kills_while_delivering", static_cast<double>(kills_while_delivering))
       .add_audit(report)
       .add_ms("recovery_after_last_restart", *recovery);
-  EXPECT_EQ(report.lost, 0U) << report.summary();
-  EXPECT_EQ(report.duplicates, 0U) << report.summary();
-  EXPECT_TRUE(report.clean()) << report.summary();
+  expect_exactly_once(report);
   EXPECT_GT(kills_while_delivering, 0U) << "no kill landed while records were flowing";
   EXPECT_TRUE(relay->running()) << log_tail();
 }
@@ -117,9 +122,7 @@ TEST_F(ExactlyOnceFaultTest, FivePostgresCrashesDeliverEveryEventExactlyOnce) {
   const auto committed = writers.committed();
   const auto report = audit(p, committed);
   Figures("exactly-once-postgres-crash-x5").add("crashes", kCrashes).add_audit(report);
-  EXPECT_EQ(report.lost, 0U) << report.summary();
-  EXPECT_EQ(report.duplicates, 0U) << report.summary();
-  EXPECT_TRUE(report.clean()) << report.summary();
+  expect_exactly_once(report);
   EXPECT_TRUE(relay->running()) << log_tail();
 }
 
@@ -152,9 +155,7 @@ TEST_F(ExactlyOnceFaultTest, KafkaStoppedSixtySecondsThenHungDeliversEveryEventE
   const auto committed = writers.committed();
   const auto report = audit(p, committed);
   Figures("exactly-once-kafka-stopped-60s-then-hung").add_audit(report).add_ms("recovery_after_kafka_start", recovery);
-  EXPECT_EQ(report.lost, 0U) << report.summary();
-  EXPECT_EQ(report.duplicates, 0U) << report.summary();
-  EXPECT_TRUE(report.clean()) << report.summary();
+  expect_exactly_once(report);
   EXPECT_TRUE(relay->running()) << log_tail();
 }
 
@@ -189,9 +190,7 @@ TEST_F(ExactlyOnceFaultTest, AnOldInstanceThatWakesUpAfterATakeoverIsFencedAndWr
   const auto committed = writers.committed();
   const auto report = audit(p, committed);
   Figures("exactly-once-fenced-zombie").add("old_exit", *code).add_audit(report);
-  EXPECT_EQ(report.lost, 0U) << report.summary();
-  EXPECT_EQ(report.duplicates, 0U) << report.summary();
-  EXPECT_TRUE(report.clean()) << report.summary();
+  expect_exactly_once(report);
   EXPECT_NE(tail_of(dir.path() + "/old.log").find("took over"), std::string::npos) << log_tail("old.log");
 }
 
