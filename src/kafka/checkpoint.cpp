@@ -5,11 +5,13 @@
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
+#include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/logging/logging.h"
 
 namespace pgoutbox::kafka {
@@ -46,7 +48,8 @@ struct MetadataDeleter {
 int millis(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
 
 // A consumer that reads only what is committed and never joins a group or commits offsets.
-KafkaHandle open_consumer(const CheckpointSettings& settings) {
+// `authentication_fix` is what a refused login logs as its fix; it outlives the consumer.
+KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authentication_fix) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   std::map<std::string, std::string> props;
@@ -66,9 +69,23 @@ KafkaHandle open_consumer(const CheckpointSettings& settings) {
       spdlog::debug("checkpoint reader: kafka property {} not for a consumer: {}", name, err);
   }
   rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int level, const char* facility, const char* message) {
-    spdlog::log(level <= 3 ? spdlog::level::warn : spdlog::level::debug, "librdkafka (checkpoint) {}: {}", facility,
-                message);
+    // A connection failure (FAIL) also reaches the error callback, which says it once.
+    const bool connection = std::string_view(facility) == "FAIL";
+    spdlog::log(level <= 3 && !connection ? spdlog::level::warn : spdlog::level::debug,
+                "librdkafka (checkpoint) {}: {}", facility, message);
   });
+  // The checkpoint is read before the producer's first connection, so a refused login is
+  // usually seen here first: it gets the same fix as the producer's.
+  rd_kafka_conf_set_error_cb(conf, [](rd_kafka_t*, int error, const char* reason, void* opaque) {
+    const auto code = static_cast<rd_kafka_resp_err_t>(error);
+    if (code == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+      spdlog::error("kafka (checkpoint reader): {}: {}. Fix: {}", rd_kafka_err2name(code), reason,
+                    *static_cast<const std::string*>(opaque));
+    } else {
+      spdlog::warn("kafka (checkpoint reader): {}: {}", rd_kafka_err2name(code), reason);
+    }
+  });
+  rd_kafka_conf_set_opaque(conf, &authentication_fix);
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
   if (rk == nullptr) {
     rd_kafka_conf_destroy(conf);
@@ -185,7 +202,8 @@ outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& che
 CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
                                 const std::string& transactional_id) {
   CheckpointScan scan;
-  const auto consumer = open_consumer(settings);
+  std::string fix = authentication_fix(settings.properties, rd_kafka_version());
+  const auto consumer = open_consumer(settings, fix);
   rd_kafka_t* rk = consumer.get();
   int partitions = partitions_of(rk, settings.topic, settings.timeout);
   if (partitions == 0) {
