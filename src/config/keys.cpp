@@ -423,6 +423,13 @@ std::vector<Entry<Draft>> make_global_entries() {
       "Exactly-once: how long one Kafka transaction collects whole Postgres transactions before it is committed.",
       [](auto& d) -> auto& { return d.config.kafka.transaction_interval; }));
 
+  v.push_back(flag<Draft>(
+      "kafka.send_when_caught_up",
+      "When the replication stream is caught up, send what is queued at once instead of waiting out linger.ms: "
+      "batches while a backlog drains, lowest latency at low rates. Off: linger.ms always applies (fewer, fuller "
+      "requests at low rates). Exactly-once commits when caught up instead.",
+      [](auto& d) -> auto& { return d.config.kafka.send_when_caught_up; }));
+
   v.push_back(duration<Draft>(
       "shutdown_timeout",
       "On SIGTERM or SIGINT, how long to wait for Kafka to acknowledge what is in flight "

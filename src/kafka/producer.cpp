@@ -244,6 +244,16 @@ TxnResult Producer::abort_transaction(std::chrono::milliseconds timeout) {
   return txn_result(rd_kafka_abort_transaction(rk_, millis(timeout)));
 }
 
+void Producer::send_now() {
+  if (rd_kafka_outq_len(rk_) == 0) return;
+  // librdkafka's only way to skip linger.ms: while flush() runs, its broker threads send at
+  // once. They must wake up before it returns (on a busy machine that can take a few ms), so
+  // it gets a few milliseconds rather than none; it returns as soon as everything is
+  // acknowledged, well within them on a near broker.
+  constexpr int kBudgetMs = 5;
+  rd_kafka_flush(rk_, kBudgetMs);
+}
+
 bool Producer::flush(std::chrono::milliseconds timeout) {
   return rd_kafka_flush(rk_, static_cast<int>(timeout.count())) == RD_KAFKA_RESP_ERR_NO_ERROR;
 }

@@ -47,6 +47,7 @@ class ProducerSink final : public Sink {
     return Produced::failed;
   }
   void poll() override { producer_.poll(); }
+  void send_now() override { producer_.send_now(); }
   int wakeup_fd() const override { return producer_.report_fd(); }
   void drain_wakeup() override { producer_.drain_report_fd(); }
   std::optional<std::string> fatal_error() const override { return producer_.fatal_error(); }

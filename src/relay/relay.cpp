@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include "pg_failure.h"
 #include "pgoutbox/pgoutput/decoder.h"
@@ -234,7 +235,15 @@ void Relay::on_commit(const pgoutput::CommitData& commit) {
 }
 
 void Relay::on_caught_up() {
-  if (eos_ && !closing_) maybe_commit(true);
+  if (closing_) return;
+  if (eos_) {
+    maybe_commit(true);
+  } else if (config_.kafka.send_when_caught_up) {
+    // Posted: it may serve delivery reports, which is for a handler of its own, not the stream's.
+    boost::asio::post(io_, [this] {
+      if (!closing_ && main_.sink) main_.sink->send_now();
+    });
+  }
 }
 
 void Relay::on_insert(const pgoutput::InsertData& insert) {

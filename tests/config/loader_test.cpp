@@ -71,6 +71,7 @@ kafka:
   brokers: "k1:9092,k2:9092"
   transactional_id: shop-relay
   transaction_interval: 250ms
+  send_when_caught_up: false
   properties:
     linger.ms: 5
     compression.type: zstd
@@ -162,6 +163,7 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(c.checkpoint.interval, 2s);
   EXPECT_EQ(c.kafka.transactional_id, "shop-relay");
   EXPECT_EQ(c.kafka.transaction_interval, 250ms);
+  EXPECT_FALSE(c.kafka.send_when_caught_up);
   EXPECT_EQ(c.shutdown_timeout, 45s);
   EXPECT_EQ(c.metrics_address, "0.0.0.0:9300");
   EXPECT_EQ(c.metrics_topic_labels, 20U);

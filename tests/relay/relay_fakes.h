@@ -91,6 +91,10 @@ class FakeSource final : public ChangeSource {
     boost::asio::post(io_, [this] { on_end_(Outcome::stopped()); });
   }
   bool drained() const { return queue_.empty(); }
+  // What the real stream says when the socket holds nothing more after handing data over.
+  void caught_up() {
+    if (handler_ != nullptr && !stopped_) handler_->on_caught_up();
+  }
   // A keepalive that comes while the relay is busy: like the real source, it is answered from
   // the io_context whether the stream is paused or not. `then` runs after it was handled.
   void keepalive_soon(Lsn wal_end, std::function<void()> then) {
@@ -133,6 +137,7 @@ struct SinkScript {
     return std::optional<kafka::DeliveryError>();
   };
   int queue_full = 0;          // so many produce() calls find the queue full
+  int sends_now = 0;           // send_now() calls (the stream was caught up)
   bool hold = false;           // keep deliveries until release()
   bool hold_isolated = false;  // keep only the isolated sink's deliveries until release()
   // Called at each produce() that is accepted, after it is recorded.
@@ -215,6 +220,7 @@ class FakeSink final : public kafka::Sink {
       in_report_ = false;
     }
   }
+  void send_now() override { ++script_.sends_now; }
   int wakeup_fd() const override { return fd_; }
   void drain_wakeup() override {
     std::uint64_t n = 0;

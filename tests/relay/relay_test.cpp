@@ -339,6 +339,23 @@ TEST_F(RelayTest, InFlightRecordsStayUnderTheCapWhileKafkaIsDown) {
   EXPECT_GE(relay.counters().pauses, 1U);
 }
 
+// Batching follows the load: a caught-up stream sends at once, whatever linger.ms says (a
+// minute here, which the rows would otherwise wait out).
+TEST_F(RelayTest, ACaughtUpStreamSendsWithoutWaitingOutLinger) {
+  auto cfg = outbox_config("caught_up");
+  cfg.kafka.properties["linger.ms"] = "60000";
+  create_topic(kafka.bootstrap(), "caught_up.Order", 1);
+  RelayRunner relay(cfg);
+  constexpr int kRows = 5;
+  for (int i = 0; i < kRows; ++i) {
+    pg.exec("INSERT INTO caught_up (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-" +
+            std::to_string(i) + "', 'OrderCreated', '{}')");
+    std::this_thread::sleep_for(100ms);
+  }
+  PGOUTBOX_ASSERT_EVENTUALLY(relay.counters().records_acked >= static_cast<std::uint64_t>(kRows), 20s);
+  EXPECT_EQ(read_topic(kafka.bootstrap(), "caught_up.Order", kRows, 10s).size(), static_cast<std::size_t>(kRows));
+}
+
 TEST_F(RelayTest, AMissingColumnStopsWithAnErrorNamingTableAndColumn) {
   auto cfg = outbox_config("broken");
   cfg.tables[0].columns.payload = "body";

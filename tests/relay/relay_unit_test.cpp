@@ -25,6 +25,30 @@ TEST(RelayUnit, PublishesEveryRowAndConfirmsTheCommitEnd) {
   EXPECT_FALSE(h.timed_out);
 }
 
+// Batching follows the load: once the stream is caught up, what is queued goes at once instead
+// of waiting out linger.ms; unless turned off, and never in exactly-once (its commit sends).
+TEST(RelayUnit, SendsAtOnceWhenTheStreamIsCaughtUp) {
+  struct Case {
+    bool send_when_caught_up;
+    config::Delivery delivery;
+    int expected;
+  };
+  for (const auto& c : {Case{true, config::Delivery::at_least_once, 1}, Case{false, config::Delivery::at_least_once, 0},
+                        Case{true, config::Delivery::exactly_once, 0}}) {
+    auto cfg = test_config();
+    cfg.kafka.send_when_caught_up = c.send_when_caught_up;
+    cfg.delivery = c.delivery;
+    cfg.checkpoint.enabled = c.delivery == config::Delivery::exactly_once;
+    Harness h(cfg);
+    h.source.push(relation());
+    h.txn(0x1000, 3);
+    h.run({[] {}, [&h] { h.source.caught_up(); }, [] {}, [] {}});
+    EXPECT_EQ(h.script.sends_now, c.expected)
+        << "send_when_caught_up " << c.send_when_caught_up << ", delivery " << static_cast<int>(c.delivery);
+    EXPECT_EQ(h.source.flush, Lsn{0x1000});
+  }
+}
+
 // Confirm order: a transaction is confirmed only when it and every one before it is acked,
 // whatever order the acks come in (I2).
 TEST(RelayUnit, ConfirmsInTransactionOrderWhateverTheAckOrder) {

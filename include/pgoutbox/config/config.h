@@ -36,6 +36,10 @@ struct KafkaConfig {
   // Exactly-once only: how long one Kafka transaction collects whole Postgres transactions
   // before it is committed (it is committed sooner when the in-flight caps are reached).
   std::chrono::milliseconds transaction_interval{100};
+  // At-least-once: when the stream is caught up, send what is queued at once instead of waiting
+  // out linger.ms, so batching follows the load: whole batches while a backlog drains, one
+  // round trip per event at low rates.
+  bool send_when_caught_up = true;
 };
 
 // What a consumer of the topics sees after a crash or a restart (docs/spec.md I10).

@@ -103,6 +103,9 @@ class Producer {
   TxnResult commit_transaction(std::chrono::milliseconds timeout);
   TxnResult abort_transaction(std::chrono::milliseconds timeout);
 
+  // Sends what is queued at once, ignoring linger.ms; waits (serving reports) for its
+  // acknowledgement at most 5 ms, so the caller's thread is barely held.
+  void send_now();
   // Waits for everything in flight (serving reports); false on timeout.
   bool flush(std::chrono::milliseconds timeout);
   std::uint64_t queued() const;

@@ -64,6 +64,9 @@ class Sink {
   virtual Produced produce(const outbox::Record& record, std::uint64_t cookie, DeliveryError& error) = 0;
   // Serves delivery reports (through the callback given at creation) and other events.
   virtual void poll() = 0;
+  // Sends what is queued without waiting out linger.ms (the stream is caught up: nothing more
+  // is coming to batch it with). May serve reports, like poll().
+  virtual void send_now() {}
   // Readable when poll() has work; drain_wakeup() empties it.
   virtual int wakeup_fd() const = 0;
   virtual void drain_wakeup() = 0;
