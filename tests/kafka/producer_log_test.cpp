@@ -76,7 +76,8 @@ TEST(ProducerLog, EachConnectionFailureIsLoggedOnceAtWarn) {
 }
 
 // A refused SASL login: the fix names where the credentials come from, and under a librdkafka
-// before 2.6.1 with SCRAM that Kafka 4.x refuses its exchange whatever the password.
+// before 2.6.1 with SCRAM that Kafka 4.x refuses its exchange whatever the password (and 3.9
+// takes it); with PLAIN, where Kafka's own login module keeps its users.
 TEST(AuthenticationFix, NamesTheCredentialsAndTheScramDefectOfLibrdkafkaBefore261) {
   const std::map<std::string, std::string> scram = {{"sasl.mechanisms", "scram-sha-512"},
                                                     {"sasl.username", "pgoutbox"}};
@@ -84,10 +85,13 @@ TEST(AuthenticationFix, NamesTheCredentialsAndTheScramDefectOfLibrdkafkaBefore26
   EXPECT_NE(old.find("SASL mechanism SCRAM-SHA-512"), std::string::npos) << old;
   EXPECT_NE(old.find("PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD"), std::string::npos) << old;
   EXPECT_NE(old.find("librdkafka 2.0.2, whose SCRAM exchange Kafka 4.0 and later refuse"), std::string::npos) << old;
+  EXPECT_NE(old.find("Kafka 3.9 and older accept it"), std::string::npos) << old;
   EXPECT_EQ(authentication_fix(scram, 0x020600ff).find("fixed in librdkafka 2.6.1") == std::string::npos, false);
   EXPECT_EQ(authentication_fix(scram, 0x020601ff).find("librdkafka"), std::string::npos);
   const auto plain = authentication_fix({{"sasl.mechanism", "PLAIN"}}, 0x020002ff);
   EXPECT_NE(plain.find("SASL mechanism PLAIN"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("user_<name> entries of the listener's sasl.jaas.config"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("kafka-configs.sh"), std::string::npos) << plain;
   EXPECT_EQ(plain.find("librdkafka"), std::string::npos) << plain;
 }
 

@@ -1,21 +1,25 @@
 // pgoutbox publishing to a Kafka that only admits authenticated clients, as managed Kafka does:
-// an SSL listener that requires client certificates and a SASL_SSL listener with SCRAM-SHA-512
-// (its user made by Kafka's own `kafka-storage format --add-scram` before the broker serves), the
-// standard authorizer on, and ACLs that let pgoutbox's users write only their own topics. An
-// untrusted broker certificate, a wrong SASL password and a topic without an ACL each say so in
-// `run`, and `check` blocks on them (naming the fix); no password is ever printed.
+// an SSL listener that requires client certificates and a SASL_SSL listener with SCRAM-SHA-512,
+// SCRAM-SHA-256 (its user made by Kafka's own `kafka-storage format --add-scram` before the
+// broker serves) and PLAIN, the standard authorizer on, and ACLs that let pgoutbox's users write
+// only their own topics. An untrusted broker certificate, a wrong SASL password and a topic
+// without an ACL each say so in `run`, and `check` blocks on them (naming the fix); no password
+// is ever printed.
 //
 // SCRAM and this build's librdkafka: before 2.6.1, librdkafka appends its nonce twice to the
 // SCRAM client-final-message, which Kafka 4.0 and later refuse as "invalid credentials" whatever
-// the password (confluentinc/librdkafka#4895). The test first proves with Kafka's own Java
-// client that the user and password are right; then, linked with 2.6.1 or later, pgoutbox must
-// publish every row, and before that (Debian 12 ships 2.0.2) `run` and `check` must name that
-// defect instead of sending the operator after a password that is right.
+// the password (confluentinc/librdkafka#4895). Against Kafka 4.1 the test first proves with
+// Kafka's own Java client that the user and password are right; then, linked with 2.6.1 or
+// later, pgoutbox must publish every row, and before that (Debian 12 ships 2.0.2) `run` and
+// `check` must name that defect instead of sending the operator after a password that is right.
+// Against Kafka 3.9 (KafkaSecured39Test, a second broker with the same configuration) SCRAM must
+// publish every row with any librdkafka; mutual TLS and PLAIN must with any Kafka.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -39,34 +43,18 @@ std::string random_password() {
   return out;
 }
 
+// The SASL_SSL listener offers SCRAM-SHA-512, SCRAM-SHA-256 (one user for both) and PLAIN (its
+// user in the listener's JAAS line); `libs` picks the broker's version, all else is the same.
 struct SecuredKafka {
   std::string scram_password = random_password();
+  std::string plain_password = random_password();
   ScratchDir certs{"kafka-tls", std::nullopt};
   TestCa ca{certs.path(), "ca"};
   TestCa other_ca{certs.path(), "other-ca"};
   TestCa::Issued broker_cert = ca.issue("broker", "localhost", "DNS:localhost,IP:127.0.0.1");
   TestCa::Issued client = ca.issue("client", "pgoutbox-mtls");
   std::string keystore = concatenate(certs.path() + "/broker.pem", {broker_cert.key, broker_cert.cert});
-  KafkaBroker broker{KafkaBroker::Options{
-      .listeners = {"SSL", "SASL_SSL"},
-      .properties = "ssl.keystore.type=PEM\n"
-                    "ssl.keystore.location=" +
-                    keystore +
-                    "\n"
-                    "ssl.truststore.type=PEM\n"
-                    "ssl.truststore.location=" +
-                    ca.cert() +
-                    "\n"
-                    "listener.name.ssl.ssl.client.auth=required\n"
-                    "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512\n"
-                    "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
-                    "org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
-                    "ssl.principal.mapping.rules=RULE:^CN=([^,]*).*$/$1/,DEFAULT\n"
-                    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
-                    // The harness (PLAINTEXT) and the controller are ANONYMOUS: the super user.
-                    "super.users=User:ANONYMOUS\n"
-                    "allow.everyone.if.no.acl.found=false\n",
-      .format_args = {"--add-scram", "SCRAM-SHA-512=[name=pgoutbox-scram,password=" + scram_password + "]"}}};
+  KafkaBroker broker;
 
   static std::string concatenate(const std::string& out_path, const std::vector<std::string>& parts) {
     std::ofstream out(out_path);
@@ -77,8 +65,39 @@ struct SecuredKafka {
     return out_path;
   }
 
-  SecuredKafka() {
-    for (const char* user : {"User:pgoutbox-mtls", "User:pgoutbox-scram"}) {
+  KafkaBroker::Options options(const std::string& libs) const {
+    const std::string scram_user = "[name=pgoutbox-scram,password=" + scram_password + "]";
+    return {.listeners = {"SSL", "SASL_SSL"},
+            .properties =
+                "ssl.keystore.type=PEM\n"
+                "ssl.keystore.location=" +
+                keystore +
+                "\n"
+                "ssl.truststore.type=PEM\n"
+                "ssl.truststore.location=" +
+                ca.cert() +
+                "\n"
+                "listener.name.ssl.ssl.client.auth=required\n"
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN\n"
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+                "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+                "listener.name.sasl_ssl.plain.sasl.jaas.config="
+                "org.apache.kafka.common.security.plain.PlainLoginModule required user_pgoutbox-plain=\"" +
+                plain_password +
+                "\";\n"
+                "ssl.principal.mapping.rules=RULE:^CN=([^,]*).*$/$1/,DEFAULT\n"
+                "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+                // The harness (PLAINTEXT) and the controller are ANONYMOUS: the super user.
+                "super.users=User:ANONYMOUS\n"
+                "allow.everyone.if.no.acl.found=false\n",
+            .format_args = {"--add-scram", "SCRAM-SHA-512=" + scram_user, "--add-scram", "SCRAM-SHA-256=" + scram_user},
+            .libs = libs};
+  }
+
+  explicit SecuredKafka(const std::string& libs) : broker(options(libs)) {
+    for (const char* user : {"User:pgoutbox-mtls", "User:pgoutbox-scram", "User:pgoutbox-plain"}) {
       allow_acls(
           broker.bootstrap(), user,
           {{RD_KAFKA_RESOURCE_TOPIC, "sec_", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, RD_KAFKA_ACL_OPERATION_WRITE},
@@ -90,7 +109,8 @@ struct SecuredKafka {
     allow_acls(broker.bootstrap(), "User:pgoutbox-scram",
                {{RD_KAFKA_RESOURCE_TOPIC, "sec_scram", RD_KAFKA_RESOURCE_PATTERN_LITERAL,
                  RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS}});
-    for (const char* topic : {"sec_mtls", "sec_wrong", "denied_topic", "sec_scram", "sec_scram_wrong"}) {
+    for (const char* topic : {"sec_mtls", "sec_wrong", "denied_topic", "sec_scram", "sec_scram_wrong", "sec_scram_256",
+                              "sec_plain", "sec_plain_wrong"}) {
       create_topic(broker.bootstrap(), topic, 1);
     }
   }
@@ -98,10 +118,16 @@ struct SecuredKafka {
 
 class KafkaSecuredTest : public ::testing::Test {
  protected:
-  static SecuredKafka& kafka() {
-    static SecuredKafka instance;
-    return instance;
+  // The broker's jars: the default Kafka's (4.1).
+  virtual std::string broker_libs() const { return ""; }
+
+  // One broker for all tests of a suite (a start takes seconds), stopped when the suite ends.
+  SecuredKafka& kafka() {
+    if (!suite_kafka_) suite_kafka_ = std::make_unique<SecuredKafka>(broker_libs());
+    return *suite_kafka_;
   }
+  static void TearDownTestSuite() { suite_kafka_.reset(); }
+  static inline std::unique_ptr<SecuredKafka> suite_kafka_;
 
   PgCluster& pg = shared_postgres();
   ScratchDir dir{"kafka-secured", std::nullopt};
@@ -114,12 +140,16 @@ class KafkaSecuredTest : public ::testing::Test {
   }
 
   // The password comes from the environment, as the README tells users to pass it.
-  std::map<std::string, std::string> scram_properties() {
+  std::map<std::string, std::string> sasl_properties(const std::string& mechanism, const std::string& user) {
     return {{"security.protocol", "SASL_SSL"},
-            {"sasl.mechanisms", "SCRAM-SHA-512"},
-            {"sasl.username", "pgoutbox-scram"},
+            {"sasl.mechanisms", mechanism},
+            {"sasl.username", user},
             {"ssl.ca.location", kafka().ca.cert()}};
   }
+  std::map<std::string, std::string> scram_properties(const std::string& mechanism = "SCRAM-SHA-512") {
+    return sasl_properties(mechanism, "pgoutbox-scram");
+  }
+  std::map<std::string, std::string> plain_properties() { return sasl_properties("PLAIN", "pgoutbox-plain"); }
 
   std::string config(const std::string& name, const std::string& topic, const std::string& listener,
                      std::map<std::string, std::string> properties) {
@@ -161,6 +191,23 @@ class KafkaSecuredTest : public ::testing::Test {
     if (!process.wait_exit(30s)) process.kill9();
     pg.drop_slot_when_free(name + "_slot");
     return read_file(log);
+  }
+
+  // pgoutbox publishes all of 50 rows through SASL_SSL with `properties` and `password`, exactly
+  // once each, `check` passes, and neither prints the password.
+  void expect_every_row_published(const std::string& name, const std::string& topic,
+                                  const std::map<std::string, std::string>& properties, const std::string& password) {
+    const auto cfg = config(name, topic, "SASL_SSL", properties);
+    const std::vector<std::string> env = {"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD=" + password};
+    constexpr int kRows = 50;
+    const auto log = run_until(
+        name, cfg, env,
+        [&](const std::string&) { return topic_record_count(kafka().broker.bootstrap(), topic) >= kRows; }, kRows);
+    EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), topic), kRows);
+    const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "5"}, env);
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+    EXPECT_EQ(log.find(password), std::string::npos) << "the password was logged";
+    EXPECT_EQ(check.output.find(password), std::string::npos) << "check printed the password";
   }
 };
 
@@ -262,6 +309,48 @@ TEST_F(KafkaSecuredTest, AWrongSaslPasswordIsNamedInRunAndBlocksCheckWithoutBein
     EXPECT_EQ(log.find(secret), std::string::npos) << "a password was logged";
     EXPECT_EQ(check.output.find(secret), std::string::npos) << "check printed a password";
   }
+}
+
+TEST_F(KafkaSecuredTest, PublishesThroughSaslSslPlain) {
+  expect_every_row_published("ks_plain", "sec_plain", plain_properties(), kafka().plain_password);
+}
+
+TEST_F(KafkaSecuredTest, AWrongPlainPasswordIsNamedInRunAndBlocksCheckWithoutBeingPrinted) {
+  const auto cfg = config("ks_plain_wrong", "sec_plain_wrong", "SASL_SSL", plain_properties());
+  const std::string wrong = random_password();
+  const std::vector<std::string> env = {"PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD=" + wrong};
+  const std::string fix = "Fix: check kafka.properties.sasl.username and the password";
+  const auto log = run_until("ks_plain_wrong", cfg, env,
+                             [&](const std::string& text) { return text.find(fix) != std::string::npos; });
+  EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "sec_plain_wrong"), 0);
+  EXPECT_NE(log.find("Invalid username or password"), std::string::npos) << log;
+  EXPECT_NE(log.find("user_<name> entries of the listener's sasl.jaas.config"), std::string::npos) << log;
+  EXPECT_EQ(log.find("whose SCRAM exchange"), std::string::npos) << log;
+  const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "5"}, env);
+  EXPECT_EQ(check.exit_code, 1) << check.output;
+  const auto fail = line_starting(check.output, "FAIL  kafka");
+  EXPECT_NE(fail.find("Invalid username or password"), std::string::npos) << check.output;
+  EXPECT_NE(fail.find(fix), std::string::npos) << check.output;
+  for (const auto& secret : {wrong, kafka().plain_password}) {
+    EXPECT_EQ(log.find(secret), std::string::npos) << "a password was logged";
+    EXPECT_EQ(check.output.find(secret), std::string::npos) << "check printed a password";
+  }
+}
+
+// Kafka 3.9 still takes the SCRAM exchange of librdkafka before 2.6.1 (it only checks that the
+// nonce ends with its own; 4.0 requires it to equal its own): Debian's 2.0.2 publishes there.
+class KafkaSecured39Test : public KafkaSecuredTest {
+ protected:
+  std::string broker_libs() const override { return kafka_3_9_libs(); }
+};
+
+TEST_F(KafkaSecured39Test, PublishesThroughSaslSslScramSha512) {
+  expect_every_row_published("ks39_scram", "sec_scram", scram_properties("SCRAM-SHA-512"), kafka().scram_password);
+}
+
+TEST_F(KafkaSecured39Test, PublishesThroughSaslSslScramSha256) {
+  expect_every_row_published("ks39_scram_256", "sec_scram_256", scram_properties("SCRAM-SHA-256"),
+                             kafka().scram_password);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -17,7 +18,7 @@
 namespace pgoutbox::test {
 namespace {
 
-std::string kafka_libs() {
+std::string default_kafka_libs() {
   if (const char* dir = std::getenv("PGOUTBOX_KAFKA_LIBS"); dir != nullptr && *dir != '\0') return dir;
   return PGOUTBOX_KAFKA_LIBS;
 }
@@ -60,7 +61,7 @@ std::string random_cluster_id() {
   }
 }
 
-std::vector<std::string> java_argv(const std::string& scratch, const std::string& main_class) {
+std::vector<std::string> java_argv(const std::string& libs, const std::string& scratch, const std::string& main_class) {
   return {java_binary(),
           "-Xms128m",
           "-Xmx768m",
@@ -70,16 +71,19 @@ std::vector<std::string> java_argv(const std::string& scratch, const std::string
           "-Dlog4j2.configurationFile=" PGOUTBOX_KAFKA_LOG4J,
           "-Djava.io.tmpdir=" + scratch,
           "-cp",
-          kafka_libs() + "/*",
+          libs + "/*",
           main_class};
 }
 
 }  // namespace
 
+std::string kafka_3_9_libs() { return PGOUTBOX_KAFKA_3_9_LIBS; }
+
 KafkaBroker::KafkaBroker() : KafkaBroker(Options{}) {}
 
 KafkaBroker::KafkaBroker(const Options& options)
-    : scratch_("kafka", std::nullopt),
+    : libs_(options.libs.empty() ? default_kafka_libs() : options.libs),
+      scratch_("kafka", std::nullopt),
       log_path_(scratch_.path() + "/broker.log"),
       config_path_(scratch_.path() + "/server.properties"),
       port_(free_loopback_port()),
@@ -90,6 +94,9 @@ KafkaBroker::KafkaBroker(const Options& options)
     const int port = listener_ports_[name] = free_loopback_port();
     listeners += "," + name + "://127.0.0.1:" + std::to_string(port);
     protocols += "," + name + ":" + name;
+  }
+  if (!std::filesystem::is_directory(libs_)) {
+    throw std::runtime_error("no Kafka jars in " + libs_ + ": run scripts/setup.sh");
   }
   std::ofstream conf(config_path_, std::ios::trunc);
   conf << "process.roles=broker,controller\n"
@@ -124,7 +131,7 @@ KafkaBroker::KafkaBroker(const Options& options)
 
 int KafkaBroker::run_tool(const std::string& main_class, const std::vector<std::string>& args,
                           const std::string& log_path, std::chrono::seconds timeout) const {
-  auto argv = java_argv(scratch_.path(), main_class);
+  auto argv = java_argv(libs_, scratch_.path(), main_class);
   argv.insert(argv.end(), args.begin(), args.end());
   ChildProcess tool({.argv = argv, .log_path = log_path, .run_as = std::nullopt, .extra_env = {}});
   const auto status = tool.wait(timeout);
@@ -135,7 +142,7 @@ KafkaBroker::~KafkaBroker() { server_.kill_and_reap(); }
 
 void KafkaBroker::start() {
   if (running()) return;
-  auto argv = java_argv(scratch_.path(), "kafka.Kafka");
+  auto argv = java_argv(libs_, scratch_.path(), "kafka.Kafka");
   argv.push_back(config_path_);
   server_ = ChildProcess({.argv = argv, .log_path = log_path_, .run_as = std::nullopt, .extra_env = {}});
   const bool ready = eventually(

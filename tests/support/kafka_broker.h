@@ -9,9 +9,15 @@
 
 namespace pgoutbox::test {
 
+// The jars of Kafka 3.9 (third_party/kafka-3.9/pom.xml, in .deps/kafka-3.9/libs), for
+// KafkaBroker::Options::libs: the broker before 4.0, for what differs there (SCRAM under
+// librdkafka < 2.6.1). Both versions take the same configuration and formatting.
+std::string kafka_3_9_libs();
+
 // A real single-node Apache Kafka in KRaft mode (combined broker + controller), from the jars
-// scripts/setup.sh placed in .deps/kafka/libs, on free loopback ports, with a small heap and
-// warnings-only logs. Can be stopped, killed, frozen and restarted mid-test; keeps its data.
+// scripts/setup.sh placed in .deps/kafka/libs (Kafka 4.1) or another version's, on free loopback
+// ports, with a small heap and warnings-only logs. Can be stopped, killed, frozen and restarted
+// mid-test; keeps its data.
 class KafkaBroker {
  public:
   // A listener beside PLAINTEXT (which the harness uses, and which a secured test makes its super
@@ -20,6 +26,7 @@ class KafkaBroker {
     std::vector<std::string> listeners;
     std::string properties;                // more server.properties lines
     std::vector<std::string> format_args;  // more `kafka-storage format` arguments (--add-scram …)
+    std::string libs;                      // the broker's jars; empty: the default Kafka's
   };
 
   KafkaBroker();
@@ -55,6 +62,7 @@ class KafkaBroker {
                std::chrono::seconds timeout = std::chrono::seconds(120)) const;
 
  private:
+  std::string libs_;
   ScratchDir scratch_;
   std::string log_path_;
   std::string config_path_;
