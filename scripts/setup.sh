@@ -7,7 +7,8 @@
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
 # the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
 # help2man and systemd-analyze for the deploy/ tests, the Apache Kafka broker jars (pinned in
-# third_party/kafka/pom.xml) into .deps/kafka/libs, and the Postgres 14, 16, 17 and 18 servers
+# third_party/kafka/pom.xml) into .deps/kafka/libs, Debezium and Kafka Connect (the benchmark's
+# contender, third_party/debezium/pom.xml) into .deps/debezium/libs, and the Postgres 14, 16, 17 and 18 servers
 # of the version matrix into .deps/postgres/<major>.
 set -euo pipefail
 
@@ -60,6 +61,21 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 else
   echo "setup: Kafka broker jars present ($(ls "$libs" | grep -c '\.jar$') jars)"
+fi
+
+# Debezium (the benchmark's contender): the Postgres connector, its EventRouter and Kafka Connect
+# at the broker's version, pinned in third_party/debezium/pom.xml.
+libs="$root/.deps/debezium/libs"
+stamp="$libs/.pom.sha256"
+want=$(sha256sum "$root/third_party/debezium/pom.xml" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: fetching the Debezium and Kafka Connect jars"
+  rm -rf "$libs"
+  mkdir -p "$libs"
+  mvn -B -q -f "$root/third_party/debezium/pom.xml" package -Ddebezium.libs.dir="$libs"
+  echo "$want" > "$stamp"
+else
+  echo "setup: Debezium jars present ($(ls "$libs" | grep -c '\.jar$') jars)"
 fi
 
 # Postgres servers of the other supported majors, for the version matrix (tests run on Debian's
