@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 COLOURS = {
     "pgoutbox": "#1f77b4",
     "pgoutbox exactly-once": "#2ca02c",
+    "Debezium": "#ff7f0e",
+    "Debezium tuned": "#9467bd",
     "polling relay": "#d62728",
     "pg_recvlogical": "#7f7f7f",
 }

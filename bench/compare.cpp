@@ -1,6 +1,7 @@
 // The whole comparison in one run: pgoutbox (the real binary, at-least-once and exactly-once)
-// against pg_recvlogical -f /dev/null (the ceiling) and a well-written polling relay, on one
-// Postgres 15 and one Kafka started here, on this machine.
+// against pg_recvlogical -f /dev/null (the ceiling), Debezium's outbox router (Kafka Connect
+// standalone, at its defaults and tuned) and a well-written polling relay, on one Postgres 15 and
+// one Kafka started here, on this machine.
 //
 //   build/release/bench/bench_compare [--smoke] [--out-dir DIR] [--readme README.md]
 //
@@ -10,8 +11,10 @@
 // Markdown, writes it between markers into <out-dir>/RESULTS.md (and the README when named) and
 // the chart's data to <out-dir>/results/results.json. See bench/RESULTS.md for what each figure means.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +22,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "contenders.h"
 #include "cpu_meter.h"
@@ -77,8 +81,10 @@ void create_schema(const test::PgCluster& pg, const std::string& source_dir, int
                   polling_workers));
   pg.exec(
       fmt::format("CREATE ROLE {0} LOGIN REPLICATION; CREATE ROLE {1} LOGIN REPLICATION; CREATE ROLE {2} LOGIN;"
-                  "GRANT SELECT ON outbox TO {0}; GRANT SELECT, UPDATE, DELETE ON outbox_polled TO {2};",
-                  kPgoutboxRole, kRecvlogicalRole, kPollingRole));
+                  "CREATE ROLE {3} LOGIN REPLICATION;"
+                  "GRANT SELECT ON outbox TO {0}; GRANT SELECT, UPDATE, DELETE ON outbox_polled TO {2};"
+                  "GRANT SELECT ON outbox TO {3};",
+                  kPgoutboxRole, kRecvlogicalRole, kPollingRole, kDebeziumRole));
 }
 
 std::int64_t wal_position_bytes(const test::PgCluster& pg) {
@@ -105,19 +111,22 @@ double write_backlog(const Bench& bench, const Scenario& s, const std::string& t
   return static_cast<double>(wal_position_bytes(bench.pg) - wal0) / static_cast<double>(s.events);
 }
 
-struct Selection {
-  bool pgoutbox = true, exactly_once = true, polling = true, recvlogical = true;
-};
+// The contenders of this run, in the order they run.
+using Selection = std::vector<Contender>;
+
+bool selected(const Selection& only, Contender c) { return std::find(only.begin(), only.end(), c) != only.end(); }
 
 std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario& s, const Selection& only) {
   log(fmt::format("throughput {} ({} events)", s.label(), s.events));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
-  const std::string ours = s.tag() + "_pgoutbox", eos = s.tag() + "_pgoutbox_eos", recv = s.tag() + "_recv";
-  bench.pg.exec(
-      fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput'), "
-                  "pg_create_logical_replication_slot('{}', 'pgoutput'), "
-                  "pg_create_logical_replication_slot('{}', 'pgoutput')",
-                  ours, eos, recv));
+  // One slot per contender that streams, all made before the backlog is written.
+  const auto slot_of = [&](Contender c) { return s.tag() + "_" + tag_of(c); };
+  std::vector<std::string> slots;
+  for (const auto c : only) {
+    if (c == Contender::polling) continue;
+    slots.push_back(slot_of(c));
+    bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slots.back()));
+  }
   const double wal = write_backlog(bench, s, "outbox");
   const Lsn end = *Lsn::parse(*bench.pg.query_value("SELECT pg_logical_emit_message(false, 'bench-end', '')"));
   bench.pg.exec("SELECT txid_current()");
@@ -128,20 +137,14 @@ std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario
                     static_cast<double>(s.events) / r.seconds, r.delivery.duplicates));
     rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, workload_wal, c, r});
   };
-  if (only.recvlogical) add(Contender::recvlogical, wal, drain(bench, Contender::recvlogical, recv, end, "", s.events));
-  if (only.pgoutbox) {
-    add(Contender::pgoutbox, wal,
-        drain(bench, Contender::pgoutbox, ours, end, "bench." + s.tag() + ".pgoutbox", s.events));
+  for (const auto c : only) {
+    if (c == Contender::polling) continue;
+    const std::string topic = c == Contender::recvlogical ? "" : "bench." + s.tag() + "." + tag_of(c);
+    add(c, wal, drain(bench, c, slot_of(c), end, topic, s.events));
   }
-  if (only.exactly_once) {
-    add(Contender::pgoutbox_exactly_once, wal,
-        drain(bench, Contender::pgoutbox_exactly_once, eos, end, "bench." + s.tag() + ".pgoutbox_eos", s.events));
-  }
-  bench.pg.drop_slot_when_free(ours);
-  bench.pg.drop_slot_when_free(eos);
-  bench.pg.drop_slot_when_free(recv);
+  for (const auto& slot : slots) bench.pg.drop_slot_when_free(slot);
 
-  if (only.polling) {
+  if (selected(only, Contender::polling)) {
     const double polled_wal = write_backlog(bench, s, "outbox_polled");
     add(Contender::polling, polled_wal,
         drain(bench, Contender::polling, "", end, "bench." + s.tag() + ".polling", s.events));
@@ -162,8 +165,8 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   const std::string tag = fmt::format("l{:.0f}", rate);
   const std::string slot = fmt::format("{}_{}", tag, tag_of(kind));
   const std::string topic = fmt::format("bench.{}.{}", tag, tag_of(kind));
-  const std::string table = is_pgoutbox(kind) ? "outbox" : "outbox_polled";
-  if (is_pgoutbox(kind)) {
+  const std::string table = table_of(kind);
+  if (uses_slot(kind)) {
     bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slot));
   }
   create_bench_topic(bench, topic);
@@ -182,7 +185,7 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   spec.connections = std::max(2, static_cast<int>(rate / spec.events_per_txn / 250));
   spec.synchronous_commit = true;
 
-  DbProbe probe(bench.pg, is_pgoutbox(kind) ? kPgoutboxRole : kPollingRole, table);
+  DbProbe probe(bench.pg, role_of(kind), table);
   RelayProcess relay(bench, kind, topic, slot);
   // Warm-up: connections, metadata and the producer id are in place before anything is timed.
   spec.events = kWarmup;
@@ -220,7 +223,7 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   row.process.cpu_s -= cpu_before;
   row.seconds = run_seconds;
   row.db = probe.end();
-  if (is_pgoutbox(kind)) bench.pg.drop_slot_when_free(slot);
+  if (uses_slot(kind)) bench.pg.drop_slot_when_free(slot);
   row.delivery = watch.finish(std::chrono::minutes(2));
   check_delivery(kind, topic, row.delivery);
 
@@ -275,12 +278,21 @@ int main(int argc, char** argv) {
   std::string pgoutbox_bin = PGOUTBOX_BINARY;
   std::string polling_bin = PGOUTBOX_POLLING_RELAY;
   PollingTuning polling;
-  std::vector<std::string> contenders = {"pgoutbox", "pgoutbox-exactly-once", "polling", "pg_recvlogical"};
+  // The contenders by their option names, in the order they run.
+  const std::vector<std::pair<std::string, Contender>> all = {
+      {"pg_recvlogical", Contender::recvlogical},
+      {"pgoutbox", Contender::pgoutbox},
+      {"pgoutbox-exactly-once", Contender::pgoutbox_exactly_once},
+      {"debezium", Contender::debezium},
+      {"debezium-tuned", Contender::debezium_tuned},
+      {"polling", Contender::polling}};
+  std::vector<std::string> contenders, names;
+  for (const auto& [name, c] : all) names.push_back(name);
+  contenders = names;
   std::vector<std::string> only_scenarios;
-  app.add_option("--contenders", contenders,
-                 "which contenders run (pgoutbox, pgoutbox-exactly-once, polling, pg_recvlogical)")
+  app.add_option("--contenders", contenders, "which contenders run (" + fmt::format("{}", fmt::join(names, ", ")) + ")")
       ->delimiter(',')
-      ->check(CLI::IsMember({"pgoutbox", "pgoutbox-exactly-once", "polling", "pg_recvlogical"}));
+      ->check(CLI::IsMember(names));
   app.add_option("--scenarios", only_scenarios, "only these throughput scenarios, as TXN_PAYLOAD (10_200, 1000_2048)")
       ->delimiter(',');
   app.add_flag("--smoke", smoke, "a minimal run (seconds, tiny sizes) that proves the runner works");
@@ -298,6 +310,11 @@ int main(int argc, char** argv) {
   app.add_option("--command", command, "the command to name in the results");
   app.add_option("--pgoutbox", pgoutbox_bin, "the pgoutbox binary");
   app.add_option("--polling-relay", polling_bin, "the polling relay binary");
+  const char* libs_env = std::getenv("PGOUTBOX_DEBEZIUM_LIBS");
+  std::string debezium_libs = libs_env != nullptr && *libs_env != '\0' ? libs_env : PGOUTBOX_DEBEZIUM_LIBS;
+  app.add_option("--debezium-libs", debezium_libs,
+                 "the Debezium and Kafka Connect jars (scripts/setup.sh puts them in .deps/debezium/libs; default "
+                 "PGOUTBOX_DEBEZIUM_LIBS or that)");
   app.add_option("--polling-batch", polling.batch, "rows the polling relay claims per transaction");
   app.add_option("--polling-workers", polling.workers, "polling relay workers");
   app.add_option("--polling-interval-ms", polling.poll_interval_ms, "polling relay sleep after a short batch");
@@ -307,7 +324,7 @@ int main(int argc, char** argv) {
   if (smoke) {
     // Exactly-once commits a Kafka transaction only about every 10 s on this build (see
     // bench/RESULTS.md): the smoke run drains a small backlog with it and times only the
-    // others, so it fits the test's 120 s.
+    // others in the latency run, so it fits the test's timeout (bench/CMakeLists.txt).
     events_10 = 500;
     large_share = 0;
     only_scenarios = {"10_200"};
@@ -315,12 +332,15 @@ int main(int argc, char** argv) {
     rates = {1000};
   }
 
-  Selection only{false, false, false, false};
-  for (const auto& c : contenders) {
-    if (c == "pgoutbox") only.pgoutbox = true;
-    if (c == "pgoutbox-exactly-once") only.exactly_once = true;
-    if (c == "polling") only.polling = true;
-    if (c == "pg_recvlogical") only.recvlogical = true;
+  Selection only;
+  for (const auto& [name, c] : all) {
+    if (std::find(contenders.begin(), contenders.end(), name) != contenders.end()) only.push_back(c);
+  }
+  const bool debezium = selected(only, Contender::debezium) || selected(only, Contender::debezium_tuned);
+  if (debezium && !std::filesystem::exists(debezium_libs + "/debezium-connector-postgres-3.6.1.Final.jar")) {
+    std::fprintf(stderr, "bench: the Debezium jars are not in %s; run scripts/setup.sh (or --debezium-libs DIR)\n",
+                 debezium_libs.c_str());
+    return 1;
   }
   const auto started = std::chrono::steady_clock::now();
   Report report;
@@ -338,7 +358,7 @@ int main(int argc, char** argv) {
                         {"checkpoint_timeout", "30min"}});
     test::KafkaBroker kafka;
     create_schema(pg, PGOUTBOX_SOURCE_DIR, polling.workers);
-    const Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling};
+    const Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling, PGOUTBOX_JAVA, debezium_libs};
 
     std::vector<Scenario> scenarios = {{1, 200, events_1}, {10, 200, events_10}, {1000, 200, events_1000}};
     if (large_share > 0) {
@@ -356,14 +376,10 @@ int main(int argc, char** argv) {
       for (auto& row : measure_throughput(bench, s, only)) report.throughput.push_back(std::move(row));
     }
     for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
-      if (only.pgoutbox)
-        report.latency.push_back(measure_latency(bench, Contender::pgoutbox, rate, latency_seconds, dump_dir));
-      if (only.exactly_once && !smoke) {
-        report.latency.push_back(
-            measure_latency(bench, Contender::pgoutbox_exactly_once, rate, latency_seconds, dump_dir));
+      for (const auto c : only) {
+        if (c == Contender::recvlogical || (c == Contender::pgoutbox_exactly_once && smoke)) continue;
+        report.latency.push_back(measure_latency(bench, c, rate, latency_seconds, dump_dir));
       }
-      if (only.polling)
-        report.latency.push_back(measure_latency(bench, Contender::polling, rate, latency_seconds, dump_dir));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench failed: %s\n", e.what());

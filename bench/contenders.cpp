@@ -40,11 +40,91 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
   return path;
 }
 
+std::string write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path);
+  return path;
+}
+
+// Kafka Connect standalone as its quickstart runs it, with what the comparison needs: the
+// converters that pass the key and the payload through as they are (pgoutbox's bytes), the
+// producer's delivery guarantees and batching set like pgoutbox's (acks=all, idempotence,
+// linger 5 ms, lz4), file offsets, and the class-path plugins found through their service
+// manifests instead of a scan of every jar. The REST listener takes a free port.
+std::vector<std::string> debezium_argv(const Bench& bench, Contender kind, const std::string& topic,
+                                       const std::string& slot) {
+  const bool tuned = kind == Contender::debezium_tuned;
+  const std::string base = fmt::format("{}/debezium-{}", bench.scratch, slot);
+  const auto worker = write_file(base + "-worker.properties",
+                                 fmt::format("bootstrap.servers={}\n"
+                                             "key.converter=org.apache.kafka.connect.storage.StringConverter\n"
+                                             "value.converter=org.apache.kafka.connect.storage.StringConverter\n"
+                                             "offset.storage.file.filename={}.offsets\n"
+                                             "offset.flush.interval.ms={}\n"
+                                             "plugin.discovery=service_load\n"
+                                             "listeners=http://127.0.0.1:0\n"
+                                             "producer.acks=all\n"
+                                             "producer.enable.idempotence=true\n"
+                                             "producer.linger.ms=5\n"
+                                             "producer.compression.type=lz4\n",
+                                             bench.kafka.bootstrap(), base, tuned ? 1000 : 60000));
+  // The connector at its defaults but for what the outbox needs; the tuned one with the
+  // settings that matter at low rates (poll.interval.ms, default 500) and in a backlog (batch
+  // and queue sizes, defaults 2048 and 8192).
+  std::string connector = fmt::format(
+      "name=bench-{}\n"
+      "connector.class=io.debezium.connector.postgresql.PostgresConnector\n"
+      "tasks.max=1\n"
+      "database.hostname=127.0.0.1\n"
+      "database.port={}\n"
+      "database.user={}\n"
+      "database.dbname=postgres\n"
+      "topic.prefix=bench\n"
+      "plugin.name=pgoutput\n"
+      "slot.name={}\n"
+      "publication.name={}\n"
+      "publication.autocreate.mode=disabled\n"
+      "snapshot.mode=no_data\n"
+      "table.include.list=public.outbox\n"
+      "transforms=outbox\n"
+      "transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n"
+      "transforms.outbox.route.by.field=aggregatetype\n"
+      "transforms.outbox.table.field.event.key=aggregateid\n"
+      "transforms.outbox.route.topic.replacement={}\n",
+      slot, bench.pg.port(), kDebeziumRole, slot, kPublication, topic);
+  if (tuned) connector += "max.batch.size=20480\nmax.queue.size=81920\npoll.interval.ms=10\n";
+  const auto connector_path = write_file(base + "-connector.properties", connector);
+  const auto log4j = write_file(base + "-log4j2.properties",
+                                "rootLogger.level=warn\nrootLogger.appenderRef.out.ref=out\n"
+                                "appender.out.type=Console\nappender.out.name=out\n"
+                                "appender.out.layout.type=PatternLayout\n"
+                                "appender.out.layout.pattern=%d %p %c{1}: %m%n\n");
+  // The JVM flags connect-standalone.sh and kafka-run-class.sh give it.
+  return {bench.java,
+          "-Xms256M",
+          "-Xmx2G",
+          "-XX:+UseG1GC",
+          "-XX:MaxGCPauseMillis=20",
+          "-XX:InitiatingHeapOccupancyPercent=35",
+          "-XX:+ExplicitGCInvokesConcurrent",
+          "-Djava.awt.headless=true",
+          "-Dlog4j2.configurationFile=" + log4j,
+          "-Djava.io.tmpdir=" + bench.scratch,
+          "-cp",
+          bench.debezium_libs + "/*",
+          "org.apache.kafka.connect.cli.ConnectStandalone",
+          worker,
+          connector_path};
+}
+
 test::ChildProcess spawn_relay(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
                                const std::string& log_path) {
   std::vector<std::string> argv;
   if (is_pgoutbox(kind)) {
     argv = {bench.pgoutbox_bin, "run", "-c", write_pgoutbox_config(bench, kind, topic, slot)};
+  } else if (is_debezium(kind)) {
+    argv = debezium_argv(bench, kind, topic, slot);
   } else if (kind == Contender::polling) {
     const auto& t = bench.polling;
     argv = {bench.polling_bin,
@@ -80,6 +160,10 @@ const char* name_of(Contender c) {
       return "pgoutbox";
     case Contender::pgoutbox_exactly_once:
       return "pgoutbox exactly-once";
+    case Contender::debezium:
+      return "Debezium";
+    case Contender::debezium_tuned:
+      return "Debezium tuned";
     case Contender::polling:
       return "polling relay";
     case Contender::recvlogical:
@@ -94,12 +178,22 @@ const char* tag_of(Contender c) {
       return "pgoutbox";
     case Contender::pgoutbox_exactly_once:
       return "pgoutbox_eos";
+    case Contender::debezium:
+      return "debezium";
+    case Contender::debezium_tuned:
+      return "debezium_tuned";
     case Contender::polling:
       return "polling";
     case Contender::recvlogical:
       return "recv";
   }
   return "?";
+}
+
+const char* role_of(Contender c) {
+  if (is_pgoutbox(c)) return kPgoutboxRole;
+  if (is_debezium(c)) return kDebeziumRole;
+  return c == Contender::polling ? kPollingRole : kRecvlogicalRole;
 }
 
 void check_delivery(Contender kind, const std::string& topic, const Delivery& d) {
@@ -111,13 +205,16 @@ void check_delivery(Contender kind, const std::string& topic, const Delivery& d)
 
 RelayProcess::RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot)
     : log_path_(fmt::format("{}/{}-{}.log", bench.scratch, tag_of(kind), topic)),
+      java_(is_debezium(kind)),
       child_(spawn_relay(bench, kind, topic, slot, log_path_)) {}
 
 ProcessCost RelayProcess::finish() {
   ProcessCost cost{process_cpu_seconds(child_.pid()), peak_rss_kib(child_.pid())};
   child_.signal_leader(SIGTERM);
   const auto status = child_.wait(std::chrono::seconds(60));
-  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+  // A JVM that ran its shutdown hooks on SIGTERM exits with 128 + 15.
+  const auto clean = [&](int code) { return code == 0 || (java_ && code == 128 + SIGTERM); };
+  if (!status || !WIFEXITED(*status) || !clean(WEXITSTATUS(*status))) {
     throw std::runtime_error(fmt::format("{} did not stop cleanly:\n{}", log_path_, test::tail_of(log_path_)));
   }
   return cost;
@@ -143,18 +240,21 @@ DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, L
   }
   create_bench_topic(bench, topic);
   TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions, events);
-  DbProbe probe(bench.pg, is_pgoutbox(kind) ? kPgoutboxRole : kPollingRole,
-                is_pgoutbox(kind) ? "outbox" : "outbox_polled");
+  DbProbe probe(bench.pg, role_of(kind), table_of(kind));
   probe.begin();
   const double broker_cpu0 = process_cpu_seconds(bench.kafka.pid());
   const auto t0 = std::chrono::steady_clock::now();
   RelayProcess relay(bench, kind, topic, slot);
-  const auto done = watch.wait_for(events, std::chrono::minutes(10), [&] { return relay.running(); });
+  const auto first = watch.wait_for(1, std::chrono::minutes(10), [&] { return relay.running(); });
+  result.first_events = watch.distinct();
+  const auto done =
+      first ? watch.wait_for(events, std::chrono::minutes(10), [&] { return relay.running(); }) : std::nullopt;
   if (!done) {
     throw std::runtime_error(fmt::format("{} did not deliver {} events ({} in {}):\n{}", name_of(kind), events,
                                          watch.distinct(), topic, test::tail_of(relay.log_path())));
   }
   result.seconds = std::chrono::duration<double>(*done - t0).count();
+  result.first_seconds = std::chrono::duration<double>(*first - t0).count();
   result.broker_cpu_s = process_cpu_seconds(bench.kafka.pid()) - broker_cpu0;
   probe.stop_sampling();
   result.process = relay.finish();

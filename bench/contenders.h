@@ -1,9 +1,11 @@
 #pragma once
 
 // The contenders, run the same way: pgoutbox (the real `pgoutbox run -c FILE` binary) in each
-// delivery mode (at-least-once, its default, and `delivery: exactly-once`), the polling relay
-// (bench_polling_relay) and pg_recvlogical -f /dev/null (the ceiling). Each connects as its own
-// role (both pgoutbox modes as one, never at the same time), so Postgres's statistics tell their
+// delivery mode (at-least-once, its default, and `delivery: exactly-once`), Debezium's outbox
+// router as users run it (Kafka Connect standalone, the Postgres connector and the EventRouter,
+// at its defaults and tuned), the polling relay (bench_polling_relay) and pg_recvlogical -f
+// /dev/null (the ceiling). Each connects as its own role (both pgoutbox modes as one, both
+// Debezium settings as another, never at the same time), so Postgres's statistics tell their
 // costs apart.
 
 #include <sys/types.h>
@@ -24,6 +26,7 @@ namespace pgoutbox::bench {
 inline constexpr const char* kPgoutboxRole = "bench_pgoutbox";
 inline constexpr const char* kPollingRole = "bench_polling";
 inline constexpr const char* kRecvlogicalRole = "bench_recvlogical";
+inline constexpr const char* kDebeziumRole = "bench_debezium";
 inline constexpr const char* kPublication = "pgoutbox";  // sql/publication.sql
 inline constexpr int kPartitions = 6;
 
@@ -41,22 +44,30 @@ struct Bench {
   std::string polling_bin;
   std::string scratch;  // logs and configuration files
   PollingTuning polling;
+  std::string java;           // the JVM that runs Kafka Connect
+  std::string debezium_libs;  // Connect, the connector and its transform (third_party/debezium/pom.xml)
 
   std::string dsn_as(const std::string& role) const;
 };
 
-enum class Contender { pgoutbox, pgoutbox_exactly_once, polling, recvlogical };
+enum class Contender { pgoutbox, pgoutbox_exactly_once, debezium, debezium_tuned, polling, recvlogical };
 const char* name_of(Contender c);
-// For slot, topic and file names: pgoutbox, pgoutbox_eos, polling, recv.
+// For slot, topic and file names: pgoutbox, pgoutbox_eos, debezium, debezium_tuned, polling, recv.
 const char* tag_of(Contender c);
 inline bool is_pgoutbox(Contender c) { return c == Contender::pgoutbox || c == Contender::pgoutbox_exactly_once; }
+inline bool is_debezium(Contender c) { return c == Contender::debezium || c == Contender::debezium_tuned; }
+// The relays that stream from a slot (made by the harness before the backlog) rather than poll.
+inline bool uses_slot(Contender c) { return is_pgoutbox(c) || is_debezium(c); }
+// The role the contender connects as, and the table it reads.
+const char* role_of(Contender c);
+inline const char* table_of(Contender c) { return c == Contender::polling ? "outbox_polled" : "outbox"; }
 
 struct ProcessCost {
   double cpu_s = 0;
   long peak_rss_kib = 0;
 };
 
-// A relay (pgoutbox or the polling relay) running as a child process until finish().
+// A relay (pgoutbox, Debezium or the polling relay) running as a child process until finish().
 class RelayProcess {
  public:
   // `slot` is pgoutbox's (ignored by the polling relay), created beforehand.
@@ -69,11 +80,16 @@ class RelayProcess {
 
  private:
   std::string log_path_;
+  bool java_;
   test::ChildProcess child_;
 };
 
 struct DrainResult {
   double seconds = 0;  // from the contender's start to its last event acknowledged (or read)
+  // Relays: from the start to the first event visible, and how many were visible then; the
+  // rate after it leaves the start-up (a JVM's, a connection's) out.
+  double first_seconds = 0;
+  std::int64_t first_events = 0;
   DbCost db;
   ProcessCost process;      // pgoutbox's or the polling relay's own
   double broker_cpu_s = 0;  // the Kafka broker's CPU over the drain

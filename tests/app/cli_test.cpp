@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -38,6 +42,32 @@ TEST(CommandLine, AnUnknownSlotSubcommandIsNamed) {
   const auto bare = pgoutbox("slot");
   EXPECT_EQ(bare.exit_code, 64) << bare.output;
   EXPECT_TRUE(has(bare.output, "a subcommand is needed: drop")) << bare.output;
+}
+
+// The converter as an operator runs it: YAML on stdout, what stays behind on stderr, exit 0; exit
+// 2 for input that cannot be converted. (The mapping itself: tests/debezium.)
+TEST(CommandLine, ConfigFromDebeziumPrintsYamlAndListsWhatItLeavesOut) {
+  const auto dir = std::filesystem::temp_directory_path() / ("pgoutbox-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto connector = (dir / "connector.json").string();
+  std::ofstream(connector) << R"({"name": "outbox", "config": {
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "db", "database.dbname": "app", "database.user": "dbz", "database.password": "pw-77",
+      "plugin.name": "pgoutput", "slot.name": "orders_slot", "snapshot.mode": "initial",
+      "table.include.list": "public.outbox", "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}})";
+  const auto r = pgoutbox("config from-debezium " + connector);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "slot: orders_slot")) << r.output;
+  EXPECT_TRUE(has(r.output, "not carried over: snapshot.mode: ")) << r.output;
+  EXPECT_FALSE(has(r.output, "pw-77")) << r.output;
+  std::ofstream(connector, std::ios::trunc)
+      << R"({"connector.class": "io.debezium.connector.postgresql.PostgresConnector"})";
+  const auto refused = pgoutbox("config from-debezium " + connector);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(has(refused.output, "no io.debezium.transforms.outbox.EventRouter transform")) << refused.output;
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(pgoutbox("config from-debezium").exit_code, 64);
 }
 
 TEST(CommandLine, HelpListsConfigReference) {

@@ -1,0 +1,29 @@
+#pragma once
+
+// `pgoutbox config from-debezium`: a Debezium Postgres connector configuration with the outbox
+// EventRouter transform in, the pgoutbox configuration that publishes the same records out
+// (README "Switching from Debezium"). Secrets are never copied: the output names the
+// environment variables that carry them.
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pgoutbox::debezium {
+
+struct Conversion {
+  std::string yaml;                   // loads with config::load_string
+  std::vector<std::string> left_out;  // "setting: why", one per setting not carried over
+};
+
+// The input cannot be converted at all: not JSON, not a Postgres connector, no EventRouter.
+class Unusable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// `json` is the Kafka Connect JSON: {"name": ..., "config": {...}} or the bare config map.
+Conversion from_debezium(std::string_view json);
+
+}  // namespace pgoutbox::debezium

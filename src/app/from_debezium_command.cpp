@@ -1,0 +1,40 @@
+// `pgoutbox config from-debezium CONNECTOR.json`: the converted configuration on stdout, each
+// setting left behind on stderr with why.
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "operator_commands.h"
+#include "pgoutbox/config/loader.h"
+#include "pgoutbox/debezium/from_debezium.h"
+#include "run_command.h"
+
+namespace pgoutbox::app {
+
+int config_from_debezium(const std::string& connector_path) {
+  std::ifstream in(connector_path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "pgoutbox config from-debezium: cannot read %s\n", connector_path.c_str());
+    return kExitConfig;
+  }
+  const std::string json{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  try {
+    const auto conversion = debezium::from_debezium(json);
+    // What is printed must be what pgoutbox loads: a name Debezium accepts and pgoutbox refuses
+    // (a slot name with capitals) is refused here, not at the first start.
+    (void)config::load_string(conversion.yaml, "the converted configuration", config::Environment{});
+    for (const auto& line : conversion.left_out) {
+      std::fprintf(stderr, "pgoutbox config from-debezium: not carried over: %s\n", line.c_str());
+    }
+    std::fputs(conversion.yaml.c_str(), stdout);
+    return kExitOk;
+  } catch (const debezium::Unusable& e) {
+    std::fprintf(stderr, "pgoutbox config from-debezium: %s: %s\n", connector_path.c_str(), e.what());
+  } catch (const config::ConfigError& e) {
+    std::fprintf(stderr, "pgoutbox config from-debezium: %s: pgoutbox would refuse the result: %s: %s\n",
+                 connector_path.c_str(), e.key().c_str(), e.problem().c_str());
+  }
+  return kExitConfig;
+}
+
+}  // namespace pgoutbox::app

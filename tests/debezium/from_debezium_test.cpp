@@ -1,0 +1,259 @@
+// Connector configurations as Debezium's documentation and its users write them, converted, then
+// loaded with pgoutbox's own loader: the values a consumer depends on (topic, key, id header,
+// partitioner) must come out the same, and every setting left behind must be named.
+#include "pgoutbox/debezium/from_debezium.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "pgoutbox/config/loader.h"
+
+namespace pgoutbox::debezium {
+namespace {
+
+config::Config load(const Conversion& c) {
+  return config::load_string(c.yaml, "converted.yaml", config::Environment{});
+}
+
+// The left-out line for `setting`, or "" when there is none.
+std::string left_out(const Conversion& c, const std::string& setting) {
+  const auto it = std::find_if(c.left_out.begin(), c.left_out.end(),
+                               [&](const std::string& line) { return line.starts_with(setting + ": "); });
+  return it == c.left_out.end() ? std::string() : *it;
+}
+
+std::string all_output(const Conversion& c) {
+  std::string out = c.yaml;
+  for (const auto& line : c.left_out) out += line + "\n";
+  return out;
+}
+
+// Debezium's outbox example: the defaults everywhere but the database and the table.
+TEST(FromDebezium, MinimalConnectorKeepsTopicsKeysAndIdHeader) {
+  const auto c = from_debezium(R"json({
+    "name": "outbox-connector",
+    "config": {
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "tasks.max": "1",
+      "database.hostname": "postgres",
+      "database.port": 5432,
+      "database.user": "debezium",
+      "database.password": "s3cr3t-pw",
+      "database.dbname": "orders",
+      "topic.prefix": "dbserver1",
+      "plugin.name": "pgoutput",
+      "table.include.list": "public.outbox",
+      "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+      "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"
+    }})json");
+  const auto cfg = load(c);
+  EXPECT_EQ(cfg.postgres.dsn, "host=postgres port=5432 dbname=orders user=debezium");
+  EXPECT_EQ(cfg.postgres.slot, "debezium");
+  EXPECT_EQ(cfg.postgres.publication, "dbz_publication");
+  EXPECT_FALSE(cfg.postgres.create_slot);  // taking over Debezium's slot, never a fresh one
+  EXPECT_FALSE(cfg.postgres.create_publication);
+  EXPECT_EQ(cfg.kafka.properties.at("partitioner"), "murmur2_random");
+  ASSERT_EQ(cfg.tables.size(), 1U);
+  const auto& t = cfg.tables[0];
+  EXPECT_EQ(t.schema, "public");
+  EXPECT_EQ(t.name, "outbox");
+  EXPECT_EQ(t.topic, "outbox.event.${aggregatetype}");
+  EXPECT_EQ(t.columns.id, "id");
+  EXPECT_EQ(t.columns.aggregate_type, "aggregatetype");
+  EXPECT_EQ(t.columns.aggregate_id, "aggregateid");
+  EXPECT_EQ(t.columns.payload, "payload");
+  EXPECT_FALSE(t.columns.type.has_value());  // Debezium sends no type header by default
+  EXPECT_FALSE(t.validate_json);
+  EXPECT_EQ(t.null_payload, config::NullPayload::poison);
+  // The password is never copied, and the output says where it goes instead.
+  EXPECT_EQ(all_output(c).find("s3cr3t-pw"), std::string::npos);
+  EXPECT_NE(left_out(c, "database.password").find("PGOUTBOX_POSTGRES_PASSWORD"), std::string::npos);
+  EXPECT_NE(left_out(c, "topic.prefix"), "");
+  EXPECT_NE(left_out(c, "bootstrap.servers").find("PGOUTBOX_KAFKA_BROKERS"), std::string::npos);
+  EXPECT_EQ(left_out(c, "plugin.name"), "");
+  EXPECT_EQ(left_out(c, "key.converter"), "");
+}
+
+// An existing table with its own column names, the type as a header, a trace header and an
+// envelope field, and the JSON payload expanded.
+TEST(FromDebezium, CustomColumnsAndAdditionalPlacement) {
+  const auto c = from_debezium(R"json({
+    "name": "shop-outbox",
+    "config": {
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "db.internal",
+      "database.port": "6432",
+      "database.user": "cdc",
+      "database.dbname": "shop",
+      "database.sslmode": "verify-full",
+      "database.sslrootcert": "/etc/ssl/db ca.pem",
+      "plugin.name": "pgoutput",
+      "slot.name": "shop_outbox",
+      "publication.name": "shop_outbox_pub",
+      "table.include.list": "shop\\.events_outbox",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+      "transforms.outbox.table.field.event.id": "event_id",
+      "transforms.outbox.table.field.event.key": "order_id",
+      "transforms.outbox.table.field.event.payload": "body",
+      "transforms.outbox.table.field.event.timestamp": "created_at",
+      "transforms.outbox.table.fields.additional.placement": "event_type:header:type,trace:header:traceparent,tenant:envelope:tenant",
+      "transforms.outbox.table.expand.json.payload": "true",
+      "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+      "key.converter": "org.apache.kafka.connect.storage.StringConverter"
+    }})json");
+  const auto cfg = load(c);
+  EXPECT_EQ(cfg.postgres.dsn,
+            "host=db.internal port=6432 dbname=shop user=cdc sslmode=verify-full sslrootcert='/etc/ssl/db ca.pem'");
+  EXPECT_EQ(cfg.postgres.slot, "shop_outbox");
+  EXPECT_EQ(cfg.postgres.publication, "shop_outbox_pub");
+  ASSERT_EQ(cfg.tables.size(), 1U);
+  const auto& t = cfg.tables[0];
+  EXPECT_EQ(t.schema, "shop");
+  EXPECT_EQ(t.name, "events_outbox");
+  EXPECT_EQ(t.columns.id, "event_id");
+  EXPECT_EQ(t.columns.aggregate_id, "order_id");
+  EXPECT_EQ(t.columns.payload, "body");
+  EXPECT_EQ(t.columns.timestamp, "created_at");
+  EXPECT_EQ(t.columns.type, "event_type");
+  EXPECT_TRUE(t.type_column_explicit);
+  EXPECT_TRUE(t.validate_json);
+  const auto placement = left_out(c, "transforms.outbox.table.fields.additional.placement");
+  EXPECT_NE(placement.find("traceparent"), std::string::npos);
+  const auto envelope = std::count_if(c.left_out.begin(), c.left_out.end(), [](const std::string& line) {
+    return line.find("tenant:envelope:tenant") != std::string::npos;
+  });
+  EXPECT_EQ(envelope, 1);
+  EXPECT_NE(left_out(c, "transforms.outbox.table.expand.json.payload"), "");
+}
+
+// Routing by another column into a topic name of the team's own, the bare config map (as in a
+// Connect REST PUT), several tables, and producer overrides.
+TEST(FromDebezium, RouteByAnotherFieldWithReplacementAndProducerOverrides) {
+  const auto c = from_debezium(R"json({
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "10.0.0.5",
+      "database.user": "relay",
+      "database.dbname": "billing",
+      "plugin.name": "pgoutput",
+      "slot.name": "billing_outbox",
+      "publication.name": "billing_pub",
+      "table.include.list": "public.invoice_outbox, Payments.Outbox, public.audit_.*",
+      "transforms": "router",
+      "transforms.router.type": "io.debezium.transforms.outbox.EventRouter",
+      "transforms.router.route.by.field": "destination",
+      "transforms.router.route.topic.replacement": "billing.${routedByValue}.events",
+      "transforms.router.route.tombstone.on.empty.payload": "true",
+      "producer.override.bootstrap.servers": "kafka-1:9092,kafka-2:9092",
+      "producer.override.linger.ms": "20",
+      "producer.override.compression.type": "zstd",
+      "producer.override.max.request.size": "2097152",
+      "producer.override.acks": "all",
+      "producer.override.security.protocol": "SASL_SSL",
+      "producer.override.sasl.mechanism": "SCRAM-SHA-512",
+      "producer.override.partitioner.class": "org.example.RegionPartitioner"
+  })json");
+  const auto cfg = load(c);
+  EXPECT_EQ(cfg.postgres.dsn, "host=10.0.0.5 dbname=billing user=relay");
+  EXPECT_EQ(cfg.postgres.slot, "billing_outbox");
+  EXPECT_EQ(cfg.postgres.publication, "billing_pub");
+  EXPECT_EQ(cfg.kafka.brokers, "kafka-1:9092,kafka-2:9092");
+  const auto& p = cfg.kafka.properties;
+  EXPECT_EQ(p.at("linger.ms"), "20");
+  EXPECT_EQ(p.at("compression.type"), "zstd");
+  EXPECT_EQ(p.at("message.max.bytes"), "2097152");
+  EXPECT_EQ(p.at("security.protocol"), "SASL_SSL");
+  EXPECT_EQ(p.at("sasl.mechanisms"), "SCRAM-SHA-512");
+  EXPECT_EQ(p.at("partitioner"), "murmur2_random");
+  EXPECT_EQ(p.count("acks"), 0U);  // pgoutbox's own, fixed
+  EXPECT_NE(left_out(c, "producer.override.partitioner.class"), "");
+  EXPECT_EQ(left_out(c, "producer.override.acks"), "");
+  EXPECT_EQ(left_out(c, "bootstrap.servers"), "");
+  // Debezium matches catalog names, so Payments.Outbox is "Payments"."Outbox"; a pattern
+  // matching many tables cannot name one.
+  ASSERT_EQ(cfg.tables.size(), 2U);
+  EXPECT_EQ(cfg.tables[1].schema, "Payments");
+  EXPECT_EQ(cfg.tables[1].name, "Outbox");
+  EXPECT_NE(left_out(c, "table.include.list").find("public.audit_.*"), std::string::npos);
+  const auto& t = cfg.tables[0];
+  EXPECT_EQ(t.name, "invoice_outbox");
+  EXPECT_EQ(t.topic, "billing.${destination}.events");
+  EXPECT_EQ(t.columns.aggregate_type, "destination");
+  EXPECT_EQ(t.null_payload, config::NullPayload::tombstone);
+}
+
+// A connector carrying what pgoutbox does not do: other SMTs, snapshots, heartbeats, signals,
+// JSON converters, a weaker acks, decoderbufs, a JAAS password. Each is named with why; the
+// rest still converts and loads, and no secret leaks.
+TEST(FromDebezium, UnsupportedSettingsAreListedAndTheRestConverts) {
+  const auto c = from_debezium(R"json({
+    "name": "legacy",
+    "config": {
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "pg",
+      "database.dbname": "app",
+      "database.user": "dbz",
+      "plugin.name": "decoderbufs",
+      "snapshot.mode": "initial",
+      "heartbeat.interval.ms": "10000",
+      "heartbeat.action.query": "UPDATE heartbeat SET ts = now()",
+      "signal.data.collection": "public.debezium_signal",
+      "publication.autocreate.mode": "filtered",
+      "table.include.list": "public.outbox",
+      "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+      "key.converter.schemas.enable": "false",
+      "transforms": "filter,outbox,rename",
+      "transforms.filter.type": "io.debezium.transforms.Filter",
+      "transforms.filter.language": "jsr223.groovy",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+      "transforms.outbox.route.topic.regex": "(?<routedByValue>[a-z]+)_.*",
+      "transforms.rename.type": "org.apache.kafka.connect.transforms.RegexRouter",
+      "transforms.rename.regex": "(.*)",
+      "transforms.rename.replacement": "prod.$1",
+      "producer.override.acks": "1",
+      "producer.override.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"dbz\" password=\"jaas-pw-42\";",
+      "producer.override.ssl.truststore.location": "/etc/kafka/truststore.jks",
+      "poll.interval.ms": "100",
+      "custom.unknown.setting": "x"
+}
+})json");
+  const auto cfg = load(c);
+  EXPECT_EQ(cfg.tables.at(0).topic, "outbox.event.${aggregatetype}");
+  for (const auto* setting :
+       {"plugin.name", "snapshot.mode", "heartbeat.interval.ms", "heartbeat.action.query", "signal.data.collection",
+        "publication.autocreate.mode", "key.converter", "value.converter", "transforms.filter", "transforms.rename",
+        "transforms.outbox.route.topic.regex", "producer.override.acks", "producer.override.sasl.jaas.config",
+        "producer.override.ssl.truststore.location", "poll.interval.ms", "custom.unknown.setting"}) {
+    EXPECT_NE(left_out(c, setting), "") << setting;
+  }
+  EXPECT_NE(left_out(c, "key.converter").find("JsonConverter"), std::string::npos);
+  EXPECT_NE(left_out(c, "plugin.name").find("decoderbufs"), std::string::npos);
+  // A transform's own options are part of its line, not lines of their own.
+  EXPECT_EQ(left_out(c, "transforms.filter.language"), "");
+  EXPECT_EQ(left_out(c, "key.converter.schemas.enable"), "");
+  EXPECT_EQ(cfg.kafka.properties.at("sasl.username"), "dbz");
+  EXPECT_EQ(all_output(c).find("jaas-pw-42"), std::string::npos);
+}
+
+TEST(FromDebezium, UnusableInputIsRefused) {
+  EXPECT_THROW(from_debezium("{not json"), Unusable);
+  EXPECT_THROW(from_debezium("[1, 2]"), Unusable);
+  EXPECT_THROW(from_debezium(R"json({"connector.class": "io.debezium.connector.mysql.MySqlConnector",
+      "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"})json"),
+               Unusable);
+  // A Postgres connector without the EventRouter publishes change events, not outbox records.
+  EXPECT_THROW(from_debezium(R"json({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "table.include.list": "public.outbox"})json"),
+               Unusable);
+  // A replacement that can never be a topic name.
+  EXPECT_THROW(from_debezium(R"json({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "transforms": "o", "transforms.o.type": "io.debezium.transforms.outbox.EventRouter",
+      "transforms.o.route.topic.replacement": "events/${routedByValue}"})json"),
+               Unusable);
+}
+
+}  // namespace
+}  // namespace pgoutbox::debezium

@@ -1,0 +1,192 @@
+// README "Switching from Debezium", end to end on the real Postgres and Kafka: Debezium 3.6.1
+// (Kafka Connect standalone, the pinned jars) publishes outbox rows, stops; more rows are
+// committed while nothing runs; pgoutbox starts on the same slot and publication with the
+// configuration `config from-debezium` made from the connector's. A consumer must not see a
+// difference: every event in the same topic, each key on one partition (murmur2 on both sides),
+// the key, the value bytes and the id header as Debezium wrote them, nothing lost.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "child_process.h"
+#include "kafka_client.h"
+#include "pgoutbox/debezium/from_debezium.h"
+#include "pgoutbox_process.h"
+#include "services.h"
+
+namespace pgoutbox::test {
+namespace {
+
+constexpr const char* kSlot = "dbz_handover";
+constexpr const char* kTopic = "handover.Order";
+constexpr int kPartitions = 6;
+constexpr int kKeys = 12;
+
+std::string debezium_libs() {
+  if (const char* dir = std::getenv("PGOUTBOX_DEBEZIUM_LIBS"); dir != nullptr && *dir != '\0') return dir;
+  return PGOUTBOX_DEBEZIUM_LIBS;
+}
+
+// The connector as a user would have it, one map for both Connect (as properties) and the converter (as JSON).
+std::map<std::string, std::string> connector(const PgCluster& pg) {
+  return {{"name", "handover"},
+          {"connector.class", "io.debezium.connector.postgresql.PostgresConnector"},
+          {"tasks.max", "1"},
+          {"database.hostname", "127.0.0.1"},
+          {"database.port", std::to_string(pg.port())},
+          {"database.user", "postgres"},
+          {"database.dbname", "postgres"},
+          {"topic.prefix", "handover"},
+          {"plugin.name", "pgoutput"},
+          {"slot.name", kSlot},
+          {"publication.name", "dbz_handover_pub"},
+          {"publication.autocreate.mode", "disabled"},
+          {"snapshot.mode", "no_data"},
+          {"table.include.list", "public.dbz_outbox"},
+          {"key.converter", "org.apache.kafka.connect.storage.StringConverter"},
+          {"value.converter", "org.apache.kafka.connect.storage.StringConverter"},
+          {"transforms", "outbox"},
+          {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"},
+          {"transforms.outbox.route.topic.replacement", "handover.${routedByValue}"}};
+}
+
+std::string as_json(const std::map<std::string, std::string>& settings) {
+  std::string out = "{\"name\": \"handover\", \"config\": {";
+  for (const auto& [key, value] : settings) {
+    out += (out.back() == '{' ? "" : ", ") + ("\"" + key + "\": \"" + value + "\"");
+  }
+  return out + "}}";
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// `count` events from `first` on, keys spread over kKeys aggregates, one transaction each.
+void insert_events(const PgCluster& pg, int first, int count) {
+  for (int i = first; i < first + count; ++i) {
+    pg.exec(
+        "INSERT INTO dbz_outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+        "(gen_random_uuid(), 'Order', 'order-" +
+        std::to_string(i % kKeys) + "', 'OrderCreated', jsonb_build_object('n', " + std::to_string(i) +
+        ", 'note', 'event " + std::to_string(i) + "'))");
+  }
+}
+
+TEST(DebeziumHandover, PgoutboxTakesOverTheSlotAndConsumersSeeNoDifference) {
+  const auto libs = debezium_libs();
+  ASSERT_TRUE(std::filesystem::exists(libs + "/debezium-connector-postgres-3.6.1.Final.jar"))
+      << "the Debezium jars are not in " << libs << "; run scripts/setup.sh";
+  auto& pg = shared_postgres();
+  auto& kafka = shared_kafka();
+  pg.exec(
+      "CREATE TABLE dbz_outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) "
+      "NOT NULL, type varchar(255) NOT NULL, payload jsonb);"
+      "CREATE PUBLICATION dbz_handover_pub FOR TABLE dbz_outbox");
+  pg.exec(std::string("SELECT pg_create_logical_replication_slot('") + kSlot + "', 'pgoutput')");
+  create_topic(kafka.bootstrap(), kTopic, kPartitions);
+  ScratchDir scratch("dbz-handover", std::nullopt);
+  const auto settings = connector(pg);
+
+  // 1. Debezium publishes the first events.
+  std::string properties;
+  for (const auto& [key, value] : settings) properties += key + "=" + value + "\n";
+  write(scratch.path() + "/connector.properties", properties);
+  write(scratch.path() + "/worker.properties",
+        "bootstrap.servers=" + kafka.bootstrap() +
+            "\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n"
+            "value.converter=org.apache.kafka.connect.storage.StringConverter\n"
+            "offset.storage.file.filename=" +
+            scratch.path() +
+            "/offsets\noffset.flush.interval.ms=1000\nplugin.discovery=service_load\n"
+            "listeners=http://127.0.0.1:0\nproducer.acks=all\nproducer.enable.idempotence=true\n");
+  write(scratch.path() + "/log4j2.properties",
+        "rootLogger.level=warn\nrootLogger.appenderRef.out.ref=out\nappender.out.type=Console\n"
+        "appender.out.name=out\nappender.out.layout.type=PatternLayout\nappender.out.layout.pattern=%p %c{1}: %m%n\n");
+  const std::string connect_log = scratch.path() + "/connect.log";
+  ChildProcess connect(
+      {.argv = {PGOUTBOX_JAVA, "-Xmx512M", "-Dlog4j2.configurationFile=" + scratch.path() + "/log4j2.properties",
+                "-Djava.io.tmpdir=" + scratch.path(), "-cp", libs + "/*",
+                "org.apache.kafka.connect.cli.ConnectStandalone", scratch.path() + "/worker.properties",
+                scratch.path() + "/connector.properties"},
+       .log_path = connect_log,
+       .run_as = std::nullopt,
+       .extra_env = {}});
+  constexpr int kBefore = 40, kAfter = 40;
+  insert_events(pg, 0, kBefore);
+  const auto by_debezium = read_topic(kafka.bootstrap(), kTopic, kBefore, std::chrono::minutes(3));
+  ASSERT_GE(by_debezium.size(), static_cast<std::size_t>(kBefore)) << tail_of(connect_log);
+
+  // 2. Debezium stops; events keep being committed; its slot is free.
+  connect.signal_leader(SIGTERM);
+  ASSERT_TRUE(connect.wait(std::chrono::seconds(60)).has_value()) << tail_of(connect_log);
+  for (int i = 0; i < 100 && slot_active_pid(pg.dsn(), kSlot); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(slot_active_pid(pg.dsn(), kSlot).has_value());
+  insert_events(pg, kBefore, kAfter);
+
+  // 3. pgoutbox on the converted configuration, the brokers from the environment.
+  const auto conversion = debezium::from_debezium(as_json(settings));
+  write(scratch.path() + "/pgoutbox.yaml", conversion.yaml);
+  const std::string pgoutbox_log = scratch.path() + "/pgoutbox.log";
+  PgoutboxProcess relay(
+      PGOUTBOX_BINARY, scratch.path() + "/pgoutbox.yaml", pgoutbox_log,
+      {"PGOUTBOX_KAFKA_BROKERS=" + kafka.bootstrap(), "PGOUTBOX_CHECKPOINT_TOPIC=dbz_handover.checkpoints"});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  std::vector<ConsumedRecord> all;
+  std::set<std::string> ids;
+  while (std::chrono::steady_clock::now() < deadline) {
+    all = read_topic(kafka.bootstrap(), kTopic, kBefore + kAfter, std::chrono::seconds(5));
+    ids.clear();
+    for (const auto& r : all) ids.insert(r.header("id").value_or(""));
+    if (ids.size() >= static_cast<std::size_t>(kBefore + kAfter) || !relay.running()) break;
+  }
+  relay.signal(SIGTERM);
+  EXPECT_EQ(relay.wait_exit(std::chrono::seconds(30)), 0) << tail_of(pgoutbox_log);
+
+  // 4. What a consumer sees: every event, and each key on one partition with the same bytes.
+  std::map<std::string, std::string> payload_of;  // id -> payload as stored
+  std::map<std::string, std::string> key_of;
+  {
+    auto conn = pg.connect();
+    PGresult* res = PQexec(conn.get(), "SELECT id::text, aggregateid, payload::text FROM dbz_outbox");
+    ASSERT_EQ(PQresultStatus(res), PGRES_TUPLES_OK);
+    for (int i = 0; i < PQntuples(res); ++i) {
+      key_of[PQgetvalue(res, i, 0)] = PQgetvalue(res, i, 1);
+      payload_of[PQgetvalue(res, i, 0)] = PQgetvalue(res, i, 2);
+    }
+    PQclear(res);
+  }
+  ASSERT_EQ(payload_of.size(), static_cast<std::size_t>(kBefore + kAfter));
+  std::map<std::string, std::set<int32_t>> partitions_of_key;
+  for (const auto& r : all) {
+    const auto id = r.header("id");
+    ASSERT_TRUE(id.has_value()) << "a record without the id header at offset " << r.offset;
+    ASSERT_TRUE(payload_of.count(*id)) << "a record for no event: " << *id;
+    EXPECT_EQ(r.key, key_of[*id]) << *id;
+    EXPECT_EQ(r.value, payload_of[*id]) << *id;
+    EXPECT_FALSE(r.header("type").has_value()) << "Debezium sent no type header; pgoutbox must not either";
+    partitions_of_key[key_of[*id]].insert(r.partition);
+  }
+  for (const auto& [id, payload] : payload_of) EXPECT_TRUE(ids.count(id)) << "lost: " << id;
+  ASSERT_EQ(partitions_of_key.size(), static_cast<std::size_t>(kKeys));
+  for (const auto& [key, partitions] : partitions_of_key) {
+    EXPECT_EQ(partitions.size(), 1U) << key << " moved partition at the handover";
+  }
+  pg.drop_slot_when_free(kSlot);
+}
+
+}  // namespace
+}  // namespace pgoutbox::test
