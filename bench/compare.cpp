@@ -85,13 +85,19 @@ std::int64_t wal_position_bytes(const test::PgCluster& pg) {
   return std::stoll(*pg.query_value("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"));
 }
 
+struct WriterCost {
+  double wal_per_event = 0;
+  double backend_cpu_s_per_event = 0;
+};
+
 // Writes a backlog flat out (asynchronous commit: a bulk of history, not a latency test) and
-// returns the WAL the writes produced per event.
-double write_backlog(const Bench& bench, const Scenario& s, const std::string& table) {
+// returns the WAL the writes produced and their backends' CPU, per event.
+WriterCost write_backlog(const Bench& bench, const Scenario& s, const std::string& table, bool messages = false) {
   const auto wal0 = wal_position_bytes(bench.pg);
   WorkloadSpec spec;
   spec.dsn = bench.pg.dsn();
   spec.outbox_table = table;
+  spec.messages = messages;
   spec.events_per_txn = s.events_per_txn;
   spec.payload_bytes = s.payload_bytes;
   spec.events = s.events;
@@ -100,13 +106,15 @@ double write_backlog(const Bench& bench, const Scenario& s, const std::string& t
   const auto written = run_workload(spec);
   // A synchronous commit flushes the WAL, so walsenders can hand out all of it.
   bench.pg.exec("SELECT txid_current()");
-  log(fmt::format("  wrote {} events into {} in {:.1f} s ({:.0f}/s)", s.events, table, written.seconds,
+  log(fmt::format("  wrote {} events into {} in {:.1f} s ({:.0f}/s)", s.events,
+                  messages ? "logical decoding messages" : table, written.seconds,
                   static_cast<double>(s.events) / written.seconds));
-  return static_cast<double>(wal_position_bytes(bench.pg) - wal0) / static_cast<double>(s.events);
+  return {static_cast<double>(wal_position_bytes(bench.pg) - wal0) / static_cast<double>(s.events),
+          written.backend_cpu_s / static_cast<double>(s.events)};
 }
 
 struct Selection {
-  bool pgoutbox = true, exactly_once = true, polling = true, recvlogical = true;
+  bool pgoutbox = true, exactly_once = true, polling = true, recvlogical = true, messages = true;
 };
 
 std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario& s, const Selection& only) {
@@ -118,15 +126,16 @@ std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario
                   "pg_create_logical_replication_slot('{}', 'pgoutput'), "
                   "pg_create_logical_replication_slot('{}', 'pgoutput')",
                   ours, eos, recv));
-  const double wal = write_backlog(bench, s, "outbox");
+  const WriterCost wal = write_backlog(bench, s, "outbox");
   const Lsn end = *Lsn::parse(*bench.pg.query_value("SELECT pg_logical_emit_message(false, 'bench-end', '')"));
   bench.pg.exec("SELECT txid_current()");
 
   std::vector<ThroughputRow> rows;
-  auto add = [&](Contender c, double workload_wal, DrainResult r) {
+  auto add = [&](Contender c, const WriterCost& writer, DrainResult r) {
     log(fmt::format("  {}: {:.2f} s, {:.0f} events/s, {} duplicates", name_of(c), r.seconds,
                     static_cast<double>(s.events) / r.seconds, r.delivery.duplicates));
-    rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, workload_wal, c, r});
+    rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, writer.wal_per_event,
+                    writer.backend_cpu_s_per_event, c, r});
   };
   if (only.recvlogical) add(Contender::recvlogical, wal, drain(bench, Contender::recvlogical, recv, end, "", s.events));
   if (only.pgoutbox) {
@@ -141,8 +150,18 @@ std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario
   bench.pg.drop_slot_when_free(eos);
   bench.pg.drop_slot_when_free(recv);
 
+  if (only.messages) {
+    // The same events as logical decoding messages: a slot of its own, created after the table
+    // backlog, so it streams only the messages (and their orders rows, which it ignores).
+    const std::string msg = s.tag() + "_pgoutbox_msg";
+    bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", msg));
+    const WriterCost message_wal = write_backlog(bench, s, "outbox", true);
+    add(Contender::pgoutbox_messages, message_wal,
+        drain(bench, Contender::pgoutbox_messages, msg, end, "bench." + s.tag() + ".pgoutbox_msg", s.events));
+    bench.pg.drop_slot_when_free(msg);
+  }
   if (only.polling) {
-    const double polled_wal = write_backlog(bench, s, "outbox_polled");
+    const WriterCost polled_wal = write_backlog(bench, s, "outbox_polled");
     add(Contender::polling, polled_wal,
         drain(bench, Contender::polling, "", end, "bench." + s.tag() + ".polling", s.events));
   }
@@ -275,12 +294,13 @@ int main(int argc, char** argv) {
   std::string pgoutbox_bin = PGOUTBOX_BINARY;
   std::string polling_bin = PGOUTBOX_POLLING_RELAY;
   PollingTuning polling;
-  std::vector<std::string> contenders = {"pgoutbox", "pgoutbox-exactly-once", "polling", "pg_recvlogical"};
+  std::vector<std::string> contenders = {"pgoutbox", "pgoutbox-exactly-once", "pgoutbox-messages", "polling",
+                                         "pg_recvlogical"};
   std::vector<std::string> only_scenarios;
   app.add_option("--contenders", contenders,
-                 "which contenders run (pgoutbox, pgoutbox-exactly-once, polling, pg_recvlogical)")
+                 "which contenders run (pgoutbox, pgoutbox-exactly-once, pgoutbox-messages, polling, pg_recvlogical)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"pgoutbox", "pgoutbox-exactly-once", "polling", "pg_recvlogical"}));
+      ->check(CLI::IsMember({"pgoutbox", "pgoutbox-exactly-once", "pgoutbox-messages", "polling", "pg_recvlogical"}));
   app.add_option("--scenarios", only_scenarios, "only these throughput scenarios, as TXN_PAYLOAD (10_200, 1000_2048)")
       ->delimiter(',');
   app.add_flag("--smoke", smoke, "a minimal run (seconds, tiny sizes) that proves the runner works");
@@ -315,12 +335,13 @@ int main(int argc, char** argv) {
     rates = {1000};
   }
 
-  Selection only{false, false, false, false};
+  Selection only{false, false, false, false, false};
   for (const auto& c : contenders) {
     if (c == "pgoutbox") only.pgoutbox = true;
     if (c == "pgoutbox-exactly-once") only.exactly_once = true;
     if (c == "polling") only.polling = true;
     if (c == "pg_recvlogical") only.recvlogical = true;
+    if (c == "pgoutbox-messages") only.messages = true;
   }
   const auto started = std::chrono::steady_clock::now();
   Report report;

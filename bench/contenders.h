@@ -1,7 +1,8 @@
 #pragma once
 
 // The contenders, run the same way: pgoutbox (the real `pgoutbox run -c FILE` binary) in each
-// delivery mode (at-least-once, its default, and `delivery: exactly-once`), the polling relay
+// delivery mode (at-least-once, its default, and `delivery: exactly-once`) and over a table-less
+// outbox of logical decoding messages, the polling relay
 // (bench_polling_relay) and pg_recvlogical -f /dev/null (the ceiling). Each connects as its own
 // role (both pgoutbox modes as one, never at the same time), so Postgres's statistics tell their
 // costs apart.
@@ -45,11 +46,15 @@ struct Bench {
   std::string dsn_as(const std::string& role) const;
 };
 
-enum class Contender { pgoutbox, pgoutbox_exactly_once, polling, recvlogical };
+// pgoutbox_messages: pgoutbox (at-least-once) relaying a table-less outbox, the workload's events
+// written as pg_logical_emit_message(true, 'outbox', envelope) instead of outbox rows.
+enum class Contender { pgoutbox, pgoutbox_exactly_once, polling, recvlogical, pgoutbox_messages };
 const char* name_of(Contender c);
-// For slot, topic and file names: pgoutbox, pgoutbox_eos, polling, recv.
+// For slot, topic and file names: pgoutbox, pgoutbox_eos, polling, recv, pgoutbox_msg.
 const char* tag_of(Contender c);
-inline bool is_pgoutbox(Contender c) { return c == Contender::pgoutbox || c == Contender::pgoutbox_exactly_once; }
+inline bool is_pgoutbox(Contender c) {
+  return c == Contender::pgoutbox || c == Contender::pgoutbox_exactly_once || c == Contender::pgoutbox_messages;
+}
 
 struct ProcessCost {
   double cpu_s = 0;
