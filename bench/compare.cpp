@@ -91,13 +91,19 @@ std::int64_t wal_position_bytes(const test::PgCluster& pg) {
   return std::stoll(*pg.query_value("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"));
 }
 
+struct WriterCost {
+  double wal_per_event = 0;
+  double backend_cpu_s_per_event = 0;
+};
+
 // Writes a backlog flat out (asynchronous commit: a bulk of history, not a latency test) and
-// returns the WAL the writes produced per event.
-double write_backlog(const Bench& bench, const Scenario& s, const std::string& table) {
+// returns the WAL the writes produced and their backends' CPU, per event.
+WriterCost write_backlog(const Bench& bench, const Scenario& s, const std::string& table, bool messages = false) {
   const auto wal0 = wal_position_bytes(bench.pg);
   WorkloadSpec spec;
   spec.dsn = bench.pg.dsn();
   spec.outbox_table = table;
+  spec.messages = messages;
   spec.events_per_txn = s.events_per_txn;
   spec.payload_bytes = s.payload_bytes;
   spec.events = s.events;
@@ -106,9 +112,11 @@ double write_backlog(const Bench& bench, const Scenario& s, const std::string& t
   const auto written = run_workload(spec);
   // A synchronous commit flushes the WAL, so walsenders can hand out all of it.
   bench.pg.exec("SELECT txid_current()");
-  log(fmt::format("  wrote {} events into {} in {:.1f} s ({:.0f}/s)", s.events, table, written.seconds,
+  log(fmt::format("  wrote {} events into {} in {:.1f} s ({:.0f}/s)", s.events,
+                  messages ? "logical decoding messages" : table, written.seconds,
                   static_cast<double>(s.events) / written.seconds));
-  return static_cast<double>(wal_position_bytes(bench.pg) - wal0) / static_cast<double>(s.events);
+  return {static_cast<double>(wal_position_bytes(bench.pg) - wal0) / static_cast<double>(s.events),
+          written.backend_cpu_s / static_cast<double>(s.events)};
 }
 
 // The contenders of this run, in the order they run.
@@ -123,29 +131,41 @@ std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario
   const auto slot_of = [&](Contender c) { return s.tag() + "_" + tag_of(c); };
   std::vector<std::string> slots;
   for (const auto c : only) {
-    if (c == Contender::polling) continue;
+    if (c == Contender::polling || c == Contender::pgoutbox_messages) continue;
     slots.push_back(slot_of(c));
     bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slots.back()));
   }
-  const double wal = write_backlog(bench, s, "outbox");
+  const WriterCost wal = write_backlog(bench, s, "outbox");
   const Lsn end = *Lsn::parse(*bench.pg.query_value("SELECT pg_logical_emit_message(false, 'bench-end', '')"));
   bench.pg.exec("SELECT txid_current()");
 
   std::vector<ThroughputRow> rows;
-  auto add = [&](Contender c, double workload_wal, DrainResult r) {
+  auto add = [&](Contender c, const WriterCost& writer, DrainResult r) {
     log(fmt::format("  {}: {:.2f} s, {:.0f} events/s, {} duplicates", name_of(c), r.seconds,
                     static_cast<double>(s.events) / r.seconds, r.delivery.duplicates));
-    rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, workload_wal, c, r});
+    rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, writer.wal_per_event,
+                    writer.backend_cpu_s_per_event, c, r});
   };
   for (const auto c : only) {
-    if (c == Contender::polling) continue;
+    if (c == Contender::polling || c == Contender::pgoutbox_messages) continue;
     const std::string topic = c == Contender::recvlogical ? "" : "bench." + s.tag() + "." + tag_of(c);
     add(c, wal, drain(bench, c, slot_of(c), end, topic, s.events));
   }
   for (const auto& slot : slots) bench.pg.drop_slot_when_free(slot);
 
+  if (selected(only, Contender::pgoutbox_messages)) {
+    // The same events as logical decoding messages: a slot of its own, created after the table
+    // backlog, so it streams only the messages (and their orders rows, which it ignores).
+    const std::string msg = slot_of(Contender::pgoutbox_messages);
+    bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", msg));
+    const WriterCost message_wal = write_backlog(bench, s, "outbox", true);
+    add(Contender::pgoutbox_messages, message_wal,
+        drain(bench, Contender::pgoutbox_messages, msg, end, "bench." + s.tag() + "." + tag_of(Contender::pgoutbox_messages),
+              s.events));
+    bench.pg.drop_slot_when_free(msg);
+  }
   if (selected(only, Contender::polling)) {
-    const double polled_wal = write_backlog(bench, s, "outbox_polled");
+    const WriterCost polled_wal = write_backlog(bench, s, "outbox_polled");
     add(Contender::polling, polled_wal,
         drain(bench, Contender::polling, "", end, "bench." + s.tag() + ".polling", s.events));
   }
@@ -283,6 +303,7 @@ int main(int argc, char** argv) {
       {"pg_recvlogical", Contender::recvlogical},
       {"pgoutbox", Contender::pgoutbox},
       {"pgoutbox-exactly-once", Contender::pgoutbox_exactly_once},
+      {"pgoutbox-messages", Contender::pgoutbox_messages},
       {"debezium", Contender::debezium},
       {"debezium-tuned", Contender::debezium_tuned},
       {"polling", Contender::polling}};
@@ -377,7 +398,8 @@ int main(int argc, char** argv) {
     }
     for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
       for (const auto c : only) {
-        if (c == Contender::recvlogical || (c == Contender::pgoutbox_exactly_once && smoke)) continue;
+        if (c == Contender::recvlogical || c == Contender::pgoutbox_messages) continue;
+        if (c == Contender::pgoutbox_exactly_once && smoke) continue;
         report.latency.push_back(measure_latency(bench, c, rate, latency_seconds, dump_dir));
       }
     }

@@ -18,7 +18,11 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
                                   const std::string& slot) {
   const std::string path = fmt::format("{}/pgoutbox-{}.yaml", bench.scratch, slot);
   std::ofstream out(path, std::ios::trunc);
-  // Only what the run needs; everything else is pgoutbox's default.
+  // Only what the run needs; everything else is pgoutbox's default. The message outbox has no
+  // table: its events are the workload's logical decoding messages with prefix "outbox".
+  const std::string source = kind == Contender::pgoutbox_messages
+                                 ? fmt::format("messages:\n  - prefix: outbox\n    topic: \"{}\"\n", topic)
+                                 : fmt::format("tables:\n  - table: public.outbox\n    topic: \"{}\"\n", topic);
   out << fmt::format(
       "postgres:\n"
       "  dsn: \"{}\"\n"
@@ -28,13 +32,11 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
       "  application_name: {}\n"
       "kafka:\n"
       "  brokers: \"{}\"\n"
-      "tables:\n"
-      "  - table: public.outbox\n"
-      "    topic: \"{}\"\n"
+      "{}"
       "delivery: {}\n"
       "log_format: text\n"
       "log_level: warn\n",
-      bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), topic,
+      bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), source,
       kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once");
   if (!out) throw std::runtime_error("cannot write " + path);
   return path;
@@ -168,6 +170,8 @@ const char* name_of(Contender c) {
       return "polling relay";
     case Contender::recvlogical:
       return "pg_recvlogical";
+    case Contender::pgoutbox_messages:
+      return "pgoutbox messages";
   }
   return "?";
 }
@@ -186,6 +190,8 @@ const char* tag_of(Contender c) {
       return "polling";
     case Contender::recvlogical:
       return "recv";
+    case Contender::pgoutbox_messages:
+      return "pgoutbox_msg";
   }
   return "?";
 }

@@ -1,11 +1,12 @@
 #pragma once
 
 // The contenders, run the same way: pgoutbox (the real `pgoutbox run -c FILE` binary) in each
-// delivery mode (at-least-once, its default, and `delivery: exactly-once`), Debezium's outbox
-// router as users run it (Kafka Connect standalone, the Postgres connector and the EventRouter,
-// at its defaults and tuned), the polling relay (bench_polling_relay) and pg_recvlogical -f
-// /dev/null (the ceiling). Each connects as its own role (both pgoutbox modes as one, both
-// Debezium settings as another, never at the same time), so Postgres's statistics tell their
+// delivery mode (at-least-once, its default, and `delivery: exactly-once`) and over a table-less
+// outbox of logical decoding messages, Debezium's outbox router as users run it (Kafka Connect
+// standalone, the Postgres connector and the EventRouter, at its defaults and tuned), the
+// polling relay (bench_polling_relay) and pg_recvlogical -f /dev/null (the ceiling). Each
+// connects as its own role (the pgoutbox modes as one, both Debezium settings as another, never
+// at the same time), so Postgres's statistics tell their
 // costs apart.
 
 #include <sys/types.h>
@@ -50,11 +51,24 @@ struct Bench {
   std::string dsn_as(const std::string& role) const;
 };
 
-enum class Contender { pgoutbox, pgoutbox_exactly_once, debezium, debezium_tuned, polling, recvlogical };
+// pgoutbox_messages: pgoutbox (at-least-once) relaying a table-less outbox, the workload's events
+// written as pg_logical_emit_message(true, 'outbox', envelope) instead of outbox rows.
+enum class Contender {
+  pgoutbox,
+  pgoutbox_exactly_once,
+  pgoutbox_messages,
+  debezium,
+  debezium_tuned,
+  polling,
+  recvlogical
+};
 const char* name_of(Contender c);
-// For slot, topic and file names: pgoutbox, pgoutbox_eos, debezium, debezium_tuned, polling, recv.
+// For slot, topic and file names: pgoutbox, pgoutbox_eos, pgoutbox_msg, debezium, debezium_tuned,
+// polling, recv.
 const char* tag_of(Contender c);
-inline bool is_pgoutbox(Contender c) { return c == Contender::pgoutbox || c == Contender::pgoutbox_exactly_once; }
+inline bool is_pgoutbox(Contender c) {
+  return c == Contender::pgoutbox || c == Contender::pgoutbox_exactly_once || c == Contender::pgoutbox_messages;
+}
 inline bool is_debezium(Contender c) { return c == Contender::debezium || c == Contender::debezium_tuned; }
 // The relays that stream from a slot (made by the harness before the backlog) rather than poll.
 inline bool uses_slot(Contender c) { return is_pgoutbox(c) || is_debezium(c); }

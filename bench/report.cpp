@@ -30,15 +30,17 @@ std::string mib(long kib) { return kib > 0 ? fmt::format("{:.1f}", static_cast<d
 std::string throughput_table(const Report& r) {
   std::string out =
       "| events/txn × payload | events | contender | events/s | of ceiling | first record s | events/s after it | "
-      "duplicates | DB backend CPU µs/event | statements/event (on outbox) | workload WAL B/event | extra WAL "
-      "B/event | dead tuples/event | client CPU µs/event | broker CPU µs/event | relay peak RSS MiB |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "duplicates | DB backend CPU µs/event | statements/event (on outbox) | workload WAL B/event | workload backend "
+      "CPU µs/event | extra WAL B/event | dead tuples/event | client CPU µs/event | broker CPU µs/event | relay peak "
+      "RSS MiB |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r.throughput) {
     const auto* ceiling = find_row(r, row.scenario, Contender::recvlogical);
     const bool relay = row.contender != Contender::recvlogical;
     const auto& db = row.result.db;
     out += fmt::format(
-        "| {} | {} | {} | {:.0f} | {} | {} | {} | {} | {:.1f} | {} | {:.0f} | {:.1f} | {:.2f} | {} | {} | {} |\n",
+        "| {} | {} | {} | {:.0f} | {} | {} | {} | {} | {:.1f} | {} | {:.0f} | {:.1f} | {:.1f} | {:.2f} | {} | {} | {} "
+        "|\n",
         row.scenario, row.events, name_of(row.contender), row.events_per_second(),
         ceiling ? fmt::format("{:.0f}%", 100.0 * row.events_per_second() / ceiling->events_per_second()) : "—",
         relay ? fmt::format("{:.2f}", row.result.first_seconds) : "—",
@@ -47,7 +49,8 @@ std::string throughput_table(const Report& r) {
         relay ? std::to_string(row.result.delivery.duplicates) : "—", 1e6 * per_event(db.backend_cpu_s, row.events),
         fmt::format("{:.3f} ({:.3f})", per_event(static_cast<double>(db.statements), row.events),
                     per_event(static_cast<double>(db.outbox_statements), row.events)),
-        row.workload_wal_per_event, per_event(static_cast<double>(db.wal_bytes), row.events),
+        row.workload_wal_per_event, 1e6 * row.workload_backend_cpu_s_per_event,
+        per_event(static_cast<double>(db.wal_bytes), row.events),
         per_event(static_cast<double>(db.dead_tuples), row.events),
         fmt::format("{:.1f}", 1e6 * per_event(row.result.process.cpu_s, row.events)),
         relay ? fmt::format("{:.1f}", 1e6 * per_event(row.result.broker_cpu_s, row.events)) : "—",

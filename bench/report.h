@@ -18,7 +18,8 @@ struct ThroughputRow {
   int events_per_txn = 0;
   int payload_bytes = 0;
   std::int64_t events = 0;
-  double workload_wal_per_event = 0;  // WAL the writes themselves produced, no relay running
+  double workload_wal_per_event = 0;            // WAL the writes themselves produced, no relay running
+  double workload_backend_cpu_s_per_event = 0;  // CPU of the writers' backends
   Contender contender = Contender::pgoutbox;
   DrainResult result;
   double events_per_second() const { return static_cast<double>(events) / result.seconds; }

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "cpu_meter.h"
+
 namespace pgoutbox::bench {
 namespace {
 
@@ -35,6 +37,17 @@ struct Conn {
 // One statement, so one round trip and one implicit transaction: the order row, then its
 // events, generated on the server (the application's own insert, not a bulk load).
 std::string insert_sql(const WorkloadSpec& spec) {
+  if (spec.messages) {
+    return fmt::format(
+        "WITH business AS (INSERT INTO orders (customer, total) "
+        "VALUES ('customer-' || ($1::bigint % 1000), ($1::bigint % 50000) / 100.0) RETURNING id) "
+        "SELECT count(pg_logical_emit_message(true, 'outbox', jsonb_build_object("
+        "'id', '{}' || lpad(to_hex(s), 12, '0'), 'aggregatetype', $3::text, 'aggregateid', 'key-' || (s % {}), "
+        "'type', 'OrderCreated', "
+        "'payload', jsonb_build_object('order', b.id, 'seq', s, 'pad', repeat('x', $4::int)))::text)) "
+        "FROM business b, generate_series($1::bigint, $2::bigint) s",
+        kIdPrefix, spec.keys);
+  }
   return fmt::format(
       "WITH business AS (INSERT INTO orders (customer, total) "
       "VALUES ('customer-' || ($1::bigint % 1000), ($1::bigint % 50000) / 100.0) RETURNING id) "
@@ -49,7 +62,7 @@ std::string insert_sql(const WorkloadSpec& spec) {
 int pad_for(int payload_bytes) { return std::max(0, payload_bytes - 40); }
 
 void writer(const WorkloadSpec& spec, int index, std::int64_t txns, WorkloadResult& out,
-            std::chrono::steady_clock::time_point start) {
+            std::chrono::steady_clock::time_point start, double& backend_cpu_s) {
   Conn conn(spec.dsn);
   conn.check(PQexec(conn.pg, spec.synchronous_commit ? "SET synchronous_commit = on" : "SET synchronous_commit = off"),
              "set");
@@ -71,6 +84,8 @@ void writer(const WorkloadSpec& spec, int index, std::int64_t txns, WorkloadResu
     for (std::int64_t seq = first; seq <= last; ++seq)
       out.commit_us[static_cast<std::size_t>(seq - spec.first_seq)] = now;
   }
+  // The server runs on this machine (the bench starts it), so its backend's /proc entry is ours to read.
+  backend_cpu_s = process_cpu_seconds(PQbackendPID(conn.pg));
 }
 
 }  // namespace
@@ -101,10 +116,11 @@ WorkloadResult run_workload(const WorkloadSpec& spec) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(spec.connections));
+  std::vector<double> cpu(static_cast<std::size_t>(spec.connections), 0);
   for (int i = 0; i < spec.connections; ++i) {
     threads.emplace_back([&, i] {
       try {
-        writer(spec, i, txns, result, start);
+        writer(spec, i, txns, result, start, cpu[static_cast<std::size_t>(i)]);
       } catch (...) {
         errors[static_cast<std::size_t>(i)] = std::current_exception();
       }
@@ -115,6 +131,7 @@ WorkloadResult run_workload(const WorkloadSpec& spec) {
     if (e) std::rethrow_exception(e);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const double c : cpu) result.backend_cpu_s += c;
   return result;
 }
 

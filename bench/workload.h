@@ -28,12 +28,18 @@ struct WorkloadSpec {
   double events_per_second = 0;  // 0: flat out
   int connections = 1;
   bool synchronous_commit = true;
+  // The events as pg_logical_emit_message(true, 'outbox', envelope) (a table-less outbox, the
+  // envelope in Debezium's column names) instead of rows of outbox_table.
+  bool messages = false;
 };
 
 struct WorkloadResult {
   // Microseconds since the epoch at which the transaction holding event first_seq + i committed.
   std::vector<std::int64_t> commit_us;
   double seconds = 0;
+  // CPU seconds of the writers' own backends (/proc/PID/stat, read before they disconnect):
+  // what writing the events cost the database on the writer's side.
+  double backend_cpu_s = 0;
 };
 
 // Writes spec.events events (rounded up to whole transactions) and returns their commit times.

@@ -51,6 +51,7 @@ void Loader::apply_environment() {
   }
 
   std::map<std::size_t, std::map<std::string, std::string>> table_variables;  // index -> name -> value
+  std::map<std::size_t, std::map<std::string, std::string>> message_variables;
   for (const auto& [name, value] : env_.variables()) {
     if (!name.starts_with(kEnvPrefix)) continue;
     const Origin origin = env_origin(name);
@@ -72,23 +73,28 @@ void Loader::apply_environment() {
       env_properties_[property] = {value, origin};
       continue;
     }
-    if (name.starts_with(kTablesEnvPrefix)) {
-      const std::string rest = name.substr(kTablesEnvPrefix.size());
+    if (const bool tables = name.starts_with(kTablesEnvPrefix); tables || name.starts_with(kMessagesEnvPrefix)) {
+      const auto prefix = tables ? kTablesEnvPrefix : kMessagesEnvPrefix;
+      const std::string rest = name.substr(prefix.size());
       const std::size_t underscore = rest.find('_');
       const std::string index_text = rest.substr(0, underscore);
       const bool canonical = !index_text.empty() && index_text.size() <= 6 &&
                              index_text.find_first_not_of("0123456789") == std::string::npos &&
                              (index_text == "0" || index_text.front() != '0');
       if (!canonical || underscore == std::string::npos) {
-        fail(origin, std::string(kTablesPath),
-             "must be named PGOUTBOX_TABLES_<index>_<KEY>, e.g. PGOUTBOX_TABLES_0_TOPIC");
+        fail(origin, std::string(tables ? kTablesPath : kMessagesPath),
+             fmt::format("must be named {}<index>_<KEY>, e.g. {}0_TOPIC", prefix, prefix));
       }
-      table_variables[std::stoul(index_text)][name] = value;
+      (tables ? table_variables : message_variables)[std::stoul(index_text)][name] = value;
       continue;
     }
     if (name == env_name(kTablesPath)) {
       fail(origin, std::string(kTablesPath),
            "cannot be set whole; set each table's keys, e.g. PGOUTBOX_TABLES_0_TABLE");
+    }
+    if (name == env_name(kMessagesPath)) {
+      fail(origin, std::string(kMessagesPath),
+           "cannot be set whole; set each entry's keys, e.g. PGOUTBOX_MESSAGES_0_PREFIX");
     }
     if (name == env_name(kPropertiesPath)) {
       fail(origin, std::string(kPropertiesPath),
@@ -102,30 +108,34 @@ void Loader::apply_environment() {
     if (!close) close = near_family(rest);
     if (close) fail(origin, "", fmt::format("unknown configuration variable; did you mean {}?", *close));
   }
-  apply_table_variables(table_variables);
+  apply_list_variables(table_variables, kTablesPath, kTablesEnvPrefix, table_entries(), draft_.config.tables);
+  apply_list_variables(message_variables, kMessagesPath, kMessagesEnvPrefix, message_entries(), draft_.config.messages);
 }
 
-void Loader::apply_table_variables(const std::map<std::size_t, std::map<std::string, std::string>>& by_index) {
-  std::map<std::string, const Entry<TableConfig>*> by_suffix;
+template <class Item>
+void Loader::apply_list_variables(const std::map<std::size_t, std::map<std::string, std::string>>& by_index,
+                                  std::string_view path, std::string_view env_prefix,
+                                  const std::vector<Entry<Item>>& entries, std::vector<Item>& items) {
+  const std::string_view noun = path == kTablesPath ? "table" : "message";
+  std::map<std::string, const Entry<Item>*> by_suffix;
   std::vector<std::string> suffixes;
-  for (const auto& e : table_entries()) {
+  for (const auto& e : entries) {
     by_suffix[table_env_suffix(e.path)] = &e;
     suffixes.push_back(table_env_suffix(e.path));
   }
-  auto& tables = draft_.config.tables;
   for (const auto& [index, variables] : by_index) {
     const Origin first = env_origin(variables.begin()->first);
-    const std::string shown_table = fmt::format("{}[{}]", kTablesPath, index);
-    if (index > tables.size()) {
-      fail(first, shown_table,
-           fmt::format("would leave a gap: the next new table is {}[{}] (indexes count from 0)", kTablesPath,
-                       tables.size()));
+    const std::string shown_table = fmt::format("{}[{}]", path, index);
+    if (index > items.size()) {
+      fail(
+          first, shown_table,
+          fmt::format("would leave a gap: the next new {} is {}[{}] (indexes count from 0)", noun, path, items.size()));
     }
-    if (index == tables.size()) {
-      tables.emplace_back();
+    if (index == items.size()) {
+      items.emplace_back();
       origins_[shown_table] = first;
     }
-    const std::string prefix = fmt::format("{}{}_", kTablesEnvPrefix, index);
+    const std::string prefix = fmt::format("{}{}_", env_prefix, index);
     for (const auto& [name, value] : variables) {
       const Origin origin = env_origin(name);
       const std::string suffix = name.substr(prefix.size());
@@ -133,10 +143,11 @@ void Loader::apply_table_variables(const std::map<std::size_t, std::map<std::str
       if (it == by_suffix.end()) {
         const auto close = closest(suffix, suffixes);
         fail(origin, shown_table,
-             close ? fmt::format("names no table key; did you mean {}{}?", prefix, *close) : "names no table key");
+             close ? fmt::format("names no {} key; did you mean {}{}?", noun, prefix, *close)
+                   : fmt::format("names no {} key", noun));
       }
       const std::string shown = shown_table + "." + it->second->path;
-      apply_scalar(*it->second, tables[index], env_scalar(it->second->secret, value), origin, shown);
+      apply_scalar(*it->second, items[index], env_scalar(it->second->secret, value), origin, shown);
       origins_[shown] = origin;
     }
   }

@@ -26,7 +26,7 @@ struct Draft {
   std::optional<std::string> password_file;
 };
 
-enum class Shape { scalar, property_map, table_list };
+enum class Shape { scalar, property_map, table_list, message_list };
 
 template <class Root>
 struct Entry {
@@ -45,16 +45,19 @@ struct Entry {
 
 const std::vector<Entry<Draft>>& global_entries();
 const std::vector<Entry<TableConfig>>& table_entries();
+const std::vector<Entry<MessageConfig>>& message_entries();
 
 inline constexpr std::string_view kEnvPrefix = "PGOUTBOX_";
 inline constexpr std::string_view kTablesPath = "tables";
 inline constexpr std::string_view kPropertiesPath = "kafka.properties";
 inline constexpr std::string_view kPropertyEnvPrefix = "PGOUTBOX_KAFKA_PROPERTY_";
 inline constexpr std::string_view kTablesEnvPrefix = "PGOUTBOX_TABLES_";
+inline constexpr std::string_view kMessagesPath = "messages";
+inline constexpr std::string_view kMessagesEnvPrefix = "PGOUTBOX_MESSAGES_";
 
 // The naming rule: PGOUTBOX_ + path upper-cased, '.' written as '_'.
 std::string env_name(std::string_view path);
-// The part after PGOUTBOX_TABLES_<i>_ for a table key.
+// The part after PGOUTBOX_TABLES_<i>_ (or PGOUTBOX_MESSAGES_<i>_) for a list entry's key.
 std::string table_env_suffix(std::string_view relative_path);
 // PGOUTBOX_KAFKA_PROPERTY_<NAME> -> the librdkafka property; "" when NAME is not a property name.
 std::string property_from_env(std::string_view name);

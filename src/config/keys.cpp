@@ -294,11 +294,21 @@ std::vector<Entry<Draft>> make_global_entries() {
   v.push_back(std::move(properties));
 
   auto tables = base<Draft>(std::string(kTablesPath), "list of tables",
-                            "The outbox tables to relay; at least one. All share the slot and the publication.");
+                            "The outbox tables to relay; at least one unless messages lists an entry. All share the "
+                            "slot and the publication.");
   tables.shape = Shape::table_list;
   tables.required = true;
   tables.show = [](const Draft& d) { return fmt::format("{} table(s)", d.config.tables.size()); };
   v.push_back(std::move(tables));
+
+  auto messages = base<Draft>(
+      std::string(kMessagesPath), "list of message outboxes",
+      "Logical decoding messages to relay as outbox events (pg_logical_emit_message(true, prefix, envelope)); each "
+      "entry matches one prefix exactly. Messages with other prefixes are ignored. Needs no table and no publication "
+      "membership.");
+  messages.shape = Shape::message_list;
+  messages.show = [](const Draft& d) { return fmt::format("{} message outbox(es)", d.config.messages.size()); };
+  v.push_back(std::move(messages));
 
   v.push_back(flag<Draft>(
       "provenance_headers", "Add headers pgoutbox.lsn, pgoutbox.commit_time and pgoutbox.xid to every record.",
@@ -558,7 +568,102 @@ std::vector<Entry<TableConfig>> make_table_entries() {
   return v;
 }
 
+// An envelope field name: any non-empty JSON key (the envelope is the application's own JSON).
+void check_field(std::string_view text) {
+  if (text.empty()) throw Invalid("must name an envelope field");
+}
+
+template <class Access>
+Entry<MessageConfig> field(std::string path, std::string description, Access access) {
+  return text<MessageConfig>(std::move(path), "field", std::move(description), access, check_field);
+}
+
+template <class Access>
+Entry<MessageConfig> optional_field(std::string path, std::string description, Access access) {
+  auto e = base<MessageConfig>(std::move(path), "field or null", std::move(description));
+  e.nullable = true;
+  e.set = [access](MessageConfig& m, const Scalar& s) {
+    if (s.null) {
+      access(m).reset();
+      return;
+    }
+    check_field(s.text);
+    access(m) = s.text;
+  };
+  e.show = [access](const MessageConfig& m) { return access(m) ? *access(m) : std::string("null"); };
+  return e;
+}
+
+std::vector<Entry<MessageConfig>> make_message_entries() {
+  std::vector<Entry<MessageConfig>> v;
+
+  auto prefix = text<MessageConfig>(
+      "prefix", "string",
+      "The prefix the application passes to pg_logical_emit_message, matched exactly; one entry per prefix.",
+      [](auto& m) -> auto& { return m.prefix; },
+      [](std::string_view value) {
+        if (value.empty()) throw Invalid("must not be empty");
+      });
+  prefix.required = true;
+  v.push_back(std::move(prefix));
+
+  v.push_back(text<MessageConfig>(
+      "topic", "topic template",
+      "Destination topic; each ${field} is replaced by that envelope field's text (a string, or a number as "
+      "written). A message whose field is missing or empty is poison NULL_ROUTING_VALUE.",
+      [](auto& m) -> auto& { return m.topic; },
+      [](std::string_view value) {
+        try {
+          parse_topic_template(value);
+        } catch (const std::invalid_argument& e) {
+          throw Invalid(fmt::format("{} (got {})", e.what(), quote(value)));
+        }
+      }));
+
+  v.push_back(text<MessageConfig>(
+      "topic_pattern", "regular expression",
+      "Allow-list for the expanded topic, as tables[].topic_pattern; a message whose topic does not match is poison "
+      "INVALID_TOPIC.",
+      [](auto& m) -> auto& { return m.topic_pattern; },
+      [](std::string_view value) {
+        try {
+          std::regex(value.begin(), value.end());
+        } catch (const std::regex_error& e) {
+          throw Invalid(fmt::format("is not a valid regular expression: {} (got {})", e.what(), quote(value)));
+        }
+      }));
+
+  v.push_back(field(
+      "fields.id", "Envelope field with the event id (string or number); becomes header id. Missing: poison NULL_ID.",
+      [](auto& m) -> auto& { return m.fields.id; }));
+  v.push_back(field(
+      "fields.aggregate_type", "Envelope field with the routing value, usually referenced by the topic template.",
+      [](auto& m) -> auto& { return m.fields.aggregate_type; }));
+  v.push_back(field(
+      "fields.aggregate_id", "Envelope field with the record key (per-key order is kept); missing or null: no key.",
+      [](auto& m) -> auto& { return m.fields.aggregate_id; }));
+  v.push_back(field(
+      "fields.payload",
+      "Envelope field with the record value: a JSON object or array is sent as its JSON text, a string as the "
+      "string's bytes. Missing or null: poison NULL_PAYLOAD.",
+      [](auto& m) -> auto& { return m.fields.payload; }));
+  v.push_back(optional_field(
+      "fields.type", "Envelope field with the event type, sent as header type when present. null: none.",
+      [](auto& m) -> auto& { return m.fields.type; }));
+  v.push_back(optional_field(
+      "fields.headers",
+      "Envelope field holding an object; each key becomes a header (string values as they are, others as JSON). "
+      "null: none.",
+      [](auto& m) -> auto& { return m.fields.headers; }));
+  return v;
+}
+
 }  // namespace
+
+const std::vector<Entry<MessageConfig>>& message_entries() {
+  static const auto entries = make_message_entries();
+  return entries;
+}
 
 const std::vector<Entry<Draft>>& global_entries() {
   static const auto entries = make_global_entries();

@@ -54,6 +54,7 @@ std::vector<std::string> all_file_paths() {
     if (e.in_file) paths.push_back(e.path);
   }
   for (const auto& e : table_entries()) paths.push_back(std::string(kTablesPath) + "[]." + e.path);
+  for (const auto& e : message_entries()) paths.push_back(std::string(kMessagesPath) + "[]." + e.path);
   return paths;
 }
 
@@ -119,6 +120,7 @@ Config Loader::run(const std::string& yaml) {
   resolve_password();
   resolve_properties();
   check_tables();
+  check_messages();
   check_reconnect();
   check_delivery();
   draft_.config.source = source_;
@@ -172,7 +174,13 @@ void Loader::walk_map(const YAML::Node& map, const Origin& map_origin, const std
           break;
         case Shape::table_list:
           origins_[shown] = value_origin;
-          read_tables(value, value_origin);
+          read_list(value, value_origin, kTablesPath, "of tables (- table: public.outbox)", "table:", table_entries(),
+                    draft_.config.tables);
+          break;
+        case Shape::message_list:
+          origins_[shown] = value_origin;
+          read_list(value, value_origin, kMessagesPath, "of message outboxes (- prefix: outbox)",
+                    "prefix:", message_entries(), draft_.config.messages);
           break;
       }
       continue;
@@ -229,22 +237,23 @@ void Loader::read_properties(const YAML::Node& node, const Origin& origin) {
   }
 }
 
-void Loader::read_tables(const YAML::Node& node, const Origin& origin) {
-  if (node.IsNull()) return;  // check_required reports it, also considering the environment
+template <class Item>
+void Loader::read_list(const YAML::Node& node, const Origin& origin, std::string_view path, std::string_view list_of,
+                       std::string_view item_needs, const std::vector<Entry<Item>>& entries, std::vector<Item>& out) {
+  if (node.IsNull()) return;  // check_required reports a missing list, also considering the environment
   if (!node.IsSequence()) {
-    fail(origin, std::string(kTablesPath),
-         fmt::format("must be a list of tables (- table: public.outbox), not a {}", node_kind(node)));
+    fail(origin, std::string(path), fmt::format("must be a list {}, not a {}", list_of, node_kind(node)));
   }
   for (std::size_t i = 0; i < node.size(); ++i) {
     const YAML::Node item = node[i];
-    const std::string shown = fmt::format("{}[{}]", kTablesPath, i);
+    const std::string shown = fmt::format("{}[{}]", path, i);
     const Origin item_origin = at(item.Mark()).line > 0 ? at(item.Mark()) : origin;
     if (!item.IsMap())
-      fail(item_origin, shown, fmt::format("must be a map with at least table:, not a {}", node_kind(item)));
+      fail(item_origin, shown, fmt::format("must be a map with at least {}, not a {}", item_needs, node_kind(item)));
     origins_[shown] = item_origin;
-    TableConfig table;
-    walk_map(item, item_origin, "", shown + ".", table_entries(), table);
-    draft_.config.tables.push_back(std::move(table));
+    Item entry;
+    walk_map(item, item_origin, "", shown + ".", entries, entry);
+    out.push_back(std::move(entry));
   }
 }
 

@@ -45,17 +45,25 @@ class Loader {
   [[noreturn]] void unknown_key(const Origin& origin, const std::string& key, const std::string& relative_prefix,
                                 const std::string& shown_prefix, const std::vector<Entry<Root>>& entries);
   void read_properties(const YAML::Node& node, const Origin& origin);
-  void read_tables(const YAML::Node& node, const Origin& origin);
+  // tables: and messages:, each a list of maps.
+  template <class Item>
+  void read_list(const YAML::Node& node, const Origin& origin, std::string_view path, std::string_view list_of,
+                 std::string_view item_needs, const std::vector<Entry<Item>>& entries, std::vector<Item>& out);
 
   // env_overrides.cpp
   void apply_environment();
-  void apply_table_variables(const std::map<std::size_t, std::map<std::string, std::string>>& by_index);
+  // PGOUTBOX_TABLES_<i>_<KEY> and PGOUTBOX_MESSAGES_<i>_<KEY>, by index.
+  template <class Item>
+  void apply_list_variables(const std::map<std::size_t, std::map<std::string, std::string>>& by_index,
+                            std::string_view path, std::string_view env_prefix, const std::vector<Entry<Item>>& entries,
+                            std::vector<Item>& items);
 
   // resolve.cpp
   void check_required();
   void resolve_password();
   void resolve_properties();
   void check_tables();
+  void check_messages();
   void check_reconnect();
   void check_delivery();
   std::string read_secret_file(const std::string& path, const Origin& origin, const std::string& key);

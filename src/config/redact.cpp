@@ -65,6 +65,12 @@ std::string describe(const Config& config) {
             out += fmt::format("  {}[{}].{}: {}\n", e.path, i, t.path, t.show(config.tables[i]));
         }
         break;
+      case Shape::message_list:
+        for (std::size_t i = 0; i < config.messages.size(); ++i) {
+          for (const auto& m : message_entries())
+            out += fmt::format("  {}[{}].{}: {}\n", e.path, i, m.path, m.show(config.messages[i]));
+        }
+        break;
     }
   }
   return out;

@@ -88,10 +88,11 @@ void Loader::check_required() {
     fail(file_origin(), e.path, fmt::format("is required; set it in the file or in {}", env_name(e.path)));
   }
   const std::string tables_key(kTablesPath);
-  if (draft_.config.tables.empty()) {
+  if (draft_.config.tables.empty() && draft_.config.messages.empty()) {
     const auto it = origins_.find(tables_key);
     fail(it != origins_.end() ? it->second : file_origin(), tables_key,
-         "must list at least one outbox table, e.g.\n  tables:\n    - table: public.outbox");
+         "must list at least one outbox table (or messages one message outbox), e.g.\n  tables:\n    - table: "
+         "public.outbox");
   }
   for (std::size_t i = 0; i < draft_.config.tables.size(); ++i) {
     const std::string table = fmt::format("{}[{}]", kTablesPath, i);
@@ -99,6 +100,15 @@ void Loader::check_required() {
       if (!e.required || origins_.contains(table + "." + e.path)) continue;
       fail(origins_.at(table), table + "." + e.path,
            fmt::format("is required; set it in the file or in {}{}_{}", kTablesEnvPrefix, i, table_env_suffix(e.path)));
+    }
+  }
+  for (std::size_t i = 0; i < draft_.config.messages.size(); ++i) {
+    const std::string entry = fmt::format("{}[{}]", kMessagesPath, i);
+    for (const auto& e : message_entries()) {
+      if (!e.required || origins_.contains(entry + "." + e.path)) continue;
+      fail(origins_.at(entry), entry + "." + e.path,
+           fmt::format("is required; set it in the file or in {}{}_{}", kMessagesEnvPrefix, i,
+                       table_env_suffix(e.path)));
     }
   }
 }
@@ -241,6 +251,20 @@ void Loader::check_tables() {
         fail(origins_.at(key), key,
              fmt::format("names {} again (already {}[{}]); one table has one mapping",
                          format_table_name(tables[i].schema, tables[i].name), kTablesPath, j));
+      }
+    }
+  }
+}
+
+void Loader::check_messages() {
+  const auto& messages = draft_.config.messages;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (messages[i].prefix == messages[j].prefix) {
+        const std::string key = fmt::format("{}[{}].prefix", kMessagesPath, i);
+        fail(origins_.at(key), key,
+             fmt::format("names prefix {} again (already {}[{}]); one prefix has one mapping",
+                         quote(messages[i].prefix), kMessagesPath, j));
       }
     }
   }

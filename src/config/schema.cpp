@@ -71,7 +71,16 @@ std::vector<KeyInfo> schema() {
       key.env = std::string(kPropertyEnvPrefix) + "<NAME>";
     }
     if (e.shape == Shape::table_list) key.env = std::string(kTablesEnvPrefix) + "<i>_<KEY>";
+    if (e.shape == Shape::message_list) key.env = std::string(kMessagesEnvPrefix) + "<i>_<KEY>";
     keys.push_back(std::move(key));
+    if (e.shape == Shape::message_list) {
+      const MessageConfig message_defaults;
+      for (const auto& m : message_entries()) {
+        keys.push_back({std::string(kMessagesPath) + "[]." + m.path, m.type,
+                        m.required ? std::string() : m.show(message_defaults), m.required, m.description,
+                        std::string(kMessagesEnvPrefix) + "<i>_" + table_env_suffix(m.path), m.secret, m.in_file});
+      }
+    }
     if (e.shape != Shape::table_list) continue;
     const TableConfig table_defaults;
     for (const auto& t : table_entries()) {

@@ -116,8 +116,10 @@ void check_publication(CheckContext& ctx, const std::optional<Publication>& pub)
   if (!pub) {
     std::string list;
     for (const auto& t : ctx.config.tables) list += (list.empty() ? "" : ", ") + name_of(t).quoted();
-    const std::string create = fmt::format("CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert')",
-                                           ctx.conn.identifier(pg.publication), list);
+    // A message outbox alone needs a publication all the same, with no table.
+    const std::string create =
+        fmt::format("CREATE PUBLICATION {}{} WITH (publish = 'insert')", ctx.conn.identifier(pg.publication),
+                    list.empty() ? "" : " FOR TABLE " + list);
     if (!pg.create_publication) {
       ctx.findings.push_back(Finding::blocking(
           subject, "does not exist.",

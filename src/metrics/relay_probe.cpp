@@ -52,6 +52,12 @@ TopicLabels TopicLabels::from(const config::Config& config) {
       // Validated at load; a template that does not parse matches no topic.
     }
   }
+  for (const auto& m : config.messages) {
+    try {
+      // outbox::MessageMapping::label, without depending on the outbox module.
+      labels.tables.push_back({"message:" + m.prefix, config::parse_topic_template(m.topic)});
+    } catch (const std::invalid_argument&) {}
+  }
   return labels;
 }
 

@@ -19,6 +19,7 @@ Relay::Relay(const config::Config& config, boost::asio::io_context& io, kafka::S
       observer_(observer),
       rules_{config.poison, config.reconnect.max, 0},
       mapping_(config.tables, config.provenance_headers, std::move(ancestry)),
+      messages_(config.messages, config.provenance_headers),
       poll_timer_(io),
       stop_deadline_(io),
       retry_timer_(io),
@@ -188,8 +189,10 @@ void Relay::on_data(const replication::XLogData& data) {
           relations_.apply(m);
         } else if constexpr (std::is_same_v<T, pgoutput::InsertData>) {
           on_insert(m);
+        } else if constexpr (std::is_same_v<T, pgoutput::MessageData>) {
+          on_message(m);
         } else if constexpr (std::is_same_v<T, pgoutput::UpdateData> || std::is_same_v<T, pgoutput::DeleteData> ||
-                             std::is_same_v<T, pgoutput::TruncateData> || std::is_same_v<T, pgoutput::MessageData>) {
+                             std::is_same_v<T, pgoutput::TruncateData>) {
           ++counters_.changes_ignored;
         } else if constexpr (std::is_same_v<T, pgoutput::TypeData> || std::is_same_v<T, pgoutput::OriginData>) {
           // Descriptions only.
@@ -218,12 +221,18 @@ void Relay::on_begin(const pgoutput::BeginData& begin) {
 
 void Relay::on_commit(const pgoutput::CommitData& commit) {
   if (!txn_) throw std::logic_error("Commit without Begin in the replication stream");
-  tracker_.commit(*txn_, commit.end_lsn);
-  txn_.reset();
   ++counters_.transactions;
   if (skipping_) ++counters_.checkpoint_skipped_transactions;
+  end_unit(commit.end_lsn);
+}
+
+// The end of a unit the tracker confirms as a whole: a transaction at its Commit, or a
+// non-transactional message (messages.cpp).
+void Relay::end_unit(Lsn end_lsn) {
+  tracker_.commit(*txn_, end_lsn);
+  txn_.reset();
   skipping_ = false;
-  last_boundary_ = commit.end_lsn;
+  last_boundary_ = end_lsn;
   update_flush();
   if (!eos_) return;
   if (stopping_) {
@@ -274,14 +283,17 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
     return;
   }
   ++counters_.rows_received;
-  auto built = table->build(insert.new_tuple, txn_context_);
+  relay_built(table->build(insert.new_tuple, txn_context_),
+              fmt::format("table {}.{}", relation->nspname, relation->relname));
+}
+
+void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, const std::string& from) {
   if (auto* poison = std::get_if<outbox::Poison>(&built)) {
-    // A row that cannot become a record is handled by the policy at once: sending it again
-    // would not change it. Like any record it is outstanding until handled (I2).
+    // A row (or message) that cannot become a record is handled by the policy at once: sending
+    // it again would not change it. Like any record it is outstanding until handled (I2).
     track(*txn_, poison->record);
-    const kafka::DeliveryError error{
-        kafka::DeliveryFailure::permanent, poison->code,
-        fmt::format("{} (table {}.{})", poison->reason, relation->nspname, relation->relname), false};
+    const kafka::DeliveryError error{kafka::DeliveryFailure::permanent, poison->code,
+                                     fmt::format("{} ({})", poison->reason, from), false};
     apply_policy(poison->record, *txn_, error, 0);
     return;
   }

@@ -172,7 +172,10 @@ std::string Connection::create_publication_sql(const std::string& name, const st
   }
   // Inserts only: cleanup deletes of the outbox are neither blocked nor sent (docs/pgoutput.md §4.5).
   // Partitioned outboxes publish through their root, so rows arrive under the root's relid.
-  std::string sql = "CREATE PUBLICATION " + identifier(name) + " FOR TABLE " + list + " WITH (publish = 'insert'";
+  // Without tables (only a message outbox) the publication lists none: pgoutput needs one to
+  // stream, and sends logical decoding messages whatever it lists.
+  std::string sql = "CREATE PUBLICATION " + identifier(name) + (list.empty() ? "" : " FOR TABLE " + list) +
+                    " WITH (publish = 'insert'";
   if (any_partitioned) sql += ", publish_via_partition_root = true";
   return sql + ")";
 }

@@ -90,6 +90,17 @@ tables:
       headers: hdrs
       timestamp: created_at
   - table: audit_outbox
+messages:
+  - prefix: shop
+    topic: "shop.msg.${agg}"
+    topic_pattern: "shop\\.msg\\.[a-z]+"
+    fields:
+      id: event_id
+      aggregate_type: agg
+      aggregate_id: key
+      payload: body
+      type: kind
+      headers: null
 provenance_headers: true
 limits:
   max_in_flight_records: 5000
@@ -170,6 +181,17 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(c.tables[0].topic_pattern, "shop\\.[a-z]+\\.[A-Za-z]+");
   EXPECT_EQ(c.log_format, "json");
   EXPECT_EQ(c.log_level, "debug");
+  ASSERT_EQ(c.messages.size(), 1U);
+  const MessageConfig& m = c.messages[0];
+  EXPECT_EQ(m.prefix, "shop");
+  EXPECT_EQ(m.topic, "shop.msg.${agg}");
+  EXPECT_EQ(m.topic_pattern, "shop\\.msg\\.[a-z]+");
+  EXPECT_EQ(m.fields.id, "event_id");
+  EXPECT_EQ(m.fields.aggregate_type, "agg");
+  EXPECT_EQ(m.fields.aggregate_id, "key");
+  EXPECT_EQ(m.fields.payload, "body");
+  EXPECT_EQ(m.fields.type, std::optional<std::string>("kind"));
+  EXPECT_FALSE(m.fields.headers);
 }
 
 // The lines of describe() for one key path ("tables[0].topic: ...").
@@ -188,14 +210,59 @@ TEST(ConfigLoader, EveryKeyInTheSchemaIsCoveredByEveryKeyParsed) {
   for (const auto& key : schema()) {
     // checkpoint.enabled must stay true with exactly-once, so it is set false in its own test.
     if (!key.in_file || key.secret || key.path == "kafka.properties" || key.path == "tables" ||
-        key.path == "postgres.password_file" || key.path == "checkpoint.enabled")
+        key.path == "messages" || key.path == "postgres.password_file" || key.path == "checkpoint.enabled")
       continue;
     std::string path = key.path;
     if (path.starts_with("tables[].")) path = "tables[0]." + path.substr(9);
+    if (path.starts_with("messages[].")) path = "messages[0]." + path.substr(11);
     const std::string line = describe_line(everything, path);
     ASSERT_FALSE(line.empty()) << path << " is missing from describe()";
     EXPECT_NE(line, describe_line(minimal, path)) << path << " is not set to a non-default value in kEverything";
   }
+}
+
+TEST(ConfigLoader, AMessageOutboxAloneNeedsNoTable) {
+  const Config c =
+      load_yaml("postgres: {dsn: \"host=pg\"}\nkafka: {brokers: \"k:9092\"}\nmessages:\n  - prefix: outbox\n");
+  EXPECT_TRUE(c.tables.empty());
+  ASSERT_EQ(c.messages.size(), 1U);
+  EXPECT_EQ(c.messages[0].prefix, "outbox");
+  EXPECT_EQ(c.messages[0].topic, "outbox.event.${aggregatetype}");
+  EXPECT_EQ(c.messages[0].fields.id, "id");
+  EXPECT_EQ(c.messages[0].fields.aggregate_id, "aggregateid");
+  EXPECT_EQ(c.messages[0].fields.headers, std::optional<std::string>("headers"));
+}
+
+TEST(ConfigLoader, MessageOutboxMistakesAreRefused) {
+  const std::string base = "postgres: {dsn: \"host=pg\"}\nkafka: {brokers: \"k:9092\"}\n";
+  const auto problem = [&](const std::string& yaml) {
+    try {
+      load_yaml(base + yaml);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  EXPECT_NE(problem("messages:\n  - topic: t\n").find("messages[0].prefix: is required"), std::string::npos);
+  EXPECT_NE(problem("messages:\n  - prefix: a\n  - prefix: a\n").find("messages[1].prefix: names prefix"),
+            std::string::npos);
+  EXPECT_NE(problem("messages:\n  - prefix: a\n    topic: \"bad topic\"\n").find("messages[0].topic"),
+            std::string::npos);
+  EXPECT_NE(problem("messages:\n  - prefix: a\n    fields: {idd: x}\n").find("did you mean"), std::string::npos);
+  EXPECT_NE(problem("messages: outbox\n").find("must be a list of message outboxes"), std::string::npos);
+  EXPECT_NE(problem("").find("must list at least one outbox table"), std::string::npos);
+}
+
+TEST(ConfigLoader, MessageOutboxesComeFromTheEnvironmentToo) {
+  const Config c = load_string(kMinimal, "config.yaml",
+                               Environment{{{"PGOUTBOX_MESSAGES_0_PREFIX", "billing"},
+                                            {"PGOUTBOX_MESSAGES_0_FIELDS_AGGREGATE_ID", "account"},
+                                            {"PGOUTBOX_MESSAGES_0_FIELDS_HEADERS", "null"}}});
+  ASSERT_EQ(c.messages.size(), 1U);
+  EXPECT_EQ(c.messages[0].prefix, "billing");
+  EXPECT_EQ(c.messages[0].fields.aggregate_id, "account");
+  EXPECT_FALSE(c.messages[0].fields.headers);
+  EXPECT_THROW(load_string(kMinimal, "config.yaml", Environment{{{"PGOUTBOX_MESSAGES_1_PREFIX", "gap"}}}), ConfigError);
 }
 
 TEST(ConfigLoader, TypeColumnWrittenAsNullMeansNoTypeColumn) {
@@ -544,10 +611,11 @@ INSTANTIATE_TEST_SUITE_P(
                        "tables[0].columns.aggregateid", "did you mean tables[0].columns.aggregate_id?"},
         UnknownKeyCase{"column_in_table", "tables:\n  - table: t\n    payload: body\n", "tables[0].payload",
                        "did you mean tables[].columns.payload?"},
-        UnknownKeyCase{"nothing_close", "colour: red\n", "colour",
-                       "unknown key; the top level takes postgres, kafka, tables, provenance_headers, limits, "
-                       "reconnect, poison, delivery, checkpoint, shutdown_timeout, "
-                       "metrics_address, metrics_topic_labels, log_format, log_level"},
+        UnknownKeyCase{
+            "nothing_close", "colour: red\n", "colour",
+            "unknown key; the top level takes postgres, kafka, tables, messages, provenance_headers, limits, "
+            "reconnect, poison, delivery, checkpoint, shutdown_timeout, "
+            "metrics_address, metrics_topic_labels, log_format, log_level"},
         UnknownKeyCase{"nothing_close_in_section", "reconnect:\n  jitter: 1\n", "reconnect.jitter",
                        "unknown key; reconnect takes min, max, factor"}),
     [](const auto& test_case) { return test_case.param.label; });

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "config_test_util.h"
@@ -23,6 +24,10 @@ std::string rule(std::string path) {
     out += "TABLES_<i>_";
     path = path.substr(9);
   }
+  if (path.starts_with("messages[].")) {
+    out += "MESSAGES_<i>_";
+    path = path.substr(11);
+  }
   for (char c : path) out += c == '.' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));
   return out;
 }
@@ -41,7 +46,7 @@ TEST(ConfigSchema, EveryKeyIsDocumented) {
     if (key.required) {
       EXPECT_TRUE(key.default_value.empty()) << key.path;
     }
-    if (key.path != "kafka.properties" && key.path != "tables") {
+    if (key.path != "kafka.properties" && key.path != "tables" && key.path != "messages") {
       EXPECT_EQ(key.env, rule(key.path)) << key.path;
     }
   }
@@ -92,7 +97,7 @@ std::optional<std::string> sample(const KeyInfo& key) {
   }
   if (key.type == "string (secret)") return "sample-secret";
   if (key.type == "string" || key.type == "name" || key.type == "slot name" || key.type == "column" ||
-      key.type == "column or null")
+      key.type == "column or null" || key.type == "field" || key.type == "field or null")
     return "sample_7";
   if (key.type == "host:port") return "127.0.0.1:7";
   if (key.type == "table name") return "app.sample_7";
@@ -104,12 +109,20 @@ std::optional<std::string> sample(const KeyInfo& key) {
 
 TEST(ConfigSchema, EveryEnvironmentVariableOverridesItsKey) {
   for (const auto& key : schema()) {
-    if (key.path == "kafka.properties" || key.path == "tables") continue;  // families, tested in env_test.cpp
+    // Families, tested in env_test.cpp and loader_test.cpp.
+    if (key.path == "kafka.properties" || key.path == "tables" || key.path == "messages") continue;
     std::string variable = key.env;
     std::string path = key.path;
+    std::map<std::string, std::string> others;
     if (path.starts_with("tables[].")) {
       variable.replace(variable.find("<i>"), 3, "0");
       path = "tables[0]." + path.substr(9);
+    }
+    if (path.starts_with("messages[].")) {
+      variable.replace(variable.find("<i>"), 3, "0");
+      path = "messages[0]." + path.substr(11);
+      // A new message outbox needs its prefix.
+      if (path != "messages[0].prefix") others["PGOUTBOX_MESSAGES_0_PREFIX"] = "p";
     }
     if (key.path == "postgres.password_file") {
       ScratchDir dir;
@@ -118,7 +131,8 @@ TEST(ConfigSchema, EveryEnvironmentVariableOverridesItsKey) {
     }
     const auto value = sample(key);
     ASSERT_TRUE(value) << key.path << " has type " << key.type << ", which this test has no sample for";
-    const std::string text = describe(load_yaml(kMinimal, {{variable, *value}}));
+    others[variable] = *value;
+    const std::string text = describe(load_yaml(kMinimal, others));
     const std::string shown = key.secret ? "********" : *value;
     EXPECT_NE(text.find("  " + path + ": " + shown + "\n"), std::string::npos)
         << variable << "=" << *value << " did not set " << path << ":\n"

@@ -186,6 +186,28 @@ TEST(DecoderCorruption, NegativeMessageContentLength) {
   EXPECT_EQ(e.reason, "negative Int32 content_length = -2");
 }
 
+TEST(DecoderCorruption, MalformedMessages) {
+  // M(0) flags(1) lsn(2..9) prefix(10..) length content
+  EXPECT_EQ(decode_error(MessageBuilder('M')).reason, "truncated Int8 flags");
+  const auto lsn = decode_error(MessageBuilder('M').int8(1).int32(7));
+  EXPECT_EQ(lsn.offset, 2U);
+  EXPECT_EQ(lsn.reason, "truncated Int64 lsn");
+  const auto prefix = decode_error(MessageBuilder('M').int8(1).int64(1).raw("outbox"));
+  EXPECT_EQ(prefix.offset, 10U);
+  EXPECT_EQ(prefix.reason, "unterminated String prefix (no NUL before end of message)");
+  const auto no_length = decode_error(MessageBuilder('M').int8(1).int64(1).string("outbox").int8(0));
+  EXPECT_EQ(no_length.offset, 17U);
+  EXPECT_EQ(no_length.reason, "truncated Int32 content_length");
+  const auto short_content = decode_error(MessageBuilder('M').int8(1).int64(1).string("p").int32(10).raw("{}"));
+  EXPECT_EQ(short_content.offset, 12U);
+  EXPECT_EQ(short_content.reason, "Int32 content_length = 10 needs at least 10 bytes, 2 left");
+  const auto trailing = decode_error(MessageBuilder('M').int8(1).int64(1).string("p").int32(2).raw("{}x"));
+  EXPECT_EQ(trailing.reason, "1 trailing byte after a complete Message message");
+  // Outside a stream block the xid is not expected: a streamed layout read as a plain one fails.
+  const auto streamed = decode_error(MessageBuilder('M').int32(7).int8(1).int64(1).string("p").int32(0));
+  EXPECT_EQ(streamed.kind, 'M');
+}
+
 TEST(DecoderCorruption, UnknownColumnKind) {
   // I(0) relid(1..4) 'N'(5) ncols(6..7) 't' len "a" (8..13) 'x'(14)
   const auto e = decode_error(MessageBuilder('I').int32(1).int8('N').int16(2).text_column("a").int8('x'));

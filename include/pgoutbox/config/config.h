@@ -84,6 +84,25 @@ struct TableConfig {
   std::string topic_pattern;
 };
 
+// A table-less outbox: logical decoding messages an application writes with
+// pg_logical_emit_message(true, prefix, envelope). The envelope is a JSON object; which of its
+// fields plays which role follows ColumnRoles (Debezium's outbox column names by default).
+struct EnvelopeFields {
+  std::string id = "id";
+  std::string aggregate_type = "aggregatetype";    // routing value
+  std::string aggregate_id = "aggregateid";        // record key
+  std::string payload = "payload";                 // an object (sent as JSON) or a string (sent as it is)
+  std::optional<std::string> type = "type";        // header "type" when the envelope has it
+  std::optional<std::string> headers = "headers";  // an object; each key becomes a header
+};
+
+struct MessageConfig {
+  std::string prefix;                                   // the message prefix, matched exactly
+  std::string topic = "outbox.event.${aggregatetype}";  // ${field} is replaced by that envelope field
+  EnvelopeFields fields;
+  std::string topic_pattern;  // as TableConfig::topic_pattern
+};
+
 struct LimitsConfig {
   std::uint64_t max_in_flight_records = 20'000;
   std::uint64_t max_in_flight_bytes = 16ULL << 20;
@@ -111,6 +130,7 @@ struct Config {
   PostgresConfig postgres;
   KafkaConfig kafka;
   std::vector<TableConfig> tables;
+  std::vector<MessageConfig> messages;
   bool provenance_headers = false;  // pgoutbox.lsn, pgoutbox.commit_time, pgoutbox.xid
   LimitsConfig limits;
   RetryConfig reconnect;

@@ -26,6 +26,7 @@
 #include "pgoutbox/config/config.h"
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/sink.h"
+#include "pgoutbox/outbox/envelope.h"
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/relay/change_source.h"
@@ -38,11 +39,13 @@
 namespace pgoutbox::relay {
 
 struct Counters {
-  std::uint64_t rows_received = 0;     // outbox inserts decoded
-  std::uint64_t records_produced = 0;  // handed to the producer
-  std::uint64_t records_acked = 0;     // acknowledged by Kafka
-  std::uint64_t rows_ignored = 0;      // inserts into tables that are not configured
-  std::uint64_t changes_ignored = 0;   // updates, deletes, truncates, logical messages
+  std::uint64_t rows_received = 0;               // outbox inserts decoded
+  std::uint64_t records_produced = 0;            // handed to the producer
+  std::uint64_t records_acked = 0;               // acknowledged by Kafka
+  std::uint64_t rows_ignored = 0;                // inserts into tables that are not configured
+  std::uint64_t changes_ignored = 0;             // updates, deletes, truncates, messages of prefixes not configured
+  std::uint64_t messages_received = 0;           // logical decoding messages of a configured prefix
+  std::uint64_t messages_non_transactional = 0;  // of those, refused as poison: not atomic with a transaction
   std::uint64_t transactions = 0;
   std::uint64_t pauses = 0;                           // backpressure engaged
   std::uint64_t poison_retried = 0;                   // sends again after Kafka refused a record for good
@@ -140,6 +143,10 @@ class Relay : private ChangeHandler {
   void on_begin(const pgoutput::BeginData& begin);
   void on_commit(const pgoutput::CommitData& commit);
   void on_insert(const pgoutput::InsertData& insert);
+  void relay_built(std::variant<outbox::Record, outbox::Poison> built, const std::string& from);
+  void end_unit(Lsn end_lsn);
+  // Logical decoding messages (messages.cpp).
+  void on_message(const pgoutput::MessageData& message);
   void on_delivery(const kafka::Delivery& delivery);
   void track(ConfirmTracker::TxnId txn, const outbox::Record& record);
   void send(const outbox::Record& record, DeliveryCookie cookie);
@@ -195,6 +202,7 @@ class Relay : private ChangeHandler {
   Observer& observer_;
   PoisonRules rules_;
   outbox::Mapping mapping_;
+  outbox::MessageMapping messages_;
   pgoutput::RelationCache relations_;
   ConfirmTracker tracker_;
   ChangeSource* source_ = nullptr;

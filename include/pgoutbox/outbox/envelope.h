@@ -1,0 +1,56 @@
+#pragma once
+
+// A table-less outbox (docs/spec.md "The outbox pattern it serves", README "Outbox without a
+// table"): an application writes pg_logical_emit_message(true, prefix, envelope) in the
+// transaction of its business change, and pgoutbox turns each message whose prefix is configured
+// into one Kafka record. The envelope is a JSON object whose fields play the roles of an outbox
+// table's columns, with Debezium's outbox column names by default:
+//
+//   {"id": "…", "aggregatetype": "order", "aggregateid": "42", "type": "OrderCreated",
+//    "payload": {…} or "…", "headers": {"traceparent": "…"}}
+//
+// An envelope that is not a JSON object, or lacks an id, is poison (I8) like an unmappable row.
+
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "pgoutbox/config/config.h"
+#include "pgoutbox/outbox/mapping.h"
+#include "pgoutbox/outbox/record.h"
+
+namespace pgoutbox::outbox {
+
+class MessageMapping {
+ public:
+  // The configuration is validated at load; a template or pattern that still fails throws
+  // MappingError naming the entry.
+  MessageMapping(std::vector<config::MessageConfig> messages, bool provenance_headers);
+
+  // Index of the entry for this prefix, or nullopt: another application's message, ignored.
+  std::optional<std::size_t> find(std::string_view prefix) const;
+
+  std::variant<Record, Poison> build(std::size_t entry, std::string_view envelope, const TxnContext& txn) const;
+
+  // The label a message outbox has where a table has schema.name (metrics, logs, dead letters).
+  static std::string label(std::string_view prefix);
+
+ private:
+  struct TopicPart {
+    std::string literal;
+    std::optional<std::string> field;
+  };
+  struct Entry {
+    config::MessageConfig config;
+    std::string label;
+    std::vector<TopicPart> topic;
+    std::optional<std::regex> topic_pattern;
+  };
+  std::vector<Entry> entries_;
+  bool provenance_;
+};
+
+}  // namespace pgoutbox::outbox

@@ -1,0 +1,182 @@
+#include "pgoutbox/outbox/envelope.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/outbox/header_guard.h"
+
+namespace pgoutbox::outbox {
+namespace {
+
+// A field as text: a string's own characters, a number as written in the envelope; nullopt for
+// a missing field, null, or a value with no single text (object, array, boolean).
+std::optional<std::string> scalar_text(simdjson::dom::object object, std::string_view name) {
+  simdjson::dom::element value;
+  if (object.at_key(name).get(value) != simdjson::SUCCESS) return std::nullopt;
+  switch (value.type()) {
+    case simdjson::dom::element_type::STRING:
+      return std::string(value.get_string().value_unsafe());
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE:
+      return simdjson::minify(value);
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+MessageMapping::MessageMapping(std::vector<config::MessageConfig> messages, bool provenance_headers)
+    : provenance_(provenance_headers) {
+  for (auto& m : messages) {
+    Entry entry;
+    entry.label = label(m.prefix);
+    try {
+      for (auto& part : config::parse_topic_template(m.topic)) {
+        if (part.is_column) {
+          entry.topic.push_back({"", std::move(part.text)});
+        } else {
+          entry.topic.push_back({std::move(part.text), std::nullopt});
+        }
+      }
+      if (!m.topic_pattern.empty()) entry.topic_pattern.emplace(m.topic_pattern);
+    } catch (const std::exception& e) {
+      throw MappingError(fmt::format("message outbox {}: {}", entry.label, e.what()));
+    }
+    entry.config = std::move(m);
+    entries_.push_back(std::move(entry));
+  }
+}
+
+std::string MessageMapping::label(std::string_view prefix) { return fmt::format("message:{}", prefix); }
+
+std::optional<std::size_t> MessageMapping::find(std::string_view prefix) const {
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].config.prefix == prefix) return i;
+  }
+  return std::nullopt;
+}
+
+std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::string_view envelope,
+                                                   const TxnContext& txn) const {
+  const auto& entry = entries_.at(index);
+  const auto& fields = entry.config.fields;
+  // As for a row: everything that can be built is, so that a poison message keeps what the
+  // dead-letter topic can carry; the first problem found names it.
+  Record rec;
+  rec.table = entry.label;
+  rec.timestamp_ms = txn.commit_time_unix_us / 1000;
+  std::optional<std::pair<std::string, std::string>> problem;  // code, reason
+  const auto fail = [&problem](std::string code, std::string reason) {
+    if (!problem) problem.emplace(std::move(code), std::move(reason));
+  };
+  const auto poison = [&]() {
+    return Poison{rec.event_id, std::move(problem->second), std::move(problem->first), std::move(rec)};
+  };
+
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::object object;
+  if (const auto error = parser.parse(envelope.data(), envelope.size()).get_object().get(object);
+      error != simdjson::SUCCESS) {
+    // The whole message goes to the dead-letter topic as it came.
+    rec.value.assign(envelope);
+    fail("INVALID_ENVELOPE", fmt::format("the message is not a JSON object ({})", simdjson::error_message(error)));
+    return poison();
+  }
+
+  if (auto id = scalar_text(object, fields.id); id && !id->empty()) {
+    rec.event_id = std::move(*id);
+  } else {
+    fail("NULL_ID", fmt::format("the envelope has no event id (field \"{}\", a string or a number)", fields.id));
+  }
+
+  for (const auto& part : entry.topic) {
+    if (!part.field) {
+      rec.topic += part.literal;
+      continue;
+    }
+    const auto value = scalar_text(object, *part.field);
+    if (!value || value->empty()) {
+      fail("NULL_ROUTING_VALUE", fmt::format("topic template \"{}\" refers to envelope field \"{}\", which is "
+                                             "missing, empty, or not a string or number",
+                                             entry.config.topic, *part.field));
+      rec.topic.clear();
+      break;
+    }
+    rec.topic += *value;
+  }
+  if (!rec.topic.empty()) {
+    auto why = config::topic_name_problem(rec.topic);
+    if (why.empty() && entry.topic_pattern && !std::regex_match(rec.topic, *entry.topic_pattern)) {
+      why = fmt::format("does not match the message outbox's topic_pattern \"{}\"", entry.config.topic_pattern);
+    }
+    if (!why.empty()) {
+      // Quoted at most 64 bytes long: the reason is logged and sent as a dead-letter header.
+      fail("INVALID_TOPIC", fmt::format("the topic \"{}\" {}", rec.topic.substr(0, 64), why));
+      rec.topic.clear();
+    }
+  }
+
+  simdjson::dom::element key;
+  if (object.at_key(fields.aggregate_id).get(key) == simdjson::SUCCESS && !key.is_null()) {
+    std::string_view text;
+    rec.key = key.get_string().get(text) == simdjson::SUCCESS ? std::string(text) : simdjson::minify(key);
+  }
+
+  simdjson::dom::element payload;
+  if (object.at_key(fields.payload).get(payload) != simdjson::SUCCESS || payload.is_null()) {
+    fail("NULL_PAYLOAD", fmt::format("the envelope has no payload (field \"{}\")", fields.payload));
+  } else if (std::string_view text; payload.get_string().get(text) == simdjson::SUCCESS) {
+    rec.value.assign(text);
+  } else {
+    rec.value = simdjson::minify(payload);
+  }
+
+  if (!rec.event_id.empty() || !problem) rec.headers.push_back({"id", rec.event_id});
+  if (fields.type) {
+    if (auto type = scalar_text(object, *fields.type)) rec.headers.push_back({"type", std::move(*type)});
+  }
+  simdjson::dom::element headers;
+  if (fields.headers && object.at_key(*fields.headers).get(headers) == simdjson::SUCCESS && !headers.is_null()) {
+    simdjson::dom::object headers_object;
+    if (headers.get_object().get(headers_object) != simdjson::SUCCESS) {
+      fail("INVALID_HEADERS",
+           fmt::format("the envelope's headers (field \"{}\") are not a JSON object", *fields.headers));
+    } else {
+      // The same rules as a table's headers column (header_guard.h).
+      const std::size_t own = rec.headers.size();
+      std::size_t bytes = 0;
+      for (const auto field : headers_object) {
+        if (is_reserved_header(field.key)) {
+          count_dropped_header(entry.label, field.key);
+          continue;
+        }
+        std::string_view text;
+        if (field.value.get_string().get(text) == simdjson::SUCCESS) {
+          rec.headers.push_back({std::string(field.key), std::string(text)});
+        } else {
+          rec.headers.push_back({std::string(field.key), simdjson::minify(field.value)});
+        }
+        bytes += rec.headers.back().name.size() + rec.headers.back().value.size();
+        if (rec.headers.size() - own > kMaxColumnHeaders || bytes > kMaxColumnHeaderBytes) {
+          fail("TOO_MANY_HEADERS",
+               fmt::format("the envelope's headers hold more than {} headers or {} bytes, pgoutbox's cap per record",
+                           kMaxColumnHeaders, kMaxColumnHeaderBytes));
+          rec.headers.resize(own);
+          break;
+        }
+      }
+    }
+  }
+  if (provenance_) {
+    rec.headers.push_back({"pgoutbox.lsn", txn.commit_lsn.to_string()});
+    rec.headers.push_back({"pgoutbox.commit_time_us", std::to_string(txn.commit_time_unix_us)});
+    rec.headers.push_back({"pgoutbox.xid", std::to_string(txn.xid)});
+  }
+  if (problem) return poison();
+  return rec;
+}
+
+}  // namespace pgoutbox::outbox

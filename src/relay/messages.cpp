@@ -1,0 +1,71 @@
+// Logical decoding messages (README "Outbox without a table"): pg_logical_emit_message(true,
+// prefix, envelope) written by an application in the transaction of its business change.
+//
+// A transactional message ('M' with flag 1) comes between its transaction's Begin and Commit, in
+// WAL order with the transaction's rows, and only if the transaction committed (docs/pgoutput.md
+// §3): it becomes one more record of that transaction, published in order with the rows and
+// confirmed with them after Kafka's ack (I2, I3, I4).
+//
+// A non-transactional message comes alone, as soon as it is decoded, whether or not the
+// transaction that wrote it commits. Publishing it could publish an event whose business change
+// was rolled back (a phantom, I3); dropping it would lose one silently. So it is refused through
+// the poison policy (I8, code NON_TRANSACTIONAL): stop, dead-letter or skip, logged and counted.
+// It is tracked as a unit of its own that ends at the message's LSN, so that neither a later
+// commit nor a keepalive confirms past it before the policy has handled it (I2, I7).
+//
+// Messages of other prefixes belong to other applications: ignored, and nothing is held for them.
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "pgoutbox/relay/relay.h"
+
+namespace pgoutbox::relay {
+
+void Relay::on_message(const pgoutput::MessageData& message) {
+  const auto entry = messages_.find(message.prefix);
+  if (!entry) {
+    ++counters_.changes_ignored;
+    return;
+  }
+  ++counters_.messages_received;
+  const std::string from =
+      fmt::format("logical message with prefix \"{}\" at {}", message.prefix, message.lsn.to_string());
+  if (message.transactional()) {
+    if (!txn_) throw std::logic_error("transactional logical message outside Begin…Commit in the replication stream");
+    if (skipping_) {
+      ++counters_.checkpoint_skipped_rows;
+      return;
+    }
+    relay_built(messages_.build(*entry, message.content, txn_context_), from);
+    return;
+  }
+  // pgoutbox does not ask for streaming, so a transaction is sent whole at its commit, and a
+  // non-transactional message can only come between transactions.
+  if (txn_) throw std::logic_error("non-transactional logical message inside a transaction in the replication stream");
+  ++counters_.messages_non_transactional;
+  // The message's LSN is the end of its WAL record: a checkpoint at or past it covers it (I10).
+  if (message.lsn <= skip_below_) {
+    ++counters_.checkpoint_skipped_rows;
+    return;
+  }
+  const auto now_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  txn_ = tracker_.begin(now_us, message.lsn);
+  txn_context_ = {message.lsn, now_us, 0};
+  auto built = messages_.build(*entry, message.content, txn_context_);
+  if (auto* record = std::get_if<outbox::Record>(&built)) {
+    auto event_id = record->event_id;
+    built = outbox::Poison{std::move(event_id),
+                           "written with pg_logical_emit_message(false, ...): a non-transactional message is sent "
+                           "even when its transaction rolls back, so it is not published; write it with "
+                           "transactional = true",
+                           "NON_TRANSACTIONAL", std::move(*record)};
+  }
+  relay_built(std::move(built), from);
+  end_unit(message.lsn);
+}
+
+}  // namespace pgoutbox::relay

@@ -1,0 +1,168 @@
+#include "pgoutbox/outbox/envelope.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace pgoutbox::outbox {
+namespace {
+
+config::MessageConfig outbox_prefix() {
+  config::MessageConfig m;
+  m.prefix = "outbox";
+  return m;
+}
+
+const TxnContext kTxn{Lsn{0x1234}, 1'700'000'000'000'000, 42};
+
+std::map<std::string, std::string> headers_of(const Record& r) {
+  std::map<std::string, std::string> out;
+  for (const auto& h : r.headers) out[h.name] = h.value;
+  return out;
+}
+
+Record record_of(const MessageMapping& mapping, std::string_view envelope) {
+  auto built = mapping.build(0, envelope, kTxn);
+  if (auto* poison = std::get_if<Poison>(&built)) {
+    ADD_FAILURE() << poison->code << ": " << poison->reason;
+    return {};
+  }
+  return std::get<Record>(built);
+}
+
+Poison poison_of(const MessageMapping& mapping, std::string_view envelope) {
+  auto built = mapping.build(0, envelope, kTxn);
+  if (auto* record = std::get_if<Record>(&built)) {
+    ADD_FAILURE() << "expected poison, got a record for topic " << record->topic;
+    return {};
+  }
+  return std::get<Poison>(built);
+}
+
+TEST(Envelope, DebeziumFieldsMakeTheRecord) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  const auto r = record_of(mapping, R"({"id":"e-1","aggregatetype":"order","aggregateid":"42","type":"OrderCreated",
+      "payload":{"total": 10, "items": ["a"]},"headers":{"traceparent":"00-abc-def-01","n":7}})");
+  EXPECT_EQ(r.topic, "outbox.event.order");
+  EXPECT_EQ(r.key, std::optional<std::string>("42"));
+  EXPECT_EQ(r.value, R"({"total":10,"items":["a"]})");
+  EXPECT_EQ(r.event_id, "e-1");
+  EXPECT_EQ(r.table, "message:outbox");
+  EXPECT_EQ(r.timestamp_ms, kTxn.commit_time_unix_us / 1000);
+  const auto h = headers_of(r);
+  EXPECT_EQ(h.at("id"), "e-1");
+  EXPECT_EQ(h.at("type"), "OrderCreated");
+  EXPECT_EQ(h.at("traceparent"), "00-abc-def-01");
+  EXPECT_EQ(h.at("n"), "7");
+  EXPECT_EQ(h.size(), 4U);
+}
+
+TEST(Envelope, StringPayloadIsSentAsItsBytesAndNumbersAsWritten) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  const auto r =
+      record_of(mapping, R"({"id":17,"aggregatetype":"order","aggregateid":42,"payload":"{\"a\":1} not JSON"})");
+  EXPECT_EQ(r.value, R"({"a":1} not JSON)");
+  EXPECT_EQ(r.event_id, "17");
+  EXPECT_EQ(r.key, std::optional<std::string>("42"));
+  EXPECT_EQ(headers_of(r).count("type"), 0U);
+}
+
+TEST(Envelope, MissingKeyIsANullKey) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  EXPECT_FALSE(record_of(mapping, R"({"id":"1","aggregatetype":"t","payload":{}})").key);
+  EXPECT_FALSE(record_of(mapping, R"({"id":"1","aggregatetype":"t","aggregateid":null,"payload":{}})").key);
+}
+
+TEST(Envelope, ConfiguredFieldsTemplateAndProvenance) {
+  auto m = outbox_prefix();
+  m.topic = "shop.${kind}.${agg}";
+  m.fields.id = "event_id";
+  m.fields.aggregate_type = "agg";
+  m.fields.aggregate_id = "key";
+  m.fields.payload = "body";
+  m.fields.type = "kind";
+  m.fields.headers.reset();
+  const MessageMapping mapping({m}, true);
+  const auto r = record_of(
+      mapping, R"({"event_id":"x","agg":"cart","key":"k","body":[1,2],"kind":"Added","headers":{"h":"ignored"}})");
+  EXPECT_EQ(r.topic, "shop.Added.cart");
+  EXPECT_EQ(r.key, std::optional<std::string>("k"));
+  EXPECT_EQ(r.value, "[1,2]");
+  const auto h = headers_of(r);
+  EXPECT_EQ(h.count("h"), 0U);
+  EXPECT_EQ(h.at("pgoutbox.lsn"), kTxn.commit_lsn.to_string());
+  EXPECT_EQ(h.at("pgoutbox.xid"), "42");
+}
+
+TEST(Envelope, FindMatchesThePrefixExactly) {
+  auto other = outbox_prefix();
+  other.prefix = "billing";
+  const MessageMapping mapping({outbox_prefix(), other}, false);
+  EXPECT_EQ(mapping.find("outbox"), std::optional<std::size_t>(0));
+  EXPECT_EQ(mapping.find("billing"), std::optional<std::size_t>(1));
+  EXPECT_FALSE(mapping.find("Outbox"));
+  EXPECT_FALSE(mapping.find("outbox2"));
+  EXPECT_FALSE(mapping.find(""));
+}
+
+TEST(Envelope, NotJsonOrNotAnObjectIsPoisonWithTheMessageAsValue) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  for (const std::string bad : {"", "not json", R"({"id":"1",)", R"(["id"])", "\"id\"", "42", "null"}) {
+    const auto p = poison_of(mapping, bad);
+    EXPECT_EQ(p.code, "INVALID_ENVELOPE") << bad;
+    EXPECT_EQ(p.record.value, bad);
+    EXPECT_TRUE(p.record.topic.empty());
+  }
+}
+
+TEST(Envelope, LackingAnIdIsPoisonThatKeepsTheRest) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  for (const std::string bad : {R"({"aggregatetype":"order","aggregateid":"1","payload":{"a":1}})",
+                                R"({"id":null,"aggregatetype":"order","aggregateid":"1","payload":{"a":1}})",
+                                R"({"id":"","aggregatetype":"order","aggregateid":"1","payload":{"a":1}})",
+                                R"({"id":{"x":1},"aggregatetype":"order","aggregateid":"1","payload":{"a":1}})"}) {
+    const auto p = poison_of(mapping, bad);
+    EXPECT_EQ(p.code, "NULL_ID") << bad;
+    EXPECT_EQ(p.record.topic, "outbox.event.order");
+    EXPECT_EQ(p.record.key, std::optional<std::string>("1"));
+    EXPECT_EQ(p.record.value, R"({"a":1})");
+  }
+}
+
+TEST(Envelope, OtherProblemsArePoison) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  EXPECT_EQ(poison_of(mapping, R"({"id":"1","aggregateid":"1","payload":{}})").code, "NULL_ROUTING_VALUE");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"1","aggregatetype":"","payload":{}})").code, "NULL_ROUTING_VALUE");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"1","aggregatetype":"bad topic","payload":{}})").code, "INVALID_TOPIC");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"1","aggregatetype":"o"})").code, "NULL_PAYLOAD");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"1","aggregatetype":"o","payload":null})").code, "NULL_PAYLOAD");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"1","aggregatetype":"o","payload":{},"headers":"x"})").code, "INVALID_HEADERS");
+  std::string many = R"({"id":"1","aggregatetype":"o","payload":{},"headers":{)";
+  for (int i = 0; i < 100; ++i) many += (i ? "," : "") + std::string("\"h") + std::to_string(i) + "\":\"v\"";
+  many += "}}";
+  const auto p = poison_of(mapping, many);
+  EXPECT_EQ(p.code, "TOO_MANY_HEADERS");
+  EXPECT_EQ(p.record.headers.size(), 1U);  // only id
+}
+
+TEST(Envelope, TopicPatternIsAnAllowList) {
+  auto m = outbox_prefix();
+  m.topic_pattern = "outbox\\.event\\.(order|cart)";
+  const MessageMapping mapping({m}, false);
+  EXPECT_EQ(record_of(mapping, R"({"id":"1","aggregatetype":"cart","payload":{}})").topic, "outbox.event.cart");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"1","aggregatetype":"user","payload":{}})").code, "INVALID_TOPIC");
+}
+
+TEST(Envelope, HeadersCannotImpersonateReservedOnes) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  const auto r = record_of(
+      mapping,
+      R"({"id":"real","aggregatetype":"o","payload":{},"headers":{"id":"fake","pgoutbox.lsn":"0/0","ok":"1"}})");
+  const auto h = headers_of(r);
+  EXPECT_EQ(h.at("id"), "real");
+  EXPECT_EQ(h.count("pgoutbox.lsn"), 0U);
+  EXPECT_EQ(h.at("ok"), "1");
+}
+
+}  // namespace
+}  // namespace pgoutbox::outbox
