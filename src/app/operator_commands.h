@@ -1,6 +1,6 @@
 #pragma once
 
-// The operator's commands beside `run`: `check`, `status`, `slot drop` and the hidden
+// The operator's commands beside `run`: `check`, `status`, `slot drop`, `republish` and the hidden
 // `config-reference`. Each returns the process's exit code (README "Exit codes").
 
 #include <chrono>
@@ -26,6 +26,14 @@ int status(const std::string& config_path, bool json);
 
 // `pgoutbox slot drop -c FILE --yes`.
 int slot_drop(const std::string& config_path, bool confirmed);
+
+// `pgoutbox republish -c FILE --table T --where PREDICATE [--dry-run]`.
+struct RepublishOptions {
+  std::string table;
+  std::string where;
+  bool dry_run = false;
+};
+int republish(const std::string& config_path, const RepublishOptions& options);
 
 // `pgoutbox config-reference`: docs/configuration.md, generated from the configuration schema.
 std::string configuration_reference();

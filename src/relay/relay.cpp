@@ -266,6 +266,11 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
   }
   ++counters_.rows_received;
   auto built = table->build(insert.new_tuple, txn_context_);
+  if (!extra_headers_.empty()) {
+    auto* poisoned = std::get_if<outbox::Poison>(&built);
+    auto& headers = poisoned != nullptr ? poisoned->record.headers : std::get<outbox::Record>(built).headers;
+    headers.insert(headers.end(), extra_headers_.begin(), extra_headers_.end());
+  }
   if (auto* poison = std::get_if<outbox::Poison>(&built)) {
     // A row that cannot become a record is handled by the policy at once: sending it again
     // would not change it. Like any record it is outstanding until handled (I2).
