@@ -75,6 +75,20 @@ int main(int argc, char** argv) {
       "PostgreSQL cannot be reached or a query failed; 6 the slot does not exist; 7 a session holds the slot, "
       "nothing dropped; 64 wrong command line.");
 
+  RepublishOptions republish_options;
+  auto* republish = app.add_subcommand(
+      "republish",
+      "publish the rows of a table matching --where again (count first), through the same mapping, producer and "
+      "poison policy, each with header pgoutbox.republished: true; never touches the slot");
+  config_option(republish);
+  republish->add_option("--table", republish_options.table, "the configured table (schema.table)")->required();
+  republish->add_option("--where", republish_options.where, "an SQL predicate over the table's columns")->required();
+  republish->add_flag("--dry-run", republish_options.dry_run, "count the matching rows, publish nothing");
+  republish->footer(
+      "Exit codes: 0 published (or counted with --dry-run); 2 invalid configuration; 4 poison record "
+      "(poison.policy: stop); 5 PostgreSQL cannot be reached, a query failed, or Kafka did not acknowledge every "
+      "record; 17 a mapped column is missing or unusable; 18 librdkafka refused a property; 64 wrong command line, "
+      "an unknown --table or a --where PostgreSQL refuses.");
   std::string connector_path;
   auto* config_cmd = app.add_subcommand("config", "convert another relay's configuration (config from-debezium)");
   config_cmd->require_subcommand(1, 1);
@@ -106,6 +120,7 @@ int main(int argc, char** argv) {
   if (check->parsed()) return pgoutbox::app::check(config_path, std::chrono::seconds(kafka_timeout_s));
   if (status->parsed()) return pgoutbox::app::status(config_path, json);
   if (drop->parsed()) return slot_drop(config_path, yes);
+  if (republish->parsed()) return pgoutbox::app::republish(config_path, republish_options);
   if (slot->parsed()) {
     const auto rest = slot->remaining();
     if (rest.empty()) {
@@ -126,6 +141,7 @@ int main(int argc, char** argv) {
   std::fputs(
       "usage: pgoutbox run|check|status -c FILE\n"
       "       pgoutbox slot drop -c FILE [--yes]\n"
+      "       pgoutbox republish -c FILE --table T --where PREDICATE [--dry-run]\n"
       "       pgoutbox config from-debezium CONNECTOR.json\n"
       "       pgoutbox config-reference | --version | --help\n",
       stderr);

@@ -1,7 +1,8 @@
 #pragma once
 
-// The operator's commands beside `run`: `check`, `status`, `slot drop`, `config from-debezium` and
-// the hidden `config-reference`. Each returns the process's exit code (README "Exit codes").
+// The operator's commands beside `run`: `check`, `status`, `slot drop`, `republish`,
+// `config from-debezium` and the hidden `config-reference`. Each returns the process's exit code
+// (README "Exit codes").
 
 #include <chrono>
 #include <string>
@@ -29,6 +30,14 @@ int slot_drop(const std::string& config_path, bool confirmed);
 
 // `pgoutbox config from-debezium CONNECTOR.json`: the equivalent pgoutbox YAML on stdout.
 int config_from_debezium(const std::string& connector_path);
+
+// `pgoutbox republish -c FILE --table T --where PREDICATE [--dry-run]`.
+struct RepublishOptions {
+  std::string table;
+  std::string where;
+  bool dry_run = false;
+};
+int republish(const std::string& config_path, const RepublishOptions& options);
 
 // `pgoutbox config-reference`: docs/configuration.md, generated from the configuration schema.
 std::string configuration_reference();

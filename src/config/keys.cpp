@@ -565,6 +565,24 @@ std::vector<Entry<TableConfig>> make_table_entries() {
   v.push_back(optional_column(
       "columns.timestamp", "Column with the record timestamp; null: the commit time.",
       [](auto& t) -> auto& { return t.columns.timestamp; }));
+
+  v.push_back(text<TableConfig>(
+      "backfill.where", "SQL predicate",
+      "When pgoutbox creates the slot: publish the rows already in the table that match this predicate (e.g. "
+      "status = 'NEW'), read in the slot's own snapshot, before streaming from the slot. Each row is published "
+      "once, from the snapshot or from the stream. Checked with EXPLAIN before the slot is created. Empty: none.",
+      [](auto& t) -> auto& { return t.backfill.where; }, [](std::string_view) {}));
+  v.push_back(text<TableConfig>(
+      "backfill.order_by", "column",
+      "Column the backfill reads rows in (and Kafka receives them in); empty: columns.id.",
+      [](auto& t) -> auto& { return t.backfill.order_by; },
+      [](std::string_view value) {
+        if (!value.empty()) check_column(value);
+      }));
+  v.push_back(count<TableConfig>(
+      "backfill.chunk_rows",
+      "Rows fetched at a time from the backfill's cursor: the most rows pgoutbox holds in memory while it reads.",
+      [](auto& t) -> auto& { return t.backfill.chunk_rows; }, false, 1'000'000));
   return v;
 }
 

@@ -115,7 +115,22 @@ RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
                           .Help("99th percentile request round-trip time to the broker over the last statistics "
                                 "interval.")
                           .Register(r)),
+      backfill_rows_(prometheus::BuildGauge()
+                         .Name("pgoutbox_backfill_rows")
+                         .Help("The backfill at slot creation, per table: rows read from the slot's snapshot "
+                               "(state read), rows whose records Kafka acknowledged (published), and all the "
+                               "matching rows, counted in the snapshot (total).")
+                         .Register(r)),
       labels_(std::move(labels)) {}
+
+void RelayProbe::backfill_progress(std::string_view table, std::uint64_t read, std::uint64_t published,
+                                   std::uint64_t total) {
+  std::lock_guard lock(mutex_);
+  const std::string name(table);
+  backfill_rows_.Add({{"table", name}, {"state", "read"}}).Set(static_cast<double>(read));
+  backfill_rows_.Add({{"table", name}, {"state", "published"}}).Set(static_cast<double>(published));
+  backfill_rows_.Add({{"table", name}, {"state", "total"}}).Set(static_cast<double>(total));
+}
 
 std::string RelayProbe::table_of(std::string_view topic_name) const {
   if (config::topic_name_problem(topic_name).empty()) {

@@ -288,6 +288,11 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
 }
 
 void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, const std::string& from) {
+  if (!extra_headers_.empty()) {
+    auto* poisoned = std::get_if<outbox::Poison>(&built);
+    auto& headers = poisoned != nullptr ? poisoned->record.headers : std::get<outbox::Record>(built).headers;
+    headers.insert(headers.end(), extra_headers_.begin(), extra_headers_.end());
+  }
   if (auto* poison = std::get_if<outbox::Poison>(&built)) {
     // A row (or message) that cannot become a record is handled by the policy at once: sending
     // it again would not change it. Like any record it is outstanding until handled (I2).

@@ -6,6 +6,7 @@
 #include "pg_failure.h"
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/producer_sink.h"
+#include "pgoutbox/relay/backfill.h"
 #include "pgoutbox/replication/catalog.h"
 #include "pgoutbox/replication/server_features.h"
 #include "pgoutbox/replication/stream.h"
@@ -86,6 +87,34 @@ Fatal fatal_of(replication::SlotProblem::Cause cause) {
   return Fatal::slot_unusable;
 }
 
+bool any_backfill(const config::Config& config) {
+  for (const auto& t : config.tables) {
+    if (t.backfill.enabled()) return true;
+  }
+  return false;
+}
+
+// What the backfill's relay tells the outside: the records, not its positions (they are the
+// chunks', not the slot's) nor a session start (nothing streams yet).
+class BackfillObserver final : public Observer {
+ public:
+  explicit BackfillObserver(Observer& inner) : inner_(inner) {}
+  void event_received(std::string_view table, std::string_view topic) override { inner_.event_received(table, topic); }
+  void event_published(std::string_view topic, std::chrono::microseconds commit_to_ack) override {
+    inner_.event_published(topic, commit_to_ack);
+  }
+  void event_poison(std::string_view table, std::string_view topic, PoisonAction action) override {
+    inner_.event_poison(table, topic, action);
+  }
+  void in_flight(std::uint64_t records, std::uint64_t bytes) override { inner_.in_flight(records, bytes); }
+  void paused(bool paused) override { inner_.paused(paused); }
+  void kafka_statistics(std::string_view json) override { inner_.kafka_statistics(json); }
+  void kafka_up(bool up) override { inner_.kafka_up(up); }
+
+ private:
+  Observer& inner_;
+};
+
 }  // namespace
 
 // Connects and checks everything START_REPLICATION relies on; on success the connection
@@ -104,11 +133,14 @@ class Session::Setup {
     replication::require_failover_support(features, pg.failover_slot);
     identity = connection->identify_system();
     const auto tables = table_names(config_);
-    const auto slot = connection->slot(pg.slot);
+    auto slot = connection->slot(pg.slot);
     if (slot) {
       if (const auto problem = replication::validate_slot(*slot, identity.dbname)) {
         return Outcome::fatal(fatal_of(problem->cause), fmt::format("replication slot \"{}\" {}. Fix: {}", pg.slot,
                                                                     problem->message, problem->fix));
+      }
+      if (any_backfill(config_)) {
+        if (auto refused = backfill_state(slot)) return refused;
       }
     }
     if (!connection->publication(pg.publication) && pg.create_publication) {
@@ -151,8 +183,19 @@ class Session::Setup {
                                           "postgres.create_slot: true",
                                           pg.slot, pg.slot));
       }
-      slot_confirmed = connection->create_slot(pg.slot, pg.failover_slot);
-      spdlog::info("created replication slot {} at {}", pg.slot, slot_confirmed.to_string());
+      if (any_backfill(config_)) {
+        if (auto refused = check_backfill()) return refused;
+        const auto markers = backfill_markers(pg.slot);
+        connection->drop_slot(markers.done);  // of an earlier slot of this name
+        if (!connection->slot(markers.pending)) connection->create_marker_slot(markers.pending);
+        auto exported = connection->create_slot_exporting(pg.slot, pg.failover_slot);
+        slot_confirmed = exported.consistent_point;
+        snapshot = std::move(exported.snapshot);
+      } else {
+        slot_confirmed = connection->create_slot(pg.slot, pg.failover_slot);
+      }
+      spdlog::info("created replication slot {} at {}{}", pg.slot, slot_confirmed.to_string(),
+                   snapshot.empty() ? "" : fmt::format(", exporting snapshot {} for the backfill", snapshot));
       if (identity.timeline > 1) {
         // A promoted standby: if pgoutbox streamed from this slot on the old primary, what was
         // committed between its last confirmation and now is not in the new slot.
@@ -166,6 +209,23 @@ class Session::Setup {
     } else {
       slot_confirmed = slot->confirmed_flush;
     }
+    // The exported snapshot lives until this connection runs its next command: streaming starts
+    // once the backfill is acknowledged (Session::backfill).
+    if (snapshot.empty()) start_streaming();
+    return std::nullopt;
+  }
+
+  // Every backfilled record is acknowledged: the snapshot may go, and the slot is marked done.
+  void finish_backfill() {
+    const auto markers = backfill_markers(config_.postgres.slot);
+    snapshot.clear();
+    connection->create_marker_slot(markers.done);
+    connection->drop_slot(markers.pending);
+  }
+
+  void start_streaming() {
+    const auto& pg = config_.postgres;
+    const auto features = replication::features_of(context.server_version);
     replication::StartOptions start;
     start.slot = pg.slot;
     start.publications = {pg.publication};
@@ -174,7 +234,6 @@ class Session::Setup {
     connection->start_replication(start);
     spdlog::info("streaming from slot {} at {} (server {}, proto_version {}, system {})", pg.slot,
                  slot_confirmed.to_string(), connection->server_version(), start.proto_version, identity.system_id);
-    return std::nullopt;
   }
 
   // What the relay starts from (the slot, the server, the checkpoint's key).
@@ -199,16 +258,63 @@ class Session::Setup {
   SessionContext context;
   Lsn slot_confirmed;
   replication::SystemIdentity identity;
+  std::string snapshot;  // exported by the slot just created, for the backfill
 
  private:
+  // A backfill is configured and the slot exists: stream on when its backfill finished; drop it
+  // (`slot` is reset) to backfill again from the start when the backfill was interrupted; refuse
+  // when the slot predates the backfill, whose snapshot is long gone.
+  std::optional<Outcome> backfill_state(std::optional<replication::SlotState>& slot) {
+    const auto& pg = config_.postgres;
+    const auto markers = backfill_markers(pg.slot);
+    if (connection->slot(markers.done)) return std::nullopt;
+    if (connection->slot(markers.pending)) {
+      spdlog::warn(
+          "the backfill of replication slot {} did not finish (slot {} marks it): dropping the slot to backfill "
+          "again from the start; records the interrupted backfill published are published again (consumers "
+          "deduplicate by the id header)",
+          pg.slot, markers.pending);
+      connection->drop_slot(pg.slot);
+      slot.reset();
+      return std::nullopt;
+    }
+    return Outcome::fatal(
+        Fatal::slot_unusable,
+        fmt::format("tables[].backfill is set, and replication slot \"{}\" already exists without a backfill: a "
+                    "backfill reads the snapshot a slot exports when it is created, and this slot's is gone. Fix: "
+                    "publish the rows again with pgoutbox republish -c FILE --table T --where PREDICATE (README "
+                    "\"Publishing rows again\") and remove backfill from the configuration; or drop the slot "
+                    "(pgoutbox slot drop -c FILE --yes) to backfill at its creation, which skips whatever the slot "
+                    "still holds unconfirmed",
+                    pg.slot));
+  }
+
+  // Every backfill predicate is valid SQL for its table, before anything is created.
+  std::optional<Outcome> check_backfill() {
+    RowReader reader(config_.postgres, "");
+    for (const auto& t : config_.tables) {
+      if (!t.backfill.enabled()) continue;
+      if (auto error = reader.explain_error(backfill_selection(t))) {
+        return Outcome::fatal(
+            Fatal::mapping,
+            fmt::format("tables[{}.{}].backfill: SELECT * FROM the table WHERE ({}) ORDER BY {} is refused by "
+                        "PostgreSQL: {}. Fix: backfill.where must be an SQL predicate over the table's columns and "
+                        "backfill.order_by one of its columns; nothing was created",
+                        t.schema, t.name, t.backfill.where, backfill_selection(t).order_by, *error));
+      }
+    }
+    return std::nullopt;
+  }
+
   const config::Config& config_;
 };
 
 Session::Session(const config::Config& config, Observer* observer, SessionOptions options)
     : config_(config),
       options_(std::move(options)),
-      relay_(config, io_, options_.sinks ? options_.sinks : real_sinks(config),
-             observer != nullptr ? *observer : no_observer_, ancestry_lookup(config.postgres)) {}
+      sinks_(options_.sinks ? options_.sinks : real_sinks(config)),
+      observer_(observer != nullptr ? observer : &no_observer_),
+      relay_(config, io_, sinks_, *observer_, ancestry_lookup(config.postgres)) {}
 
 Session::~Session() = default;
 
@@ -220,6 +326,15 @@ Outcome Session::run() {
   } catch (const replication::PgError& e) {
     return classify(e, setup.context);
   }
+  if (!setup.snapshot.empty()) {
+    try {
+      if (auto ended = backfill(setup.snapshot, setup.start())) return *ended;
+      setup.finish_backfill();
+      setup.start_streaming();
+    } catch (const replication::PgError& e) {
+      return classify(e, setup.context);
+    }
+  }
   StreamSource source(io_, *setup.connection, config_, setup.context);
   streamed_ = true;
   streaming_ = true;
@@ -229,6 +344,43 @@ Outcome Session::run() {
   auto outcome = relay_.run(source, std::move(start));
   streaming_ = false;
   return outcome;
+}
+
+std::optional<Outcome> Session::backfill(const std::string& snapshot, SessionStart start) {
+  RowReader reader(config_.postgres, snapshot);
+  std::vector<RowSource::Table> tables;
+  for (const auto& t : config_.tables) {
+    if (!t.backfill.enabled()) continue;
+    auto selection = backfill_selection(t);
+    const auto total = reader.count(selection);
+    spdlog::info("backfill {}.{}: {} row(s) WHERE ({}) in the slot's snapshot, read in the order of {}, {} at a time",
+                 t.schema, t.name, total, selection.where, selection.order_by, selection.chunk_rows);
+    tables.push_back({std::move(selection), total});
+  }
+  RowSource source(io_, reader, std::move(tables), [this](const RowProgress& p) {
+    observer_->backfill_progress(p.table, p.read, p.published, p.total);
+    spdlog::info("backfill {}: {} row(s) read, {} published, of {}", p.table, p.read, p.published, p.total);
+  });
+  // The chunks' positions are the backfill's own: no provenance header may carry them.
+  backfill_config_.emplace(config_);
+  backfill_config_->provenance_headers = false;
+  backfill_observer_ = std::make_unique<BackfillObserver>(*observer_);
+  backfill_relay_.emplace(*backfill_config_, io_, sinks_, *backfill_observer_);
+  start.slot_confirmed = Lsn{};
+  start.read_checkpoints = nullptr;  // the checkpoint is the slot's, written by the stream
+  active_ = &*backfill_relay_;
+  auto outcome = backfill_relay_->run(source, std::move(start));
+  active_ = &relay_;
+  if (!source.finished()) {
+    if (outcome.kind == Outcome::Kind::stopped) {
+      spdlog::warn("stopped during the backfill: the next start drops the slot and backfills again from the start");
+    }
+    return outcome;
+  }
+  const auto& counters = backfill_relay_->counters();
+  spdlog::info("backfill done: {} row(s) read, {} record(s) acknowledged; streaming from the slot's consistent point",
+               counters.rows_received, counters.records_acked);
+  return std::nullopt;
 }
 
 }  // namespace pgoutbox::relay

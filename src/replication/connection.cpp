@@ -138,6 +138,28 @@ Lsn Connection::create_slot(const std::string& name, bool failover) const {
   return parse_lsn_or_zero(PQgetvalue(res.get(), 0, 1));
 }
 
+Connection::ExportedSlot Connection::create_slot_exporting(const std::string& name, bool failover) const {
+  const auto features = features_of(server_version());
+  require_failover_support(features, failover);
+  const std::string options = !features.slot_options_list ? " EXPORT_SNAPSHOT"
+                              : failover                  ? " (SNAPSHOT 'export', FAILOVER true)"
+                                                          : " (SNAPSHOT 'export')";
+  auto res = exec("CREATE_REPLICATION_SLOT " + identifier(name) + " LOGICAL pgoutput" + options);
+  // slot_name, consistent_point, snapshot_name, output_plugin.
+  if (PQntuples(res.get()) != 1 || PQnfields(res.get()) < 3 || PQgetisnull(res.get(), 0, 2) != 0) {
+    throw PgError("CREATE_REPLICATION_SLOT returned an unexpected result", "");
+  }
+  return ExportedSlot{parse_lsn_or_zero(PQgetvalue(res.get(), 0, 1)), PQgetvalue(res.get(), 0, 2)};
+}
+
+void Connection::create_marker_slot(const std::string& name) const {
+  exec("CREATE_REPLICATION_SLOT " + identifier(name) + " PHYSICAL");
+}
+
+void Connection::drop_slot(const std::string& name) const {
+  if (slot(name)) exec("DROP_REPLICATION_SLOT " + identifier(name));
+}
+
 std::optional<PublicationState> Connection::publication(const std::string& name) const {
   auto res = exec("SELECT puballtables, pubinsert, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = " +
                   literal(name));

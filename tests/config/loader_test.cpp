@@ -89,6 +89,10 @@ tables:
       type: kind
       headers: hdrs
       timestamp: created_at
+    backfill:
+      where: "status = 'NEW'"
+      order_by: created_at
+      chunk_rows: 500
   - table: audit_outbox
 messages:
   - prefix: shop
@@ -158,6 +162,10 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_TRUE(t.type_column_explicit);
   EXPECT_EQ(t.columns.headers, std::optional<std::string>("hdrs"));
   EXPECT_EQ(t.columns.timestamp, std::optional<std::string>("created_at"));
+  EXPECT_EQ(t.backfill.where, "status = 'NEW'");
+  EXPECT_EQ(t.backfill.order_by, "created_at");
+  EXPECT_EQ(t.backfill.chunk_rows, 500U);
+  EXPECT_FALSE(c.tables[1].backfill.enabled());
   EXPECT_EQ(c.tables[1].schema, "public");
   EXPECT_EQ(c.tables[1].name, "audit_outbox");
   EXPECT_FALSE(c.tables[1].type_column_explicit);

@@ -154,6 +154,16 @@ TEST_F(RelayProbeTest, PoisonActionsAreFailuresCountedByOutcome) {
   EXPECT_EQ(sample_sum(text, "pgoutbox_events_dead_lettered_total", "topic=\"other\""), 0);
 }
 
+TEST_F(RelayProbeTest, BackfillProgressPerTableAndState) {
+  observer.backfill_progress("public.outbox", 100, 40, 250);
+  observer.backfill_progress("public.outbox", 200, 100, 250);
+  const auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_backfill_rows", "state=\"read\""), 200);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_backfill_rows", "state=\"published\""), 100);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_backfill_rows", "state=\"total\""), 250);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_backfill_rows", "table=\"public.outbox\""), 550);
+}
+
 TEST_F(RelayProbeTest, GaugesFollowTheLatestValue) {
   observer.in_flight(10, 2048);
   observer.in_flight(4, 512);

@@ -71,6 +71,15 @@ struct ColumnRoles {
 
 enum class NullPayload { poison, tombstone };
 
+// Rows already in the table published when pgoutbox creates the slot, from the slot's own
+// snapshot (README "Switching from a polling relay"). An empty `where` turns it off.
+struct BackfillConfig {
+  std::string where;     // an SQL predicate over the table's columns, e.g. status = 'NEW'
+  std::string order_by;  // the column rows are read in; empty: columns.id
+  std::uint64_t chunk_rows = 10'000;
+  bool enabled() const { return !where.empty(); }
+};
+
 struct TableConfig {
   std::string schema = "public";
   std::string name;
@@ -82,6 +91,7 @@ struct TableConfig {
   // An ECMAScript regular expression every expanded topic of the table must match whole; a
   // topic that does not is poison INVALID_TOPIC. Empty: any topic name Kafka accepts.
   std::string topic_pattern;
+  BackfillConfig backfill;
 };
 
 // A table-less outbox: logical decoding messages an application writes with

@@ -60,6 +60,8 @@ class RelayProbe final : public relay::Observer {
   void paused(bool paused) override;
   void kafka_statistics(std::string_view json) override;
   void kafka_up(bool up) override;
+  void backfill_progress(std::string_view table, std::uint64_t read, std::uint64_t published,
+                         std::uint64_t total) override;
 
   // Readable from any thread.
   bool streaming() const { return streaming_.load(); }
@@ -111,9 +113,10 @@ class RelayProbe final : public relay::Observer {
   prometheus::Gauge& kafka_queue_bytes_;
   prometheus::Family<prometheus::Gauge>& broker_rtt_avg_;
   prometheus::Family<prometheus::Gauge>& broker_rtt_p99_;
+  prometheus::Family<prometheus::Gauge>& backfill_rows_;
 
   TopicLabels labels_;
-  std::mutex mutex_;  // guards topics_, others_ and brokers_
+  std::mutex mutex_;  // guards topics_, others_, brokers_ and backfill_rows_
   // At most labels_.max_topics topics with a label of their own, and one "other" per table.
   std::unordered_map<std::string, TopicSeries*, TransparentHash, std::equal_to<>> topics_;
   std::map<std::string, TopicSeries*> others_;

@@ -48,6 +48,11 @@ class Observer {
   // The stream is paused (backpressure) or reading.
   virtual void paused(bool /*paused*/) {}
 
+  // The backfill of `table` at slot creation (relay/backfill.h): rows read from the snapshot,
+  // rows whose records are acknowledged, and all the matching rows (counted in the snapshot).
+  virtual void backfill_progress(std::string_view /*table*/, std::uint64_t /*read*/, std::uint64_t /*published*/,
+                                 std::uint64_t /*total*/) {}
+
   // librdkafka's statistics JSON (statistics.interval.ms), as it comes.
   virtual void kafka_statistics(std::string_view /*json*/) {}
   // Whether at least one broker is reachable, from librdkafka's error and statistics events.

@@ -101,6 +101,10 @@ class Relay : private ChangeHandler {
     return run(source, std::move(start));
   }
 
+  // A header every record of this relay carries besides the mapping's (pgoutbox republish's
+  // pgoutbox.republished). Call before run().
+  void add_header(outbox::Header header) { extra_headers_.push_back(std::move(header)); }
+
   // Graceful stop: stop reading, wait up to shutdown_timeout for outstanding acks, confirm, close.
   // Call on the io_context's thread.
   void stop();
@@ -261,6 +265,7 @@ class Relay : private ChangeHandler {
   Lsn last_boundary_;  // end LSN of the newest Postgres transaction in or before the Kafka transaction
   boost::asio::steady_timer commit_timer_;
   std::shared_ptr<RefusedRecords> refused_;
+  std::vector<outbox::Header> extra_headers_;
 };
 
 }  // namespace pgoutbox::relay

@@ -37,7 +37,7 @@ class Session {
   // Sets up and streams until the session ends; returns when it is over.
   Outcome run();
   // Graceful stop (Relay::stop). Call on the session's thread, e.g. through post(io(), …).
-  void stop() { relay_.stop(); }
+  void stop() { active_->stop(); }
 
   boost::asio::io_context& io() { return io_; }
   // True once streaming started, until the session ends; readable from any thread.
@@ -50,12 +50,22 @@ class Session {
 
  private:
   class Setup;
+  // Publishes the configured backfills read in `snapshot` (relay/backfill.h); nullopt once every
+  // record is acknowledged, else how the session ends.
+  std::optional<Outcome> backfill(const std::string& snapshot, SessionStart start);
 
   boost::asio::io_context io_;
   const config::Config& config_;
   SessionOptions options_;
+  kafka::SinkFactory sinks_;
   Observer no_observer_;
+  Observer* observer_;
   Relay relay_;
+  // The backfill's: kept until the session ends, as the io_context may still hold its handlers.
+  std::optional<config::Config> backfill_config_;
+  std::unique_ptr<Observer> backfill_observer_;
+  std::optional<Relay> backfill_relay_;
+  Relay* active_ = &relay_;  // the one stop() reaches
   std::atomic<bool> streaming_{false};
   bool streamed_ = false;
 };

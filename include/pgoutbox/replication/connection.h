@@ -118,6 +118,19 @@ class Connection {
   // understands (the option list from 15, the keyword form before); `failover` (17) marks the
   // slot for synchronisation to standbys. Returns the consistent point.
   Lsn create_slot(const std::string& name, bool failover = false) const;
+  // The same, exporting the slot's snapshot (SNAPSHOT 'export' from 15, EXPORT_SNAPSHOT on 14):
+  // a plain connection can read the database as of the consistent point with SET TRANSACTION
+  // SNAPSHOT, but only while this connection runs no other command (docs/pgoutput.md §1).
+  struct ExportedSlot {
+    Lsn consistent_point;
+    std::string snapshot;
+  };
+  ExportedSlot create_slot_exporting(const std::string& name, bool failover = false) const;
+  // CREATE_REPLICATION_SLOT … PHYSICAL without RESERVE_WAL: a slot that pins no WAL, used as a
+  // durable marker beside the logical slot (relay/backfill.h).
+  void create_marker_slot(const std::string& name) const;
+  // DROP_REPLICATION_SLOT; a missing slot is no error.
+  void drop_slot(const std::string& name) const;
   std::optional<PublicationState> publication(const std::string& name) const;
   // The CREATE PUBLICATION statement pgoutbox runs for the tables, and runs it.
   std::string create_publication_sql(const std::string& name, const std::vector<TableName>& tables) const;
