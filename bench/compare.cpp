@@ -160,8 +160,8 @@ std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario
     bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", msg));
     const WriterCost message_wal = write_backlog(bench, s, "outbox", true);
     add(Contender::pgoutbox_messages, message_wal,
-        drain(bench, Contender::pgoutbox_messages, msg, end, "bench." + s.tag() + "." + tag_of(Contender::pgoutbox_messages),
-              s.events));
+        drain(bench, Contender::pgoutbox_messages, msg, end,
+              "bench." + s.tag() + "." + tag_of(Contender::pgoutbox_messages), s.events));
     bench.pg.drop_slot_when_free(msg);
   }
   if (selected(only, Contender::polling)) {

@@ -104,6 +104,7 @@ std::optional<std::string> sample(const KeyInfo& key) {
   if (key.type == "topic template") return "sample.${sample_7}";
   if (key.type == "topic") return "sample.dlq_7";
   if (key.type == "regular expression") return "sample\\.[a-z]+_7";
+  if (key.type == "SQL predicate") return "sample_7 > 7";
   return std::nullopt;
 }
 
