@@ -139,15 +139,22 @@ TEST_F(BackfillTest, AnInterruptedBackfillStartsAgainWithoutLosingRows) {
   cfg.limits.max_in_flight_records = 10;
   insert_rows("bf_restart", 3000);
   {
-    relay::Session session(cfg);
-    std::thread stopper([&] {
-      // Stops once some rows are out, long before 3000 are.
-      while (read_topic(kafka.bootstrap(), "bf_restart.Order", 1, 1s).empty()) std::this_thread::sleep_for(10ms);
-      boost::asio::post(session.io(), [&] { session.stop(); });
-    });
+    // Stops once some rows are acknowledged, long before 3000 are: on the relay's own thread, at
+    // its progress report, so a fast machine cannot finish the backfill first.
+    struct StopAfterSomeRows final : relay::Observer {
+      relay::Session* session = nullptr;
+      bool stopping = false;
+      void backfill_progress(std::string_view, std::uint64_t, std::uint64_t published, std::uint64_t) override {
+        if (stopping || published < 10 || session == nullptr) return;
+        stopping = true;
+        boost::asio::post(session->io(), [s = session] { s->stop(); });
+      }
+    } stopper;
+    relay::Session session(cfg, &stopper);
+    stopper.session = &session;
     const auto outcome = session.run();
-    stopper.join();
     EXPECT_EQ(outcome.kind, relay::Outcome::Kind::stopped) << outcome.reason;
+    EXPECT_TRUE(stopper.stopping);
     EXPECT_FALSE(session.streamed());
   }
   const auto first = ids_in("bf_restart.Order", 1).size();
