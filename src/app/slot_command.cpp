@@ -53,6 +53,7 @@ int slot_drop(const std::string& config_path, bool confirmed) {
             "dropped replication slot \"{}\" (confirmed up to {}; {} bytes of WAL were written since, by any "
             "table: WAL, not events; only outbox rows committed after {}, if any, were not relayed)\n",
             name, slot->confirmed_flush_lsn, slot->lag_bytes, slot->confirmed_flush_lsn);
+        for (const auto& marker : outcome.markers) fmt::print("dropped its backfill marker slot \"{}\"\n", marker);
         return kExitOk;
       case diagnostics::DropResult::missing:
         fmt::print(stderr, "replication slot \"{}\" does not exist: nothing to drop\n", name);

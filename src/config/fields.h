@@ -47,6 +47,9 @@ const std::vector<Entry<Draft>>& global_entries();
 const std::vector<Entry<TableConfig>>& table_entries();
 const std::vector<Entry<MessageConfig>>& message_entries();
 
+// NAMEDATALEN - 1: Postgres truncates longer names, which would silently name something else.
+inline constexpr std::size_t kMaxNameBytes = 63;
+
 inline constexpr std::string_view kEnvPrefix = "PGOUTBOX_";
 inline constexpr std::string_view kTablesPath = "tables";
 inline constexpr std::string_view kPropertiesPath = "kafka.properties";

@@ -17,9 +17,6 @@
 namespace pgoutbox::config::detail {
 namespace {
 
-// NAMEDATALEN - 1: Postgres truncates longer names, which would silently name something else.
-constexpr std::size_t kMaxNameBytes = 63;
-
 // The in-flight caps bound memory (SPEC I6); a cap so large it is never reached disables
 // backpressure, so each has a ceiling. The producer's queue is sized at twice each cap, which
 // these keep within librdkafka's ranges.

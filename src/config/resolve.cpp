@@ -244,7 +244,18 @@ void Loader::resolve_properties() {
 
 void Loader::check_tables() {
   const auto& tables = draft_.config.tables;
+  const auto& slot = draft_.config.postgres.slot;
   for (std::size_t i = 0; i < tables.size(); ++i) {
+    // Postgres would refuse the marker slot only after the slot itself exists, its snapshot
+    // gone with the failed start.
+    if (tables[i].backfill.enabled() && slot.size() + kBackfillingSuffix.size() > kMaxNameBytes) {
+      const std::string key = fmt::format("{}[{}].backfill.where", kTablesPath, i);
+      fail(origins_.at("postgres.slot"), "postgres.slot",
+           fmt::format("must be at most {} bytes with {} set: the backfill keeps its state in the slots {}{} and "
+                       "{}{} (got {} bytes)",
+                       kMaxNameBytes - kBackfillingSuffix.size(), key, slot, kBackfillingSuffix, slot,
+                       kBackfilledSuffix, slot.size()));
+    }
     for (std::size_t j = 0; j < i; ++j) {
       if (tables[i].schema == tables[j].schema && tables[i].name == tables[j].name) {
         const std::string key = fmt::format("{}[{}].table", kTablesPath, i);

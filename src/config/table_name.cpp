@@ -4,13 +4,11 @@
 
 #include <vector>
 
+#include "fields.h"
 #include "values.h"
 
 namespace pgoutbox::config::detail {
 namespace {
-
-// NAMEDATALEN - 1: Postgres truncates longer identifiers, which would silently name another table.
-constexpr std::size_t kMaxIdentifierBytes = 63;
 
 bool is_ident_start(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || static_cast<unsigned char>(c) >= 0x80;
@@ -71,8 +69,8 @@ QualifiedName parse_table_name(std::string_view text) {
         ident += (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;  // ASCII only, as downcase_identifier does for UTF-8
       }
     }
-    if (ident.size() > kMaxIdentifierBytes)
-      throw bad(fmt::format("has a name longer than {} bytes, which Postgres truncates", kMaxIdentifierBytes));
+    if (ident.size() > kMaxNameBytes)
+      throw bad(fmt::format("has a name longer than {} bytes, which Postgres truncates", kMaxNameBytes));
     parts.push_back(std::move(ident));
     while (i < text.size() && is_space(text[i])) ++i;
     if (i == text.size()) break;

@@ -98,20 +98,29 @@ std::string to_text(const SlotStatus& s) {
 
 DropOutcome drop_slot(const replication::Connection& conn, const std::string& slot) {
   const auto status = read_slot_status(conn, slot);
-  if (!status) return {DropResult::missing, std::nullopt};
-  if (status->active) return {DropResult::active, status->active_pid};
+  if (!status) return {DropResult::missing, std::nullopt, {}};
+  if (status->active) return {DropResult::active, status->active_pid, {}};
   try {
     conn.exec("SELECT pg_catalog.pg_drop_replication_slot(" + conn.literal(slot) + ")");
   } catch (const replication::PgError& e) {
     // A session may take the slot, or another drop may win, between the read and the drop.
     if (e.sqlstate() == kObjectInUse) {
       const auto now = read_slot_status(conn, slot);
-      return {DropResult::active, now ? now->active_pid : std::nullopt};
+      return {DropResult::active, now ? now->active_pid : std::nullopt, {}};
     }
-    if (e.sqlstate() == kUndefinedObject) return {DropResult::missing, std::nullopt};
+    if (e.sqlstate() == kUndefinedObject) return {DropResult::missing, std::nullopt, {}};
     throw;
   }
-  return {DropResult::dropped, std::nullopt};
+  DropOutcome dropped{DropResult::dropped, std::nullopt, {}};
+  for (const auto suffix : {config::kBackfillingSuffix, config::kBackfilledSuffix}) {
+    const std::string marker = slot + std::string(suffix);
+    const auto rows = conn.exec(
+        "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM pg_catalog.pg_replication_slots WHERE slot_name "
+        "= " +
+        conn.literal(marker) + " AND slot_type = 'physical' AND NOT active");
+    if (PQntuples(rows.get()) > 0) dropped.markers.push_back(marker);
+  }
+  return dropped;
 }
 
 }  // namespace pgoutbox::diagnostics

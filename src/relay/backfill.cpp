@@ -54,7 +54,7 @@ RowSelection backfill_selection(const config::TableConfig& table) {
 }
 
 BackfillMarkers backfill_markers(const std::string& slot) {
-  return BackfillMarkers{slot + "_backfilling", slot + "_backfilled"};
+  return BackfillMarkers{slot + std::string(config::kBackfillingSuffix), slot + std::string(config::kBackfilledSuffix)};
 }
 
 RowReader::RowReader(const config::PostgresConfig& pg, const std::string& snapshot)

@@ -167,6 +167,8 @@ TEST_F(StatusCommandTest, SlotDropRefusesWithoutYesAndWhileActiveThenDrops) {
 
   stop_run(process);
   PGOUTBOX_ASSERT_EVENTUALLY(!slot_active("st_drop_slot"), 30s);
+  // What a finished backfill leaves beside its slot (README "Backfill at slot creation").
+  pg.exec("SELECT pg_create_physical_replication_slot('st_drop_slot_backfilled')");
   const auto unconfirmed = run_pgoutbox(dir.path(), {"slot", "drop", "-c", config});
   EXPECT_EQ(unconfirmed.exit_code, 1) << unconfirmed.output;
   EXPECT_TRUE(unconfirmed.printed("refusing to drop replication slot \"st_drop_slot\" without --yes"))
@@ -178,6 +180,8 @@ TEST_F(StatusCommandTest, SlotDropRefusesWithoutYesAndWhileActiveThenDrops) {
   EXPECT_TRUE(dropped.printed("dropped replication slot \"st_drop_slot\"")) << dropped.output;
   EXPECT_TRUE(dropped.printed("bytes of WAL were written since, by any table: WAL, not events")) << dropped.output;
   EXPECT_FALSE(slot_exists("st_drop_slot"));
+  EXPECT_TRUE(dropped.printed("dropped its backfill marker slot \"st_drop_slot_backfilled\"")) << dropped.output;
+  EXPECT_FALSE(slot_exists("st_drop_slot_backfilled"));
 
   const auto again = run_pgoutbox(dir.path(), {"slot", "drop", "-c", config, "--yes"});
   EXPECT_EQ(again.exit_code, 6) << again.output;

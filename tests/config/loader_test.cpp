@@ -286,6 +286,15 @@ TEST(ConfigLoader, AQuotedValueClosedOnALaterLineIsStillYaml) {
   EXPECT_EQ(c.postgres.dsn, "host=db dbname=app");
 }
 
+TEST(ConfigLoader, ASlotNameOfUpTo51BytesTakesABackfillAndAnyLengthWithout) {
+  const std::string backfill = "\nkafka: {brokers: k}\ntables: [{table: t, backfill: {where: \"status = 'NEW'\"}}]\n";
+  EXPECT_EQ(load_yaml("postgres:\n  dsn: x=y\n  slot: " + std::string(51, 's') + backfill).postgres.slot.size(), 51U);
+  EXPECT_EQ(load_yaml("postgres:\n  dsn: x=y\n  slot: " + std::string(63, 's') +
+                      "\nkafka: {brokers: k}\ntables: [{table: t}]\n")
+                .postgres.slot.size(),
+            63U);
+}
+
 TEST(ConfigLoader, TheCheckpointCanBeTurnedOffInAtLeastOnceMode) {
   const Config c = load_yaml(kMinimal + "checkpoint:\n  enabled: false\n");
   EXPECT_FALSE(c.checkpoint.enabled);
@@ -568,6 +577,11 @@ INSTANTIATE_TEST_SUITE_P(
                   "postgres: {dsn: x=y}\nkafka: {brokers: k}\ndelivery: exactly-once\ncheckpoint: {enabled: false}\n"
                   "tables: [{table: t}]\n",
                   4, 23, "checkpoint.enabled", "must be true with delivery: exactly-once"},
+        // The backfill's marker slots are the slot's name plus "_backfilling": 51 bytes at most.
+        ErrorCase{"slot_too_long_for_the_backfill_markers",
+                  "postgres:\n  dsn: x=y\n  slot: " + std::string(52, 's') +
+                      "\nkafka: {brokers: k}\ntables: [{table: t, backfill: {where: \"status = 'NEW'\"}}]\n",
+                  3, 9, "postgres.slot", "must be at most 51 bytes with tables[0].backfill.where set"},
         ErrorCase{"checkpoint_topic_is_the_dead_letter_topic",
                   "postgres: {dsn: x=y}\nkafka: {brokers: k}\ncheckpoint: {topic: pgoutbox.dead-letter}\n"
                   "tables: [{table: t}]\n",

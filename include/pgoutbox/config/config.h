@@ -80,6 +80,11 @@ struct BackfillConfig {
   bool enabled() const { return !where.empty(); }
 };
 
+// The marker slots that record a backfill's state, <slot>_backfilling and <slot>_backfilled:
+// with them the slot's name has this many bytes fewer than Postgres's 63.
+inline constexpr std::string_view kBackfillingSuffix = "_backfilling";
+inline constexpr std::string_view kBackfilledSuffix = "_backfilled";
+
 struct TableConfig {
   std::string schema = "public";
   std::string name;

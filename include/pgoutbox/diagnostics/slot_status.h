@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pgoutbox/config/config.h"
 #include "pgoutbox/replication/connection.h"
@@ -45,10 +46,13 @@ std::string to_text(const SlotStatus& status);
 enum class DropResult { dropped, missing, active };
 struct DropOutcome {
   DropResult result = DropResult::missing;
-  std::optional<int> active_pid;  // who holds it, when active
+  std::optional<int> active_pid;     // who holds it, when active
+  std::vector<std::string> markers;  // the backfill's marker slots dropped with it
 };
 
-// Drops the slot unless a session holds it. Throws replication::PgError on other failures.
+// Drops the slot unless a session holds it, and then the backfill's marker slots of its name
+// (<slot>_backfilling, <slot>_backfilled; physical, pinning no WAL) if there are any. Throws
+// replication::PgError on other failures.
 DropOutcome drop_slot(const replication::Connection& conn, const std::string& slot);
 
 }  // namespace pgoutbox::diagnostics
