@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Draws bench_compare's results (results.json) as one PNG: throughput per scenario and
-commit-to-ack latency per offered rate, one colour per contender.
+"""Draws bench_compare's results (results.json) into a directory: bench.png (throughput per
+scenario and commit-to-visible latency per offered rate, one colour per contender) and one PNG
+per scale curve (scale-payload.png, scale-transaction.png, scale-keys.png: events/s and relay
+CPU per event as one dimension grows; rss-backlog.png: peak RSS against backlog size).
 
-    python3 bench/chart.py bench/results/results.json bench/results/bench.png
+    python3 bench/chart.py bench/results/results.json bench/results
 """
 import json
+import os
 import sys
 
 import matplotlib
@@ -15,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 COLOURS = {
     "pgoutbox": "#1f77b4",
     "pgoutbox exactly-once": "#2ca02c",
+    "pgoutbox messages": "#17becf",
     "Debezium": "#ff7f0e",
     "Debezium tuned": "#9467bd",
     "polling relay": "#d62728",
@@ -38,9 +42,61 @@ def grouped(ax, groups, series, value, width=0.8):
     ax.legend(loc="upper left")
 
 
-def main(source, target):
+CURVES = {
+    "payload": ("payload bytes", "scale-payload.png", "as the payload grows (10-event transactions)"),
+    "transaction": ("events per transaction", "scale-transaction.png", "as transactions grow (200 B events)"),
+    "keys": ("distinct aggregate ids (keys)", "scale-keys.png", "as the number of keys grows (200 B, 10 per transaction)"),
+}
+
+
+def scale_curve(points, curve, target):
+    label, _, title = CURVES[curve]
+    xs = [p["x"] for p in points]
+    fig, rate = plt.subplots(figsize=(8, 4.5))
+    rate.plot(xs, [p["events_per_second"] for p in points], "o-", color=COLOURS["pgoutbox"], label="events/s")
+    rate.plot(xs, [p["events_per_second_after_start"] for p in points], "o:", color=COLOURS["pgoutbox"],
+              label="events/s after the first record")
+    rate.set_xscale("log")
+    rate.set_xlabel(label)
+    rate.set_ylabel("events/s")
+    rate.set_ylim(bottom=0)
+    cpu = rate.twinx()
+    cpu.plot(xs, [p["cpu_us_per_event"] for p in points], "s--", color="#d62728", label="relay CPU µs/event")
+    cpu.set_ylabel("relay CPU µs per event")
+    cpu.set_ylim(bottom=0)
+    lines = rate.get_lines() + cpu.get_lines()
+    rate.legend(lines, [line.get_label() for line in lines], loc="upper center")
+    rate.set_title(f"pgoutbox draining a backlog {title}")
+    fig.tight_layout()
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+
+
+def rss_curve(points, target):
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot([p["x"] for p in points], [p["peak_rss_mib"] for p in points], "o-", color=COLOURS["pgoutbox"])
+    ax.set_xscale("log")
+    ax.set_xlabel("backlog (events, 200 B, 10 per transaction)")
+    ax.set_ylabel("peak RSS MiB")
+    ax.set_ylim(0, 64)
+    ax.axhline(64, color="black", linestyle=":", linewidth=1)
+    ax.set_title("pgoutbox's peak RSS against the backlog it drains (target: flat, ≤ 64 MiB)")
+    fig.tight_layout()
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+
+
+def main(source, out_dir):
     with open(source) as f:
         data = json.load(f)
+    for curve, (_, name, _) in CURVES.items():
+        points = [p for p in data.get("scale", []) if p["curve"] == curve]
+        if points:
+            scale_curve(points, curve, os.path.join(out_dir, name))
+    backlog = [p for p in data.get("scale", []) if p["curve"] == "backlog"]
+    if backlog:
+        rss_curve(backlog, os.path.join(out_dir, "rss-backlog.png"))
+    target = os.path.join(out_dir, "bench.png")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 9))
 
     for r in data["throughput"]:
@@ -76,5 +132,5 @@ def main(source, target):
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        sys.exit("usage: chart.py RESULTS_JSON OUTPUT_PNG")
+        sys.exit("usage: chart.py RESULTS_JSON OUTPUT_DIR")
     main(sys.argv[1], sys.argv[2])

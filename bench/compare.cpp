@@ -24,10 +24,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backlog.h"
 #include "contenders.h"
 #include "cpu_meter.h"
 #include "kafka_client.h"
 #include "report.h"
+#include "scale.h"
 #include "topic_watch.h"
 #include "workload.h"
 
@@ -46,12 +48,14 @@ struct Scenario {
         payload_bytes >= 1024 ? fmt::format("{} KB", payload_bytes / 1024) : fmt::format("{} B", payload_bytes));
   }
   std::string tag() const { return fmt::format("t{}_{}", events_per_txn, payload_bytes); }
+  BacklogSpec backlog() const {
+    BacklogSpec b;
+    b.events_per_txn = events_per_txn;
+    b.payload_bytes = payload_bytes;
+    b.events = events;
+    return b;
+  }
 };
-
-void log(const std::string& line) {
-  std::fprintf(stderr, "[bench] %s\n", line.c_str());
-  std::fflush(stderr);
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -87,45 +91,13 @@ void create_schema(const test::PgCluster& pg, const std::string& source_dir, int
                   kPgoutboxRole, kRecvlogicalRole, kPollingRole, kDebeziumRole));
 }
 
-std::int64_t wal_position_bytes(const test::PgCluster& pg) {
-  return std::stoll(*pg.query_value("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"));
-}
-
-struct WriterCost {
-  double wal_per_event = 0;
-  double backend_cpu_s_per_event = 0;
-};
-
-// Writes a backlog flat out (asynchronous commit: a bulk of history, not a latency test) and
-// returns the WAL the writes produced and their backends' CPU, per event.
-WriterCost write_backlog(const Bench& bench, const Scenario& s, const std::string& table, bool messages = false) {
-  const auto wal0 = wal_position_bytes(bench.pg);
-  WorkloadSpec spec;
-  spec.dsn = bench.pg.dsn();
-  spec.outbox_table = table;
-  spec.messages = messages;
-  spec.events_per_txn = s.events_per_txn;
-  spec.payload_bytes = s.payload_bytes;
-  spec.events = s.events;
-  spec.connections = 2;
-  spec.synchronous_commit = false;
-  const auto written = run_workload(spec);
-  // A synchronous commit flushes the WAL, so walsenders can hand out all of it.
-  bench.pg.exec("SELECT txid_current()");
-  log(fmt::format("  wrote {} events into {} in {:.1f} s ({:.0f}/s)", s.events,
-                  messages ? "logical decoding messages" : table, written.seconds,
-                  static_cast<double>(s.events) / written.seconds));
-  return {static_cast<double>(wal_position_bytes(bench.pg) - wal0) / static_cast<double>(s.events),
-          written.backend_cpu_s / static_cast<double>(s.events)};
-}
-
 // The contenders of this run, in the order they run.
 using Selection = std::vector<Contender>;
 
 bool selected(const Selection& only, Contender c) { return std::find(only.begin(), only.end(), c) != only.end(); }
 
 std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario& s, const Selection& only) {
-  log(fmt::format("throughput {} ({} events)", s.label(), s.events));
+  progress(fmt::format("throughput {} ({} events)", s.label(), s.events));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
   // One slot per contender that streams, all made before the backlog is written.
   const auto slot_of = [&](Contender c) { return s.tag() + "_" + tag_of(c); };
@@ -135,14 +107,13 @@ std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario
     slots.push_back(slot_of(c));
     bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slots.back()));
   }
-  const WriterCost wal = write_backlog(bench, s, "outbox");
-  const Lsn end = *Lsn::parse(*bench.pg.query_value("SELECT pg_logical_emit_message(false, 'bench-end', '')"));
-  bench.pg.exec("SELECT txid_current()");
+  const WriterCost wal = write_backlog(bench, s.backlog());
+  const Lsn end = end_of_backlog(bench);
 
   std::vector<ThroughputRow> rows;
   auto add = [&](Contender c, const WriterCost& writer, DrainResult r) {
-    log(fmt::format("  {}: {:.2f} s, {:.0f} events/s, {} duplicates", name_of(c), r.seconds,
-                    static_cast<double>(s.events) / r.seconds, r.delivery.duplicates));
+    progress(fmt::format("  {}: {:.2f} s, {:.0f} events/s, {} duplicates", name_of(c), r.seconds,
+                         static_cast<double>(s.events) / r.seconds, r.delivery.duplicates));
     rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, writer.wal_per_event,
                     writer.backend_cpu_s_per_event, c, r});
   };
@@ -158,14 +129,18 @@ std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario
     // backlog, so it streams only the messages (and their orders rows, which it ignores).
     const std::string msg = slot_of(Contender::pgoutbox_messages);
     bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", msg));
-    const WriterCost message_wal = write_backlog(bench, s, "outbox", true);
+    auto messages = s.backlog();
+    messages.messages = true;
+    const WriterCost message_wal = write_backlog(bench, messages);
     add(Contender::pgoutbox_messages, message_wal,
         drain(bench, Contender::pgoutbox_messages, msg, end,
               "bench." + s.tag() + "." + tag_of(Contender::pgoutbox_messages), s.events));
     bench.pg.drop_slot_when_free(msg);
   }
   if (selected(only, Contender::polling)) {
-    const WriterCost polled_wal = write_backlog(bench, s, "outbox_polled");
+    auto polled = s.backlog();
+    polled.table = "outbox_polled";
+    const WriterCost polled_wal = write_backlog(bench, polled);
     add(Contender::polling, polled_wal,
         drain(bench, Contender::polling, "", end, "bench." + s.tag() + ".polling", s.events));
   }
@@ -180,7 +155,7 @@ double percentile(const std::vector<double>& sorted, double p) {
 
 LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, double seconds,
                            const std::string& dump_dir) {
-  log(fmt::format("latency {} at {:.0f} events/s for {:.0f} s", name_of(kind), rate, seconds));
+  progress(fmt::format("latency {} at {:.0f} events/s for {:.0f} s", name_of(kind), rate, seconds));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
   const std::string tag = fmt::format("l{:.0f}", rate);
   const std::string slot = fmt::format("{}_{}", tag, tag_of(kind));
@@ -190,9 +165,11 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
     bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slot));
   }
   create_bench_topic(bench, topic);
-  constexpr std::int64_t kWarmup = 100;
+  // Two seconds at the rate before anything is timed: connections, metadata, the producer id and
+  // the JVMs' (Kafka's, Connect's) compilation of the hot path are in place for every contender.
+  const auto warmup = std::max<std::int64_t>(100, static_cast<std::int64_t>(rate * 2));
   const auto events = static_cast<std::int64_t>(rate * seconds);
-  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions, kWarmup + events);
+  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions, warmup + events);
 
   WorkloadSpec spec;
   spec.dsn = bench.pg.dsn();
@@ -207,16 +184,16 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
 
   DbProbe probe(bench.pg, role_of(kind), table);
   RelayProcess relay(bench, kind, topic, slot);
-  // Warm-up: connections, metadata and the producer id are in place before anything is timed.
-  spec.events = kWarmup;
+  spec.events = warmup;
+  spec.events_per_second = rate;
   run_workload(spec);
-  if (!watch.wait_for(kWarmup, std::chrono::minutes(2), [&] { return relay.running(); })) {
+  if (!watch.wait_for(warmup, std::chrono::minutes(2), [&] { return relay.running(); })) {
     throw std::runtime_error("warm-up events never arrived:\n" + test::tail_of(relay.log_path()));
   }
   probe.begin();
   const double cpu_before = process_cpu_seconds(relay.pid());
   const auto t0 = std::chrono::steady_clock::now();
-  spec.first_seq = kWarmup;
+  spec.first_seq = warmup;
   spec.events = events;
   spec.events_per_second = rate;
   const auto written = run_workload(spec);
@@ -224,13 +201,13 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   // 10 minutes.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   for (std::int64_t before = -1;
-       !watch.wait_for(kWarmup + spec.events, std::chrono::seconds(30), [&] { return relay.running(); });) {
+       !watch.wait_for(warmup + spec.events, std::chrono::seconds(30), [&] { return relay.running(); });) {
     if (!relay.running() || watch.distinct() == before || std::chrono::steady_clock::now() > give_up) {
-      throw std::runtime_error(fmt::format("{} of {} events arrived:\n{}", watch.distinct() - kWarmup, spec.events,
+      throw std::runtime_error(fmt::format("{} of {} events arrived:\n{}", watch.distinct() - warmup, spec.events,
                                            test::tail_of(relay.log_path())));
     }
     before = watch.distinct();
-    log(fmt::format("  {} of {} events visible so far", before - kWarmup, spec.events));
+    progress(fmt::format("  {} of {} events visible so far", before - warmup, spec.events));
   }
   const double run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   probe.stop_sampling();
@@ -242,6 +219,7 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   row.process = relay.finish();
   row.process.cpu_s -= cpu_before;
   row.seconds = run_seconds;
+  row.behind_at_end_s = std::max(0.0, run_seconds - written.seconds);
   row.db = probe.end();
   if (uses_slot(kind)) bench.pg.drop_slot_when_free(slot);
   row.delivery = watch.finish(std::chrono::minutes(2));
@@ -272,8 +250,8 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   row.p50_ms = percentile(latencies, 0.50);
   row.p99_ms = percentile(latencies, 0.99);
   row.max_ms = latencies.back();
-  log(fmt::format("  visible: p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms; {} duplicates", row.p50_ms, row.p99_ms,
-                  row.max_ms, row.delivery.duplicates));
+  progress(fmt::format("  visible: p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms; {} duplicates", row.p50_ms, row.p99_ms,
+                       row.max_ms, row.delivery.duplicates));
   return row;
 }
 
@@ -289,10 +267,13 @@ std::string utc_now() {
 int main(int argc, char** argv) {
   CLI::App app{"pgoutbox (both delivery modes) against pg_recvlogical (the ceiling) and a polling relay, in one run"};
   bool smoke = false;
-  std::int64_t events_1 = 100'000, events_10 = 1'000'000, events_1000 = 300'000;
+  // Sized so that the whole run, Debezium's two settings included, takes under 20 minutes on 2
+  // cores; the 1,000,000-event catch-up is the backlog curve's last point (pgoutbox alone).
+  std::int64_t events_1 = 50'000, events_10 = 300'000, events_1000 = 200'000;
   double large_share = 0.5;  // 2 KB scenarios write this share of the 200 B scenario's events
-  double latency_seconds = 10;
-  std::vector<double> rates = {1000, 5000};
+  double latency_seconds = 8;
+  std::vector<double> rates = {1000, 5000, 10000};
+  bool scale = true;
   std::string out_dir = PGOUTBOX_SOURCE_DIR "/bench";
   std::string command = "scripts/bench.sh";
   std::string pgoutbox_bin = PGOUTBOX_BINARY;
@@ -323,6 +304,8 @@ int main(int argc, char** argv) {
   app.add_option("--large-share", large_share, "share of those events the 2 KB scenarios write");
   app.add_option("--latency-seconds", latency_seconds, "seconds of load per latency run (0: no latency runs)");
   app.add_option("--rates", rates, "offered rates for the latency runs (events/s)")->delimiter(',');
+  app.add_flag("!--no-scale", scale,
+               "skip the scale curves (pgoutbox alone as payload, transaction size, keys and backlog grow)");
   std::string dump_dir;
   app.add_option("--latency-csv", dump_dir, "also write every event's commit and append time to DIR/latency-*.csv");
   app.add_option("--out-dir", out_dir, "RESULTS.md and results/ are written here");
@@ -372,7 +355,7 @@ int main(int argc, char** argv) {
   try {
     std::filesystem::create_directories(out_dir + "/results");
     test::ScratchDir scratch("bench", std::nullopt);
-    log("starting Postgres 15 and Kafka");
+    progress("starting Postgres 15 and Kafka");
     test::PgCluster pg({{"shared_preload_libraries", "pg_stat_statements"},
                         {"shared_buffers", "256MB"},
                         {"max_wal_size", "8GB"},
@@ -403,6 +386,9 @@ int main(int argc, char** argv) {
         report.latency.push_back(measure_latency(bench, c, rate, latency_seconds, dump_dir));
       }
     }
+    if (scale && selected(only, Contender::pgoutbox)) {
+      for (const auto& point : scale_points(smoke)) report.scale.push_back(measure_scale_point(bench, point));
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench failed: %s\n", e.what());
     return 1;
@@ -414,7 +400,7 @@ int main(int argc, char** argv) {
   write_between_markers(out_dir + "/RESULTS.md", markdown);
   if (!readme.empty()) write_between_markers(readme, markdown);
   std::ofstream(out_dir + "/results/results.json", std::ios::trunc) << to_json(report);
-  log(fmt::format("wrote {}/RESULTS.md and {}/results/results.json in {:.0f} s", out_dir, out_dir,
-                  report.total_seconds));
+  progress(fmt::format("wrote {}/RESULTS.md and {}/results/results.json in {:.0f} s", out_dir, out_dir,
+                       report.total_seconds));
   return 0;
 }

@@ -110,6 +110,14 @@ struct DrainResult {
   Delivery delivery;        // what a read_committed consumer saw (relays only)
 };
 
+// Events/s after the first event was visible: the start-up (a JVM's, a connection's) left out.
+// 0 when every event became visible at once (one Kafka transaction), where there is no rate
+// after it.
+inline double rate_after_first(const DrainResult& r, std::int64_t events) {
+  const double seconds = r.seconds - r.first_seconds;
+  return seconds > 0 && r.first_events < events ? static_cast<double>(events - r.first_events) / seconds : 0;
+}
+
 // Creates the topic the relay writes to: kPartitions partitions, LogAppendTime timestamps.
 void create_bench_topic(const Bench& bench, const std::string& topic);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "contenders.h"
+#include "scale.h"
 
 namespace pgoutbox::bench {
 
@@ -23,13 +24,7 @@ struct ThroughputRow {
   Contender contender = Contender::pgoutbox;
   DrainResult result;
   double events_per_second() const { return static_cast<double>(events) / result.seconds; }
-  // After the first event was visible (relays): the start-up left out. 0 when every event
-  // became visible at once (one Kafka transaction), where there is no rate after it.
-  double events_per_second_after_start() const {
-    const double seconds = result.seconds - result.first_seconds;
-    return seconds > 0 && result.first_events < events ? static_cast<double>(events - result.first_events) / seconds
-                                                       : 0;
-  }
+  double events_per_second_after_start() const { return rate_after_first(result, events); }
 };
 
 struct LatencyRow {
@@ -43,6 +38,9 @@ struct LatencyRow {
   DbCost db;
   ProcessCost process;
   double seconds = 0;  // the relay's run, for its CPU share
+  // From the workload's last commit to the last event visible: how far behind the load the
+  // relay was when it stopped (a relay that keeps up is a few milliseconds behind).
+  double behind_at_end_s = 0;
 };
 
 struct Report {
@@ -53,6 +51,7 @@ struct Report {
   PollingTuning polling;
   std::vector<ThroughputRow> throughput;
   std::vector<LatencyRow> latency;
+  std::vector<ScaleRow> scale;
 };
 
 std::string to_markdown(const Report& report);

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The benchmark in one command: sets up the machine, builds the release preset, and runs
-# pgoutbox against pg_recvlogical (the ceiling), Debezium (Kafka Connect standalone, defaults and
-# tuned) and a polling relay on a throwaway Postgres 15 and Kafka, every scenario for every
-# contender, in one run (6–8 minutes after the build on 2 cores before Debezium joined; with it,
-# not yet measured).
-# Prints the Markdown tables, writes them into bench/RESULTS.md (between its markers) and
-# draws bench/results/bench.png.
+# pgoutbox (at-least-once, exactly-once, the message outbox) against pg_recvlogical (the
+# ceiling), Debezium (Kafka Connect standalone, defaults and tuned) and a polling relay on a
+# throwaway Postgres 15 and Kafka, every scenario for every contender, then pgoutbox's scale
+# curves, in one run.
+# Prints the Markdown tables, writes them into bench/RESULTS.md and README.md (between their
+# markers) and draws bench/results/*.png.
 #
 #   scripts/bench.sh [bench_compare options, e.g. --smoke, --polling-batch 2000]
 set -euo pipefail
@@ -27,5 +27,5 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_polling_relay bench_compare
 
 build/release/bench/bench_compare --command "scripts/bench.sh${*:+ $*}" --out-dir "$root/bench" --readme "$root/README.md" "$@"
-/usr/bin/python3 bench/chart.py bench/results/results.json bench/results/bench.png
-echo "bench: tables in bench/RESULTS.md, chart in bench/results/bench.png"
+/usr/bin/python3 bench/chart.py bench/results/results.json bench/results
+echo "bench: tables in bench/RESULTS.md and README.md, charts in bench/results/*.png"
