@@ -332,6 +332,16 @@ Outcome Session::run() {
       setup.finish_backfill();
       setup.start_streaming();
     } catch (const replication::PgError& e) {
+      // A predicate EXPLAIN accepts can still fail on a row (a cast, a division): every attempt
+      // would fail the same way, publishing again what came before the row.
+      if (e.sqlstate().starts_with("22")) {
+        return Outcome::fatal(
+            Fatal::mapping,
+            fmt::format("the backfill's query failed on the table's rows: {}. Fix: change tables[].backfill.where "
+                        "(or order_by) so that it holds for every row, then start again; the next start backfills "
+                        "from the start",
+                        e.what()));
+      }
       return classify(e, setup.context);
     }
   }

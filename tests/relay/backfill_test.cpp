@@ -287,6 +287,21 @@ TEST_F(BackfillTest, APredicateThatIsNotSqlForTheTableIsRefusedBeforeTheSlotExis
   EXPECT_FALSE(slot_exists(cfg.postgres.slot));
 }
 
+// EXPLAIN does not evaluate the predicate: a cast that fails on one row is found only when the
+// rows are read, and retrying would fail the same way.
+TEST_F(BackfillTest, APredicateThatFailsOnARowStopsWithTheMappingCode) {
+  auto cfg = message_table("bf_cast");
+  insert_rows("bf_cast", 20);                                     // aggregateid k1 … k20
+  pg.exec("UPDATE bf_cast SET aggregateid = 'kx' WHERE id = 7");  // 'x'::int fails
+  cfg.tables[0].backfill.where = "substr(aggregateid, 2)::int > 0";
+  relay::Session session(cfg);
+  const auto outcome = session.run();
+  EXPECT_EQ(outcome.kind, relay::Outcome::Kind::fatal) << outcome.reason;
+  EXPECT_EQ(outcome.cause, relay::Fatal::mapping) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("invalid input syntax for type integer"), std::string::npos) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("backfill.where"), std::string::npos) << outcome.reason;
+}
+
 TEST_F(BackfillTest, ABackfillForASlotThatAlreadyExistsIsRefusedNamingRepublish) {
   auto cfg = message_table("bf_late");
   pg.exec("SELECT pg_create_logical_replication_slot('" + cfg.postgres.slot + "', 'pgoutput')");
