@@ -1,6 +1,7 @@
 #include "batch_publisher.h"
 
 #include <stdexcept>
+#include <utility>
 
 namespace shop {
 
@@ -21,8 +22,10 @@ void set(rd_kafka_conf_t* conf, const std::string& name, const std::string& valu
 
 }  // namespace
 
-BatchPublisher::BatchPublisher(const std::string& brokers, std::chrono::milliseconds delivery_timeout,
-                               const std::map<std::string, std::string>& properties) {
+BatchPublisher::BatchPublisher(const std::string& brokers, std::string topic_prefix,
+                               std::chrono::milliseconds delivery_timeout,
+                               const std::map<std::string, std::string>& properties)
+    : topic_prefix_(std::move(topic_prefix)) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   set(conf, "bootstrap.servers", brokers);
   set(conf, "enable.idempotence", "true");
@@ -48,7 +51,7 @@ std::vector<bool> BatchPublisher::publish(const std::vector<OutboxMessage>& batc
   std::vector<int> outcome(batch.size(), -1);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const auto& m = batch[i];
-    const std::string topic = "outbox.event." + m.aggregate_type;
+    const std::string topic = topic_prefix_ + m.aggregate_type;
     const auto error = rd_kafka_producev(
         rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
         RD_KAFKA_V_KEY(const_cast<char*>(m.aggregate_id.data()), m.aggregate_id.size()),

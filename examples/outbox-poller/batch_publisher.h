@@ -23,8 +23,9 @@ struct OutboxMessage {
 // waits for every delivery report: the caller marks a row SENT only when Kafka holds it.
 class BatchPublisher {
  public:
+  // Topics are `topic_prefix` + aggregatetype, as pgoutbox's template outbox.event.${aggregatetype}.
   // `properties` are extra librdkafka settings; throws std::runtime_error on a bad one.
-  BatchPublisher(const std::string& brokers, std::chrono::milliseconds delivery_timeout,
+  BatchPublisher(const std::string& brokers, std::string topic_prefix, std::chrono::milliseconds delivery_timeout,
                  const std::map<std::string, std::string>& properties);
   ~BatchPublisher();
   BatchPublisher(const BatchPublisher&) = delete;
@@ -36,6 +37,7 @@ class BatchPublisher {
   std::vector<bool> publish(const std::vector<OutboxMessage>& batch);
 
  private:
+  std::string topic_prefix_;
   rd_kafka_t* rk_ = nullptr;
 };
 

@@ -21,12 +21,14 @@
 int main(int argc, char** argv) {
   CLI::App app{"Publishes local_message rows still NEW to Kafka, then marks them SENT"};
   app.name("outbox-poller");
-  std::string dsn, brokers, interval_text = "200ms", delivery_timeout_text = "30s", stats_file;
+  std::string dsn, brokers, topic_prefix = "outbox.event.", interval_text = "200ms", delivery_timeout_text = "30s",
+                            stats_file;
   int batch_size = 50;
   int max_retries = 10;
   std::vector<std::string> properties;
   app.add_option("--dsn", dsn, "libpq connection string of the shop database")->required();
   app.add_option("--brokers", brokers, "Kafka bootstrap servers")->required();
+  app.add_option("--topic-prefix", topic_prefix, "topic = this + aggregatetype")->capture_default_str();
   app.add_option("--batch", batch_size, "rows claimed per poll")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--interval", interval_text, "wait between two polls")->capture_default_str();
   app.add_option("--max-retries", max_retries, "rows that failed this often are left NEW for an operator")
@@ -56,7 +58,7 @@ int main(int argc, char** argv) {
   shop::install_stop_handlers();
   try {
     shop::PgConnection db(dsn);
-    shop::BatchPublisher publisher(brokers, *delivery_timeout, kafka_properties);
+    shop::BatchPublisher publisher(brokers, topic_prefix, *delivery_timeout, kafka_properties);
     shop::Poller poller(db, publisher, batch_size, max_retries);
     shop::PollerStats stats;
     while (!shop::stop_requested()) {
