@@ -1,5 +1,6 @@
 #include "topic_reader.h"
 
+#include <fmt/format.h>
 #include <librdkafka/rdkafka.h>
 
 #include <memory>
@@ -117,7 +118,7 @@ std::map<std::string, Copies> read_copies(const std::string& brokers, const std:
                                    ? std::string()
                                    : rd_kafka_message_errstr(message);
     rd_kafka_message_destroy(message);
-    if (!reason.empty()) throw std::runtime_error("reading " + topic + ": " + reason);
+    if (!reason.empty()) throw std::runtime_error(fmt::format("reading {}: {}", topic, reason));
     const auto end = ends.find(partition);
     if (end != ends.end() && (error == RD_KAFKA_RESP_ERR__PARTITION_EOF || next >= end->second)) ends.erase(end);
   }
