@@ -9,7 +9,8 @@
 // After a cutover from the polling relay (README "Switching from a polling relay"), --cutover
 // checks the shop's local_message table against the topic: every row's id must be in it; each
 // row in it more than once is listed with why. With --stock-dsn the consumer's side is checked
-// too, as without --cutover.
+// too, as without --cutover. --grace does not apply to it: run it once the relays have drained
+// (a row still on its way is reported lost).
 //
 //   reconcile --cutover --orders-dsn "host=... dbname=shop" --brokers 127.0.0.1:9092 [--stock-dsn ...]
 #include <CLI/CLI.hpp>
@@ -65,7 +66,9 @@ int check_cutover(const std::string& orders_dsn, const std::string& brokers, con
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Lists orders whose stock event never took effect, or took effect twice"};
+  CLI::App app{
+      "Lists orders whose stock event never took effect, or took effect twice; with --cutover, local_message "
+      "rows missing from the topic or in it more than once"};
   app.name("reconcile");
   std::string orders_dsn, stock_dsn, grace_text = "0s";
   std::string brokers, topic = "outbox.event.order";
