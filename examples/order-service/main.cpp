@@ -1,12 +1,14 @@
 // order-service: places orders at a steady rate, each with its outbox event in one transaction.
 //
-//   order-service --dsn "host=... dbname=shop" --rate 50 --seconds 60
+//   order-service --dsn "host=... dbname=shop" --rate 50 --seconds 60 [--event-table local_message]
 //
 // Prints how many orders it wrote every few seconds and at the end. Keeps accepting orders
 // whatever Kafka does: the events wait in the outbox (and the WAL) until pgoutbox relays them.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "order_writer.h"
 #include "stop_signal.h"
@@ -26,12 +28,18 @@ int main(int argc, char** argv) {
   long count = 0;
   int sku_count = 20;
   int max_quantity = 3;
+  shop::OrderWriter::EventTable event_table = shop::OrderWriter::EventTable::outbox;
+  const std::map<std::string, shop::OrderWriter::EventTable> event_tables{
+      {"outbox", shop::OrderWriter::EventTable::outbox},
+      {"local_message", shop::OrderWriter::EventTable::local_message}};
   app.add_option("--dsn", dsn, "libpq connection string of the shop database")->required();
   app.add_option("--rate", rate, "orders per second")->check(CLI::PositiveNumber);
   app.add_option("--seconds", seconds, "stop after this many seconds (0: no limit)")->check(CLI::NonNegativeNumber);
   app.add_option("--count", count, "stop after this many orders (0: no limit)")->check(CLI::NonNegativeNumber);
   app.add_option("--skus", sku_count, "order from SKU-1 .. SKU-N")->check(CLI::PositiveNumber);
   app.add_option("--max-quantity", max_quantity, "quantities from 1 to this")->check(CLI::PositiveNumber);
+  app.add_option("--event-table", event_table, "outbox (pgoutbox), or local_message (a polling relay, NEW/SENT)")
+      ->transform(CLI::CheckedTransformer(event_tables));
   CLI11_PARSE(app, argc, argv);
 
   shop::install_stop_handlers();
@@ -42,7 +50,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "order-service: %s\n", e.what());
     return 1;
   }
-  shop::OrderWriter writer(*db, sku_count, max_quantity);
+  shop::OrderWriter writer(*db, sku_count, max_quantity, event_table);
 
   const auto started = Clock::now();
   const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate));
