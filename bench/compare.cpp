@@ -354,6 +354,7 @@ int main(int argc, char** argv) {
   report.command = command;
   report.started_utc = utc_now();
   report.machine = describe_machine();
+  report.load_at_start = load_average();
   report.polling = polling;
   try {
     std::filesystem::create_directories(out_dir + "/results");
@@ -397,6 +398,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report.load_at_end = load_average();
 
   const std::string markdown = to_markdown(report);
   std::printf("%s", markdown.c_str());

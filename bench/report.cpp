@@ -223,6 +223,8 @@ std::string to_markdown(const Report& r) {
   std::string out;
   out += fmt::format("Command: `{}` — started {} UTC, took {:.0f} s.\n\n", r.command, r.started_utc, r.total_seconds);
   out += fmt::format("Machine: {}\n\n", r.machine);
+  out +=
+      fmt::format("Load average (1, 5, 15 min): {} at the start, {} at the end.\n\n", r.load_at_start, r.load_at_end);
   out += fmt::format(
       "Polling relay settings: batch {}, {} worker(s), poll interval {} ms after a short batch, sent rows {}d.\n\n",
       r.polling.batch, r.polling.workers, r.polling.poll_interval_ms, r.polling.mark == "delete" ? "delete" : "update");
@@ -309,6 +311,13 @@ void write_between_markers(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << content;
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return fmt::format("{} {} {}", one, five, fifteen);
 }
 
 std::string describe_machine() {

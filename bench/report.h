@@ -48,6 +48,7 @@ struct Report {
   std::string machine;
   std::string started_utc;
   double total_seconds = 0;
+  std::string load_at_start, load_at_end;  // /proc/loadavg's 1, 5 and 15 minute averages
   PollingTuning polling;
   std::vector<ThroughputRow> throughput;
   std::vector<LatencyRow> latency;
@@ -61,5 +62,7 @@ std::string to_json(const Report& report);
 void write_between_markers(const std::string& path, const std::string& text);
 // CPU model, cores, memory, kernel, from /proc.
 std::string describe_machine();
+// "1.23 0.80 0.52": the load averages over 1, 5 and 15 minutes.
+std::string load_average();
 
 }  // namespace pgoutbox::bench
