@@ -32,35 +32,15 @@ done
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-targets=(pgoutbox pgoutbox-devenv order-service stock-consumer reconcile)
+demo_name=demo
+# shellcheck source=scripts/demo-lib.sh
+. scripts/demo-lib.sh
 bash scripts/setup.sh
-if [ -z "$build_dir" ]; then
-  cmake --preset release >/dev/null
-  cmake --build --preset release --target "${targets[@]}"
-  build_dir=build/release
-else
-  cmake --build "$build_dir" --target "${targets[@]}"
-fi
-devenv=$build_dir/tests/support/pgoutbox-devenv
+demo_build pgoutbox pgoutbox-devenv order-service stock-consumer reconcile
 
 run_dir=$(mktemp -d /tmp/pgoutbox-demo-XXXXXX)
-pids=()
-stop_all() {
-  # Newest first: the order service, the consumer and pgoutbox finish cleanly while Postgres
-  # and Kafka are still there; then pgoutbox-devenv removes both.
-  local i pid
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    pid=${pids[i]}
-    kill -TERM "$pid" 2>/dev/null || continue
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  pids=()
-}
 # Every process the demo started runs in one of its children's sessions (Postgres and Kafka in
 # pgoutbox-devenv's): after stopping, none of those sessions may have a process left.
-sessions=()
 leftovers() {
   local sid
   for sid in "${sessions[@]}"; do ps -o pid=,comm= --sid "$sid" 2>/dev/null || true; done
@@ -75,37 +55,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo; echo "interrupted: stopping everything"; exit 130' INT TERM
 
-# Each child in its own session: Ctrl-C reaches only this script, which stops them in order.
-start() {
-  local log=$1; shift
-  setsid "$@" > "$run_dir/$log" 2>&1 &
-  pids+=($!)
-  sessions+=($!)
-}
-alive_or_die() {
-  local pid=$1 what=$2 log=$3
-  if ! kill -0 "$pid" 2>/dev/null; then
-    echo; echo "demo: $what exited; the end of $log:" >&2; tail -n 20 "$run_dir/$log" >&2; exit 1
-  fi
-}
-
-echo "== starting Postgres and Kafka (as the tests do)"
-start devenv.log "$devenv" --env-file "$run_dir/env" --kafka-state-file "$run_dir/kafka-state"
-devenv_pid=${pids[0]}
-for _ in $(seq 1 900); do
-  [ -f "$run_dir/env" ] && break
-  alive_or_die "$devenv_pid" pgoutbox-devenv devenv.log
-  sleep 0.2
-done
-# shellcheck disable=SC1091
-. "$run_dir/env"
+start_devenv --kafka-state-file "$run_dir/kafka-state"
 shop_dsn="$PGOUTBOX_PG_DSN dbname=shop"
 stock_dsn="$PGOUTBOX_PG_DSN dbname=stock"
 echo "   Postgres: $PGOUTBOX_PG_DSN"
 echo "   Kafka:    $PGOUTBOX_KAFKA_BOOTSTRAP"
-
-psql_on() { local dsn=$1; shift; command psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
-value_on() { psql_on "$1" -At -c "$2"; }
 
 echo "== applying sql/ to databases shop (orders + outbox) and stock (stock + consumer_log)"
 psql_on "$PGOUTBOX_PG_DSN" -c "CREATE DATABASE shop" -c "CREATE DATABASE stock"
