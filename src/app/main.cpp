@@ -66,8 +66,9 @@ int main(int argc, char** argv) {
   slot->allow_extras();
   slot->footer("Subcommands: drop. Exit codes as for slot drop.");
   auto* drop = slot->add_subcommand("drop",
-                                    "drop the slot (its unconfirmed events are then never relayed); refuses "
-                                    "without --yes and while a session streams from it");
+                                    "drop the slot (its unconfirmed events are then never relayed) and the "
+                                    "backfill's marker slots of its name; refuses without --yes and while a session "
+                                    "streams from it");
   config_option(drop);
   drop->add_flag("--yes", yes, "really drop it");
   drop->footer(
