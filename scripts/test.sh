@@ -15,18 +15,20 @@ bash scripts/setup.sh
 
 jobs=$(nproc)
 status=0
+# Each step's header says how far into the run it starts, for finding where CI's time goes.
+step() { printf '=== %s (at %dm%02ds)\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
 # Lint and the fuzzer first, so that ctest's summary lines close the output.
 if [ $# -eq 0 ]; then
-  echo "=== lint: clang-format, clang-tidy"
+  step "lint: clang-format, clang-tidy"
   bash scripts/lint.sh || status=1
-  echo "=== fuzz: pgoutput decoder"
+  step "fuzz: pgoutput decoder"
   bash scripts/fuzz.sh "${PGOUTBOX_FUZZ_SECONDS:-60}" || status=1
 fi
 for preset in release asan; do
-  echo "=== build: $preset"
+  step "build: $preset"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
-  echo "=== test: $preset"
+  step "test: $preset"
   # Tests labelled release-only (other Postgres majors, packaging, the benchmark smoke) run in
   # the release pass only: under ASan they would repeat code paths the other tests cover.
   extra=()

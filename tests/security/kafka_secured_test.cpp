@@ -179,6 +179,9 @@ class KafkaSecuredTest : public ::testing::Test {
   std::string run_until(const std::string& name, const std::string& cfg, std::vector<std::string> env,
                         const std::function<bool(const std::string&)>& done, int rows = 1) {
     const std::string log = dir.path() + "/" + name + ".log";
+    // A broker that refuses the client never acknowledges the row, and SIGTERM would wait out
+    // the default 30 s for it.
+    env.emplace_back("PGOUTBOX_SHUTDOWN_TIMEOUT=3s");
     PgoutboxProcess process(PGOUTBOX_BINARY, cfg, log, env);
     PGOUTBOX_EXPECT_EVENTUALLY(
         pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name + "_slot'") == "t", 60s);

@@ -4,8 +4,10 @@
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -22,7 +25,9 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -333,32 +338,74 @@ std::string tail_of(const std::string& path) {
   return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
 }
 
+namespace {
+
+// The ports handed out so far by any test process on this machine, one "port pid" line each,
+// read and rewritten under an exclusive lock on the file itself. Tests run in parallel (ctest
+// -j), and the port one process found free it gives to a broker or a Postgres a moment later:
+// without the registry a second process could find the same port free in between.
+constexpr const char* kPortRegistry = "/tmp/pgoutbox-test-ports";
+// Below Linux's ephemeral range (32768-60999), so that no outgoing connection of any process can
+// take a port between the moment it is found free and the moment its service binds it.
+constexpr int kFirstPort = 20000;
+constexpr int kPortCount = 12000;
+
+bool alive(pid_t pid) { return pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM; }
+
+bool bindable(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
 int free_loopback_port() {
-  // The kernel can hand out the port it just released again at once, so two calls in a row may
-  // return the same number (a broker started with its listener and its controller on one port
-  // refuses to format its storage). Every port this process has handed out is remembered and
-  // never handed out twice.
   static std::mutex mutex;
-  static std::set<int> issued;
   const std::lock_guard lock(mutex);
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) throw std::runtime_error("socket failed");
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ::close(fd);
-      throw std::runtime_error("cannot find a free port");
+  struct Registry {
+    int fd = ::open(kPortRegistry, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    ~Registry() {
+      if (fd >= 0) ::close(fd);  // and with it the lock
     }
-    ::close(fd);
-    const int port = ntohs(addr.sin_port);
-    if (issued.insert(port).second) return port;
+  } registry;
+  const int fd = registry.fd;
+  if (fd < 0) throw std::runtime_error(std::string("cannot open ") + kPortRegistry + ": " + std::strerror(errno));
+  ::fchmod(fd, 0666);  // a test process that is not root may be next (umask took the write bits)
+  if (::flock(fd, LOCK_EX) != 0) throw std::runtime_error("cannot lock the port registry");
+  // Claims of processes that have exited are dropped: their services are gone with them.
+  std::map<int, pid_t> claims;
+  {
+    std::string text;
+    std::array<char, 4096> buffer{};
+    for (ssize_t n; (n = ::read(fd, buffer.data(), buffer.size())) > 0;) text.append(buffer.data(), n);
+    std::istringstream lines(text);
+    int port = 0;
+    pid_t pid = 0;
+    while (lines >> port >> pid) {
+      if (alive(pid)) claims[port] = pid;
+    }
   }
-  throw std::runtime_error("cannot find a free port not handed out before");
+  thread_local std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(kFirstPort, kFirstPort + kPortCount - 1);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = pick(random);
+    if (claims.contains(port) || !bindable(port)) continue;
+    claims[port] = ::getpid();
+    std::string text;
+    for (const auto& [p, pid] : claims) text += std::to_string(p) + " " + std::to_string(pid) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+      throw std::runtime_error("cannot write the port registry");
+    }
+    return port;
+  }
+  throw std::runtime_error("cannot find a free port on 127.0.0.1");
 }
 
 }  // namespace pgoutbox::test

@@ -71,7 +71,8 @@ class ScratchDir {
 // The last few KB of a service's log, for error messages.
 std::string tail_of(const std::string& path);
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port on 127.0.0.1 that was free a moment ago and that no other live test process on this
+// machine has been handed (tests run in parallel).
 int free_loopback_port();
 
 }  // namespace pgoutbox::test
