@@ -216,6 +216,7 @@ TEST(RelayExactlyOnce, AnAbortIsNotCalledFromInsideAReport) {
   };
   h.source.push(relation());
   h.txn(0x1000, 2, 1);
+  h.stop_when_done = false;  // the session ends itself
   const auto outcome = h.run();
   EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
   EXPECT_EQ(h.script.txn_calls_inside_a_report, 0);
@@ -229,6 +230,7 @@ TEST(RelayExactlyOnce, AnAbortedCommitConfirmsNothingAndEndsTheSession) {
   h.script.commit_result = [] { return kafka::TxnResult{kafka::TxnStatus::abort, "TRANSACTION_ABORTED"}; };
   h.source.push(relation());
   h.txn(0x1000, 3, 1);
+  h.stop_when_done = false;  // the session ends itself
   const auto outcome = h.run();
   EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
   EXPECT_TRUE(h.script.committed.empty());
@@ -241,6 +243,7 @@ TEST(RelayExactlyOnce, AFencedProducerExitsWithItsOwnCode) {
   h.script.commit_result = [] { return kafka::TxnResult{kafka::TxnStatus::fenced, "PRODUCER_FENCED"}; };
   h.source.push(relation());
   h.txn(0x1000, 1, 1);
+  h.stop_when_done = false;  // the session ends itself
   const auto outcome = h.run();
   ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
   EXPECT_EQ(outcome.cause, Fatal::fenced);
@@ -264,6 +267,7 @@ TEST(RelayExactlyOnce, ARefusedRecordIsRetriedBySessionsThenDeadLettered) {
     };
     h.source.push(relation());
     h.txn(0x1000, 3, 1);
+    h.stop_when_done = session > 3;  // the first three sessions end themselves
     const auto outcome = h.run();
     if (session <= 3) {
       EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << "session " << session << ": " << outcome.reason;

@@ -159,6 +159,7 @@ struct SinkScript {
   std::vector<outbox::Record> committed;
   std::vector<Produced> produced;
   std::vector<std::function<void()>> held;
+  int unserved = 0;  // reports delivered to a sink that its poll() has not served yet
   int sinks_opened = 0;
   std::vector<bool> released;
   // Delivers the i-th held record's report (once).
@@ -178,7 +179,10 @@ class FakeSink final : public kafka::Sink {
  public:
   FakeSink(SinkScript& script, kafka::SinkOptions options)
       : script_(script), options_(std::move(options)), fd_(::eventfd(0, EFD_NONBLOCK)) {}
-  ~FakeSink() override { ::close(fd_); }
+  ~FakeSink() override {
+    script_.unserved -= static_cast<int>(ready_.size());
+    ::close(fd_);
+  }
   Produced produce(const outbox::Record& record, std::uint64_t cookie, kafka::DeliveryError& error) override {
     if (script_.refuse(record)) {
       error = {kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", "Local: Message size too large", true};
@@ -200,6 +204,7 @@ class FakeSink final : public kafka::Sink {
     auto deliver = [this, d, record] {
       if (!d.error) script_.landed.push_back(record);
       ready_.push_back(d);
+      ++script_.unserved;
       const std::uint64_t one = 1;
       EXPECT_EQ(::write(fd_, &one, sizeof one), 8);
     };
@@ -215,6 +220,7 @@ class FakeSink final : public kafka::Sink {
     while (!ready_.empty()) {
       const auto d = ready_.front();
       ready_.pop_front();
+      --script_.unserved;
       in_report_ = true;
       options_.on_delivery(d);
       in_report_ = false;
@@ -276,7 +282,9 @@ inline config::Config test_config() {
 }
 
 // One relay session on the test's thread; `steps` run one per millisecond while it streams,
-// then the relay is stopped; a 3 s deadline stops it whatever happens.
+// then, once everything pushed is read and every report served, the relay is stopped (unless
+// stop_when_done is false: the relay must end the session itself); time_limit (3 s) stops it
+// whatever happens.
 struct Harness {
   explicit Harness(config::Config c = test_config()) : config(std::move(c)) {}
 
@@ -292,7 +300,7 @@ struct Harness {
     relay_ = &relay;
     boost::asio::steady_timer tick(io);
     std::size_t next = 0;
-    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    const auto deadline = std::chrono::steady_clock::now() + time_limit;
     std::function<void()> arm = [&] {
       tick.expires_after(1ms);
       tick.async_wait([&](const boost::system::error_code& ec) {
@@ -304,7 +312,9 @@ struct Harness {
         }
         if (next < steps.size()) {
           steps[next++]();
-        } else if (source.drained() && stop_when_done) {
+        } else if (source.drained() && script.unserved == 0 && stop_when_done) {
+          // Not while reports wait to be served: on a loaded machine this tick can come before
+          // the relay's poll, and a stop then would overtake what the reports decide.
           relay.stop();
           return;
         }
@@ -340,6 +350,7 @@ struct Harness {
   Counters counters;
   bool timed_out = false;
   bool stop_when_done = true;
+  std::chrono::milliseconds time_limit = 3s;  // then the relay is stopped and timed_out set
   // What the checkpoint topic holds at start; empty: no checkpoint this session.
   std::function<kafka::CheckpointScan()> checkpoints;
   std::shared_ptr<RefusedRecords> refused = std::make_shared<RefusedRecords>();

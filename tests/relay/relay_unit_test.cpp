@@ -430,6 +430,10 @@ TEST(RelayUnit, ABurstOfFailingRecordsStaysUnderTheCapsAndKeepalivesAreAnswered)
     h.config.poison.max_retries = 1;
     h.config.limits.max_in_flight_bytes = cap;
     h.config.limits.max_in_flight_records = 10 * kRows;
+    // The harness stops the relay once everything is read, while retries are still due: the
+    // stop must wait for all of them, also on a loaded machine.
+    h.config.shutdown_timeout = 10s;
+    h.time_limit = 20s;
     h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
       if (p.cookie.dead_letter) return std::nullopt;
       return kafka::DeliveryError{kafka::DeliveryFailure::permanent, "INVALID_RECORD", "Broker: Invalid record", false};
