@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -17,6 +18,13 @@ namespace {
 std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std::string& topic,
                                   const std::string& slot) {
   const std::string path = fmt::format("{}/pgoutbox-{}.yaml", bench.scratch, slot);
+  // Signed checkpoints, as a deployment runs them (docs/spec.md I11; exactly-once needs one).
+  const std::string key_path = fmt::format("{}/checkpoint.key", bench.scratch);
+  {
+    std::ofstream key(key_path, std::ios::trunc);
+    key << "bench-signing-key-0123456789abcdef0123456789abcdef\n";
+  }
+  std::filesystem::permissions(key_path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   std::ofstream out(path, std::ios::trunc);
   // Only what the run needs; everything else is pgoutbox's default. The message outbox has no
   // table: its events are the workload's logical decoding messages with prefix "outbox".
@@ -34,10 +42,12 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
       "  brokers: \"{}\"\n"
       "{}"
       "delivery: {}\n"
+      "checkpoint:\n"
+      "  signing_key_file: \"{}\"\n"
       "log_format: text\n"
       "log_level: warn\n",
       bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), source,
-      kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once");
+      kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once", key_path);
   if (!out) throw std::runtime_error("cannot write " + path);
   return path;
 }

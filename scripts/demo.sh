@@ -68,6 +68,8 @@ psql_on "$stock_dsn" -f examples/sql/stock.sql -f sql/consumer_log.sql \
   -c "INSERT INTO stock (sku, initial, available) SELECT 'SKU-' || g, 100000, 100000 FROM generate_series(1, 20) g"
 "$devenv" create-topic --bootstrap "$PGOUTBOX_KAFKA_BOOTSTRAP" --topic outbox.event.order --partitions 3
 
+# A checkpoint signing key, as a deployment keeps one (README "Who can make pgoutbox skip").
+(umask 077 && openssl rand -hex 32 > "$run_dir/checkpoint.key")
 cat > "$run_dir/pgoutbox.yaml" <<EOT
 postgres:
   dsn: "$shop_dsn"
@@ -78,6 +80,8 @@ kafka:
   brokers: "$PGOUTBOX_KAFKA_BOOTSTRAP"
 tables:
   - table: public.outbox
+checkpoint:
+  signing_key_file: "$run_dir/checkpoint.key"
 shutdown_timeout: 10s
 log_format: json
 EOT

@@ -24,7 +24,7 @@ packages=(
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven nodejs
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
-  kcat curl
+  kcat curl openssl
 )
 
 sudo_cmd=()

@@ -24,6 +24,7 @@ struct Scalar {
 struct Draft {
   Config config;
   std::optional<std::string> password_file;
+  std::optional<std::string> signing_key_file;  // checkpoint.signing_key_file
 };
 
 enum class Shape { scalar, property_map, table_list, message_list };

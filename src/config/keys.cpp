@@ -415,6 +415,38 @@ std::vector<Entry<Draft>> make_global_entries() {
       "Compacted topic holding one checkpoint per slot, keyed by system identifier, database and slot; created "
       "with cleanup.policy=compact when missing and allowed.",
       [](auto& d) -> auto& { return d.config.checkpoint.topic; }, check_topic_name));
+  auto signing_key = base<Draft>(
+      "checkpoint.signing_key", "string (secret)",
+      "HMAC-SHA256 key (at least 32 bytes, e.g. `openssl rand -hex 32`) that signs every checkpoint, so that only "
+      "a checkpoint this pgoutbox wrote can make it skip anything (docs/spec.md I11). Without one, checkpoints are "
+      "written but never trusted: a Postgres crash then republishes from the slot's position. Required by "
+      "exactly-once. Kept out of the file; it wins over checkpoint.signing_key_file.");
+  signing_key.secret = true;
+  signing_key.in_file = false;
+  signing_key.set = [](Draft& d, const Scalar& s) {
+    if (s.text.empty()) throw Invalid("is empty; unset the variable instead");
+    d.config.checkpoint.signing_key = s.text;
+  };
+  signing_key.show = [](const Draft& d) {
+    return d.config.checkpoint.signing_key.empty() ? std::string() : std::string(kRedacted);
+  };
+  v.push_back(std::move(signing_key));
+  auto signing_key_file = base<Draft>(
+      "checkpoint.signing_key_file", "path",
+      "File holding checkpoint.signing_key (a mounted secret); trailing newlines are dropped. Relative to the "
+      "configuration file's folder.");
+  signing_key_file.nullable = true;
+  signing_key_file.described = false;
+  signing_key_file.set = [](Draft& d, const Scalar& s) {
+    if (s.null) {
+      d.signing_key_file.reset();
+      return;
+    }
+    if (s.text.empty()) throw Invalid("must not be empty");
+    d.signing_key_file = s.text;
+  };
+  signing_key_file.show = [](const Draft& d) { return d.signing_key_file.value_or(""); };
+  v.push_back(std::move(signing_key_file));
   v.push_back(duration<Draft>(
       "checkpoint.interval",
       "At-least-once: how often at most the checkpoint is written (and at shutdown). After a Postgres crash, "

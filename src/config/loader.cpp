@@ -118,11 +118,13 @@ Config Loader::run(const std::string& yaml) {
   apply_environment();
   check_required();
   resolve_password();
+  resolve_signing_key();
   resolve_properties();
   check_tables();
   check_messages();
   check_reconnect();
   check_delivery();
+  check_reserved_topics();
   draft_.config.source = source_;
   if (const auto it = origins_.find("metrics_address"); it != origins_.end()) {
     const Origin& o = it->second;

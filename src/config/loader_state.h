@@ -61,9 +61,11 @@ class Loader {
   // resolve.cpp
   void check_required();
   void resolve_password();
+  void resolve_signing_key();
   void resolve_properties();
   void check_tables();
   void check_messages();
+  void check_reserved_topics();
   void check_reconnect();
   void check_delivery();
   std::string read_secret_file(const std::string& path, const Origin& origin, const std::string& key);

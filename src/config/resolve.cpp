@@ -17,6 +17,7 @@
 #include "loader_state.h"
 #include "pgoutbox/config/kafka_properties.h"
 #include "pgoutbox/config/redact.h"
+#include "pgoutbox/config/topic_template.h"
 #include "table_name.h"
 #include "values.h"
 
@@ -137,6 +138,28 @@ void Loader::resolve_password() {
              "holds a {} (a secret), and secrets are not read from the configuration file; remove it and {}", *keyword,
              *keyword == "password" ? "set PGOUTBOX_POSTGRES_PASSWORD (or name a file in postgres.password_file)"
                                     : "give the whole DSN in PGOUTBOX_POSTGRES_DSN"));
+  }
+}
+
+void Loader::resolve_signing_key() {
+  const auto from_env = origins_.find("checkpoint.signing_key");
+  const auto file_key = origins_.find("checkpoint.signing_key_file");
+  auto& checkpoint = draft_.config.checkpoint;
+  if (from_env != origins_.end() && file_key != origins_.end() && file_key->second.from_env &&
+      draft_.signing_key_file) {
+    fail(file_key->second, "checkpoint.signing_key_file",
+         "is set as well as PGOUTBOX_CHECKPOINT_SIGNING_KEY; set only one");
+  }
+  // The environment wins over a file named in the configuration, as for the password.
+  if (from_env == origins_.end() && draft_.signing_key_file) {
+    checkpoint.signing_key =
+        read_secret_file(*draft_.signing_key_file, file_key->second, "checkpoint.signing_key_file");
+  }
+  if (!checkpoint.signing_key.empty() && checkpoint.signing_key.size() < CheckpointConfig::kMinSigningKeyBytes) {
+    const bool env = from_env != origins_.end();
+    fail(env ? from_env->second : file_key->second, env ? "checkpoint.signing_key" : "checkpoint.signing_key_file",
+         fmt::format("is {} bytes long; a signing key needs at least {} (e.g. the output of `openssl rand -hex 32`)",
+                     checkpoint.signing_key.size(), CheckpointConfig::kMinSigningKeyBytes));
   }
 }
 
@@ -267,6 +290,22 @@ void Loader::check_tables() {
   }
 }
 
+void Loader::check_reserved_topics() {
+  const auto& cfg = draft_.config;
+  const auto check = [&](const std::string& entry, const std::string& topic, const std::string& pattern) {
+    const auto problem = reserved_topic_problem(cfg, topic, pattern);
+    if (problem.empty()) return;
+    const std::string key = entry + ".topic";
+    auto it = origins_.find(key);
+    if (it == origins_.end()) it = origins_.find(entry);
+    fail(it != origins_.end() ? it->second : file_origin(), key, problem);
+  };
+  for (std::size_t i = 0; i < cfg.tables.size(); ++i)
+    check(fmt::format("{}[{}]", kTablesPath, i), cfg.tables[i].topic, cfg.tables[i].topic_pattern);
+  for (std::size_t i = 0; i < cfg.messages.size(); ++i)
+    check(fmt::format("{}[{}]", kMessagesPath, i), cfg.messages[i].topic, cfg.messages[i].topic_pattern);
+}
+
 void Loader::check_messages() {
   const auto& messages = draft_.config.messages;
   for (std::size_t i = 0; i < messages.size(); ++i) {
@@ -306,6 +345,13 @@ void Loader::check_delivery() {
     fail(origin_of("checkpoint.enabled"), "checkpoint.enabled",
          "must be true with delivery: exactly-once: the checkpoint is written in each Kafka transaction and read "
          "back on start to skip what is already committed");
+  }
+  if (cfg.delivery == Delivery::exactly_once && cfg.checkpoint.signing_key.empty()) {
+    fail(origin_of("delivery"), "delivery",
+         "exactly-once needs a checkpoint signing key: without one, anybody who can write to checkpoint.topic could "
+         "make pgoutbox skip events (docs/spec.md I11). Set PGOUTBOX_CHECKPOINT_SIGNING_KEY or name a file in "
+         "checkpoint.signing_key_file (at least 32 bytes, e.g. `openssl rand -hex 32 > key`), the same for every "
+         "instance of the slot");
   }
   if (cfg.checkpoint.enabled && cfg.checkpoint.topic == cfg.poison.dead_letter_topic) {
     fail(origin_of("checkpoint.topic"), "checkpoint.topic",

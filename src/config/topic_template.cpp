@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <regex>
 #include <stdexcept>
 
 namespace pgoutbox::config {
@@ -70,6 +71,70 @@ std::string topic_name_problem(std::string_view topic) {
       return fmt::format("has byte 0x{:02x} at position {}; Kafka allows only letters, digits, '.', '_' and '-'",
                          static_cast<unsigned char>(topic[i]), i + 1);
     }
+  }
+  return {};
+}
+
+// Dynamic programming over (part, position), so any number of columns costs parts x length.
+bool template_fits(const std::vector<TopicPart>& parts, std::string_view topic) {
+  // reachable[i]: the parts so far can end exactly at position i.
+  std::vector<char> reachable(topic.size() + 1, 0);
+  reachable[0] = 1;
+  for (const auto& part : parts) {
+    std::vector<char> next(topic.size() + 1, 0);
+    if (part.is_column) {
+      bool any = false;
+      for (std::size_t i = 0; i <= topic.size(); ++i) {
+        if (any) next[i] = 1;  // some earlier start, then at least one byte up to i
+        if (reachable[i]) any = true;
+      }
+    } else {
+      for (std::size_t i = 0; i + part.text.size() <= topic.size(); ++i) {
+        if (reachable[i] && topic.compare(i, part.text.size(), part.text) == 0) next[i + part.text.size()] = 1;
+      }
+    }
+    reachable = std::move(next);
+  }
+  return reachable[topic.size()] != 0;
+}
+
+std::vector<std::string> reserved_topics(const Config& config) {
+  return {config.checkpoint.topic, config.poison.dead_letter_topic};
+}
+
+std::string reserved_topic_problem(const Config& config, std::string_view topic_template,
+                                   const std::string& topic_pattern) {
+  std::vector<TopicPart> parts;
+  try {
+    parts = parse_topic_template(topic_template);
+  } catch (const std::invalid_argument&) {
+    return {};  // refused on its own terms
+  }
+  std::optional<std::regex> pattern;
+  if (!topic_pattern.empty()) {
+    try {
+      pattern.emplace(topic_pattern);
+    } catch (const std::regex_error&) {
+      return {};  // refused on its own terms
+    }
+  }
+  const auto reserved = reserved_topics(config);
+  for (const auto& topic : reserved) {
+    if (!template_fits(parts, topic) || (pattern && !std::regex_match(topic, *pattern))) continue;
+    // A ready allow-list that keeps every other topic the template can produce.
+    std::string excluded;
+    for (const auto& name : reserved) {
+      if (!excluded.empty()) excluded += '|';
+      for (const char c : name) {
+        if (c == '.') excluded += '\\';
+        excluded += c;
+      }
+    }
+    return fmt::format(
+        "can route a row into {}, which pgoutbox reserves for its own records (checkpoint.topic and "
+        "poison.dead_letter_topic); such a row would be poison RESERVED_TOPIC. Fix: a template that cannot produce "
+        "it, or a topic_pattern that excludes it, e.g. topic_pattern: \"(?!(?:{})$)[A-Za-z0-9._-]+\"",
+        topic, excluded);
   }
   return {};
 }

@@ -201,6 +201,22 @@ void check_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const std::s
   }
 }
 
+// Whether a checkpoint proves itself (docs/spec.md I11): signed, only pgoutbox's own makes it skip.
+Finding checkpoint_protection(const config::Config& config) {
+  const std::string subject = "checkpoint.signing_key";
+  if (!config.checkpoint.signing_key.empty()) {
+    return Finding::ok(subject,
+                       "checkpoints are signed (HMAC-SHA256): only one written with this key makes pgoutbox skip, so "
+                       "a record anybody else writes to the checkpoint topic costs at most duplicates");
+  }
+  return Finding::warning(
+      subject,
+      "checkpoints are not signed: they are written but never trusted to skip, so a Postgres crash republishes "
+      "everything since the slot's last persisted position (minutes of events) instead of about checkpoint.interval",
+      "openssl rand -hex 32 > /etc/pgoutbox/checkpoint.key && chmod 600 /etc/pgoutbox/checkpoint.key, then set "
+      "checkpoint.signing_key_file (or PGOUTBOX_CHECKPOINT_SIGNING_KEY), the same for every instance of this slot");
+}
+
 // The checkpoint topic (docs/spec.md I10): compacted, created by pgoutbox when missing.
 void check_checkpoint_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const config::Config& config,
                             const rd_kafka_metadata_t& md, std::vector<Finding>& findings) {
@@ -301,7 +317,10 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
     check_topic(client.get(), timeout, "poison.dead_letter_topic", config.poison.dead_letter_topic, *md, auto_create,
                 findings);
   }
-  if (config.checkpoint.enabled) check_checkpoint_topic(client.get(), timeout, config, *md, findings);
+  if (config.checkpoint.enabled) {
+    check_checkpoint_topic(client.get(), timeout, config, *md, findings);
+    findings.push_back(checkpoint_protection(config));
+  }
   return findings;
 }
 

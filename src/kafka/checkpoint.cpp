@@ -1,6 +1,9 @@
 #include "pgoutbox/kafka/checkpoint.h"
 
 #include <librdkafka/rdkafka.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <memory>
 #include <set>
@@ -17,7 +20,8 @@
 namespace pgoutbox::kafka {
 namespace {
 
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;          // written: signed when a key is configured
+constexpr int kUnsignedVersion = 1;  // read: written before checkpoints were signed
 
 void field(std::string& out, std::string_view name, std::string_view value) {
   out += out.size() > 1 ? ",\"" : "\"";
@@ -149,6 +153,50 @@ std::string create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::
 
 }  // namespace
 
+std::string signed_text(const Checkpoint& c) {
+  // Domain-separated, every field length-prefixed: no two checkpoints share a text.
+  std::string out = "pgoutbox checkpoint v2\n";
+  for (const std::string_view part :
+       {std::string_view(c.slot.system_id), std::string_view(c.slot.database), std::string_view(c.slot.slot),
+        std::string_view(c.delivery), std::string_view(c.transactional_id)}) {
+    out += fmt::format("{}:", part.size());
+    out += part;
+    out += '\n';
+  }
+  out += fmt::format("timeline:{}\nlsn:{}\n", c.timeline, c.lsn.to_string());
+  return out;
+}
+
+CheckpointKey::CheckpointKey(std::string secret) : secret_(std::move(secret)) {
+  if (secret_.size() < kMinBytes) {
+    throw std::invalid_argument(
+        fmt::format("is {} bytes long; a signing key needs at least {} (e.g. the output of "
+                    "`openssl rand -hex 32`)",
+                    secret_.size(), kMinBytes));
+  }
+}
+
+std::string CheckpointKey::mac_of(const Checkpoint& c) const {
+  const std::string text = signed_text(c);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
+           reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest, &length) == nullptr) {
+    throw std::runtime_error("HMAC-SHA256 failed");
+  }
+  std::string hex;
+  hex.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+void CheckpointKey::sign(Checkpoint& c) const { c.mac = mac_of(c); }
+
+bool CheckpointKey::verifies(const Checkpoint& c) const {
+  const std::string expected = mac_of(c);
+  return c.mac.size() == expected.size() && CRYPTO_memcmp(c.mac.data(), expected.data(), expected.size()) == 0;
+}
+
 std::string encode(const Checkpoint& c) {
   std::string out = "{";
   out += fmt::format("\"version\":{}", kVersion);
@@ -159,6 +207,7 @@ std::string encode(const Checkpoint& c) {
   field(out, "lsn", c.lsn.to_string());
   field(out, "delivery", c.delivery);
   field(out, "transactional_id", c.transactional_id);
+  field(out, "mac", c.mac);
   out += '}';
   return out;
 }
@@ -168,7 +217,8 @@ std::optional<Checkpoint> decode(std::string_view json) {
   simdjson::dom::element root;
   if (parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS) return std::nullopt;
   std::int64_t version = 0;
-  if (root["version"].get(version) != simdjson::SUCCESS || version != kVersion) return std::nullopt;
+  if (root["version"].get(version) != simdjson::SUCCESS || (version != kVersion && version != kUnsignedVersion))
+    return std::nullopt;
   Checkpoint c;
   std::string_view text;
   const auto string_field = [&](const char* name, std::string& into) {
@@ -183,11 +233,53 @@ std::optional<Checkpoint> decode(std::string_view json) {
       !string_field("transactional_id", c.transactional_id) || root["timeline"].get(timeline) != simdjson::SUCCESS) {
     return std::nullopt;
   }
+  if (version == kVersion && !string_field("mac", c.mac)) return std::nullopt;
   const auto parsed = Lsn::parse(lsn);
   if (!parsed || timeline < 0 || timeline > INT32_MAX) return std::nullopt;
   c.lsn = *parsed;
   c.timeline = static_cast<int>(timeline);
   return c;
+}
+
+void scan_record(CheckpointScan& scan, const SlotIdentity& identity, const std::string& transactional_id,
+                 const CheckpointKey* key, std::string_view record_key, std::optional<std::string_view> value,
+                 int partition, std::int64_t offset) {
+  const bool under_mine = record_key == identity.key();
+  const auto refuse = [&](std::string reason) {
+    if (!under_mine) return;
+    ++scan.refused_count;
+    if (scan.refused.size() == CheckpointScan::kMaxRefusedKept) scan.refused.erase(scan.refused.begin());
+    scan.refused.push_back({partition, offset, std::move(reason)});
+  };
+  if (!value) {
+    // A tombstone deletes the slot's checkpoint: it can only make pgoutbox skip less.
+    if (under_mine) scan.mine.reset();
+    return;
+  }
+  const auto checkpoint = decode(*value);
+  if (!checkpoint) {
+    refuse("it is not a checkpoint");
+    return;
+  }
+  // The value must say what the key says: a record keyed for this slot that names another is
+  // not this slot's, and neither is one filed under another key that names this one.
+  if (checkpoint->slot.key() != record_key) {
+    refuse(fmt::format("its value names {}, not the key it is filed under", checkpoint->slot.key()));
+    return;
+  }
+  if (key != nullptr && !key->verifies(*checkpoint)) {
+    refuse(checkpoint->mac.empty() ? "it is not signed"
+                                   : "its signature does not verify with checkpoint.signing_key: pgoutbox with this "
+                                     "key did not write it");
+    return;
+  }
+  if (under_mine) {
+    scan.mine = checkpoint;
+  } else if (checkpoint->slot.database == identity.database && checkpoint->slot.slot == identity.slot) {
+    scan.other_systems.push_back(*checkpoint);
+  } else if (!transactional_id.empty() && checkpoint->transactional_id == transactional_id) {
+    scan.same_transactional_id.push_back(*checkpoint);
+  }
 }
 
 outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& checkpoint) {
@@ -200,7 +292,7 @@ outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& che
 }
 
 CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
-                                const std::string& transactional_id) {
+                                const std::string& transactional_id, const CheckpointKey* key) {
   CheckpointScan scan;
   std::string fix = authentication_fix(settings.properties, rd_kafka_version());
   const auto consumer = open_consumer(settings, fix);
@@ -245,24 +337,10 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
       spdlog::debug("checkpoint reader: {}", rd_kafka_message_errstr(msg));
       continue;
     }
-    const std::string_view key(static_cast<const char*>(msg->key), msg->key_len);
-    if (msg->payload == nullptr) {  // a tombstone: the slot's checkpoint was deleted
-      if (key == identity.key()) scan.mine.reset();
-      continue;
-    }
-    const auto checkpoint = decode(std::string_view(static_cast<const char*>(msg->payload), msg->len));
-    if (!checkpoint) {
-      spdlog::warn("checkpoint topic {}: record at partition {} offset {} is not a checkpoint; ignored", settings.topic,
-                   msg->partition, msg->offset);
-      continue;
-    }
-    if (key == identity.key()) {
-      scan.mine = checkpoint;
-    } else if (checkpoint->slot.database == identity.database && checkpoint->slot.slot == identity.slot) {
-      scan.other_systems.push_back(*checkpoint);
-    } else if (!transactional_id.empty() && checkpoint->transactional_id == transactional_id) {
-      scan.same_transactional_id.push_back(*checkpoint);
-    }
+    const std::string_view record_key(msg->key != nullptr ? static_cast<const char*>(msg->key) : "", msg->key_len);
+    std::optional<std::string_view> value;
+    if (msg->payload != nullptr) value = std::string_view(static_cast<const char*>(msg->payload), msg->len);
+    scan_record(scan, identity, transactional_id, key, record_key, value, msg->partition, msg->offset);
   }
   rd_kafka_assign(rk, nullptr);
   return scan;

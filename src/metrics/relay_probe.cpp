@@ -16,30 +16,6 @@ prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name, const
   return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
 }
 
-// Whether `topic` fits a template: literal parts as written, each ${column} one or more bytes.
-// Dynamic programming over (part, position), so any number of columns costs parts x length.
-bool fits(const std::vector<config::TopicPart>& parts, std::string_view topic) {
-  // reachable[i]: the parts so far can end exactly at position i.
-  std::vector<char> reachable(topic.size() + 1, 0);
-  reachable[0] = 1;
-  for (const auto& part : parts) {
-    std::vector<char> next(topic.size() + 1, 0);
-    if (part.is_column) {
-      bool any = false;
-      for (std::size_t i = 0; i <= topic.size(); ++i) {
-        if (any) next[i] = 1;  // some earlier start, then at least one byte up to i
-        if (reachable[i]) any = true;
-      }
-    } else {
-      for (std::size_t i = 0; i + part.text.size() <= topic.size(); ++i) {
-        if (reachable[i] && topic.compare(i, part.text.size(), part.text) == 0) next[i + part.text.size()] = 1;
-      }
-    }
-    reachable = std::move(next);
-  }
-  return reachable[topic.size()] != 0;
-}
-
 }  // namespace
 
 TopicLabels TopicLabels::from(const config::Config& config) {
@@ -85,6 +61,13 @@ RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
                     .Help("Replication sessions that reached streaming (the first, then one per reconnect).")
                     .Register(r)
                     .Add({})),
+      checkpoints_refused_(prometheus::BuildCounter()
+                               .Name("pgoutbox_checkpoints_refused_total")
+                               .Help("Records under this slot's key in the checkpoint topic that were not trusted "
+                                     "(not signed by this instance's key, or naming another slot); counted when a "
+                                     "session starts.")
+                               .Register(r)
+                               .Add({})),
       in_flight_events_gauge_(
           gauge(r, "pgoutbox_in_flight_events", "Records handed to Kafka and not yet acknowledged (pending).")),
       in_flight_bytes_gauge_(gauge(r, "pgoutbox_in_flight_bytes", "Key and value bytes of the in-flight records.")),
@@ -135,7 +118,7 @@ void RelayProbe::backfill_progress(std::string_view table, std::uint64_t read, s
 std::string RelayProbe::table_of(std::string_view topic_name) const {
   if (config::topic_name_problem(topic_name).empty()) {
     for (const auto& t : labels_.tables) {
-      if (fits(t.topic, topic_name)) return t.name;
+      if (config::template_fits(t.topic, topic_name)) return t.name;
     }
   }
   return "unknown";
@@ -276,6 +259,10 @@ void RelayProbe::kafka_statistics(std::string_view json) {
     broker_rtt_p99_.Remove(it->second.p99);
     it = brokers_.erase(it);
   }
+}
+
+void RelayProbe::checkpoints_refused(std::uint64_t records) {
+  checkpoints_refused_.Increment(static_cast<double>(records));
 }
 
 void RelayProbe::kafka_up(bool up) { set_kafka_state(up ? KafkaState::up : KafkaState::down); }

@@ -4,16 +4,48 @@
 
 namespace pgoutbox::relay {
 
+namespace {
+
+const char* delivery_name(config::Delivery delivery) {
+  return delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once";
+}
+
+// Why a checkpoint of this slot does not describe this instance; empty when it does.
+std::string disagreement(const kafka::Checkpoint& c, const ResumeFacts& facts) {
+  if (c.slot.key() != facts.identity.key())
+    return fmt::format("it names {}, this instance is {}", c.slot.key(), facts.identity.key());
+  if (c.delivery != delivery_name(facts.delivery))
+    return fmt::format("it was written in {} mode, this instance runs {}", c.delivery, delivery_name(facts.delivery));
+  if (c.transactional_id != facts.transactional_id)
+    return fmt::format("it was written by transactional id \"{}\", this instance uses \"{}\"", c.transactional_id,
+                       facts.transactional_id);
+  return {};
+}
+
+}  // namespace
+
 Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& facts) {
   Resume resume;
   if (!scan.warning.empty()) resume.warnings.push_back(scan.warning);
+  resume.refused_records = scan.refused_count;
+  if (scan.refused_count > scan.refused.size()) {
+    resume.warnings.push_back(
+        fmt::format("checkpoint topic: {} record(s) under this slot's key refused; the newest {}:", scan.refused_count,
+                    scan.refused.size()));
+  }
+  for (const auto& r : scan.refused) {
+    resume.warnings.push_back(fmt::format(
+        "checkpoint topic: the record at partition {} offset {} under this slot's key is refused: {}. It is not "
+        "used; if pgoutbox did not write it, find who can write to the checkpoint topic",
+        r.partition, r.offset, r.reason));
+  }
   for (const auto& other : scan.other_systems) {
     resume.warnings.push_back(fmt::format(
         "checkpoint topic holds a checkpoint of slot {} in database {} from another system ({}, this one is {}): "
         "a recreated cluster or a copy of the database; it is not used",
         other.slot.slot, other.slot.database, other.slot.system_id, facts.identity.system_id));
   }
-  if (facts.delivery == config::Delivery::exactly_once && !scan.same_transactional_id.empty()) {
+  if (facts.delivery == config::Delivery::exactly_once && facts.signing && !scan.same_transactional_id.empty()) {
     const auto& other = scan.same_transactional_id.front();
     resume.refused = Outcome::fatal(
         Fatal::kafka_config,
@@ -28,6 +60,20 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
     return resume;
   }
   const auto& c = *scan.mine;
+  if (!facts.signing) {
+    resume.note = fmt::format(
+        "checkpoint at {} is not trusted, because checkpoints are not signed (no checkpoint.signing_key): nothing "
+        "is skipped, and after a Postgres crash events past the slot's position {} may be published again",
+        c.lsn.to_string(), facts.slot_confirmed.to_string());
+    return resume;
+  }
+  if (const auto why = disagreement(c, facts); !why.empty()) {
+    resume.warnings.push_back(fmt::format(
+        "checkpoint at {} does not belong to this instance ({}): it is not used, and events after the slot's "
+        "position {} may be published again",
+        c.lsn.to_string(), why, facts.slot_confirmed.to_string()));
+    return resume;
+  }
   if (c.timeline != facts.timeline) {
     resume.warnings.push_back(fmt::format(
         "checkpoint at {} was written on timeline {}, the server is on timeline {} (a promoted standby or a "

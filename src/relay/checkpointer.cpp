@@ -23,10 +23,15 @@ std::optional<Outcome> Relay::resume_from_checkpoint() {
     spdlog::warn("checkpoint: cannot read it ({}); nothing is skipped this session", e.what());
     return std::nullopt;
   }
-  const auto resume =
-      trust_checkpoint(scan, ResumeFacts{start_.identity, start_.timeline, start_.slot_confirmed,
-                                         start_.server_position, config_.delivery, start_.transactional_id});
+  const auto resume = trust_checkpoint(scan, ResumeFacts{.identity = start_.identity,
+                                                         .timeline = start_.timeline,
+                                                         .slot_confirmed = start_.slot_confirmed,
+                                                         .server_position = start_.server_position,
+                                                         .delivery = config_.delivery,
+                                                         .transactional_id = start_.transactional_id,
+                                                         .signing = checkpoint_key_.has_value()});
   for (const auto& warning : resume.warnings) spdlog::warn("checkpoint: {}", warning);
+  if (resume.refused_records > 0) observer_.checkpoints_refused(resume.refused_records);
   if (resume.refused) return resume.refused;
   if (!resume.note.empty()) spdlog::info("checkpoint: {}", resume.note);
   skip_below_ = resume.skip_below;
@@ -36,8 +41,14 @@ std::optional<Outcome> Relay::resume_from_checkpoint() {
 }
 
 kafka::Checkpoint Relay::checkpoint_at(Lsn lsn) const {
-  return kafka::Checkpoint{start_.identity, start_.timeline, lsn, eos_ ? "exactly-once" : "at-least-once",
-                           start_.transactional_id};
+  kafka::Checkpoint checkpoint{.slot = start_.identity,
+                               .timeline = start_.timeline,
+                               .lsn = lsn,
+                               .delivery = eos_ ? "exactly-once" : "at-least-once",
+                               .transactional_id = start_.transactional_id,
+                               .mac = {}};
+  if (checkpoint_key_) checkpoint_key_->sign(checkpoint);
+  return checkpoint;
 }
 
 void Relay::arm_checkpoint() {

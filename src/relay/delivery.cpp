@@ -122,6 +122,7 @@ bool Relay::produce_now(const outbox::Record& record, DeliveryCookie cookie) {
     case kafka::Sink::Produced::ok:
       if (eos_) {
         ++kafka_txn_produced_;
+        if (cookie.is_checkpoint()) checkpoint_in_txn_ = true;
         if (!cookie.is_checkpoint()) {
           const auto source =
               cookie.dead_letter ? dead_letter_source(record) : DeadLetterSource{record.table, record.topic};

@@ -1,10 +1,13 @@
 #include "pgoutbox/relay/relay.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
 #include "pg_failure.h"
+#include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/pgoutput/decoder.h"
 
 namespace pgoutbox::relay {
@@ -20,13 +23,16 @@ Relay::Relay(const config::Config& config, boost::asio::io_context& io, kafka::S
       rules_{config.poison, config.reconnect.max, 0},
       mapping_(config.tables, config.provenance_headers, std::move(ancestry)),
       messages_(config.messages, config.provenance_headers),
+      reserved_topics_(config::reserved_topics(config)),
       poll_timer_(io),
       stop_deadline_(io),
       retry_timer_(io),
       queue_full_timer_(io),
       pump_timer_(io),
       checkpoint_timer_(io),
-      commit_timer_(io) {}
+      commit_timer_(io) {
+  if (!config.checkpoint.signing_key.empty()) checkpoint_key_.emplace(config.checkpoint.signing_key);
+}
 
 Relay::~Relay() {
   for (auto* slot : {&main_, &isolated_, &checkpoint_sink_}) {
@@ -141,10 +147,20 @@ void Relay::apply_backpressure() {
   const auto& limits = config_.limits;
   const auto records = tracker_.outstanding_records();
   const bool full = records >= limits.max_in_flight_records || in_flight_bytes_ >= limits.max_in_flight_bytes;
-  if (eos_ && (committing_ || (full && tracker_.in_transaction() && blocked_.empty()))) {
-    // Records wait for the commit of their Kafka transaction, which comes only at the end of a
-    // Postgres transaction: pausing inside one would wait forever. A full cap commits at the next
-    // boundary instead (on_commit); a commit pauses reading itself.
+  if (eos_ && committing_) return;  // a commit pauses reading itself, and resumes it
+  if (eos_ && tracker_.in_transaction()) {
+    // Records wait for the commit of their Kafka transaction, which comes only after the end of
+    // a Postgres transaction: inside one the caps cannot apply (a full cap commits at the next
+    // boundary instead, maybe_commit). Only the producer's queue pauses reading there, while it
+    // has no room; it empties as the broker acknowledges, and reading goes on (issue 24 item 2).
+    if (!source_->paused() && !blocked_.empty()) {
+      source_->pause();
+      ++counters_.pauses;
+      observer_.paused(true);
+    } else if (source_->paused() && blocked_.empty() && !stopping_ && !closing_) {
+      source_->resume();
+      observer_.paused(false);
+    }
     return;
   }
   if (!source_->paused()) {
@@ -288,6 +304,15 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
 }
 
 void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, const std::string& from) {
+  if (auto* record = std::get_if<outbox::Record>(&built); record != nullptr && reserved_topic(record->topic)) {
+    // A row must not pass for pgoutbox's own records (docs/spec.md I11); refused at load where
+    // the template shows it can, and here whatever the template.
+    std::string reason = fmt::format(
+        "the topic \"{}\" is reserved for pgoutbox's own records (checkpoint.topic, poison.dead_letter_topic)",
+        record->topic);
+    record->topic.clear();
+    built = outbox::Poison{record->event_id, std::move(reason), "RESERVED_TOPIC", std::move(*record)};
+  }
   if (!extra_headers_.empty()) {
     auto* poisoned = std::get_if<outbox::Poison>(&built);
     auto& headers = poisoned != nullptr ? poisoned->record.headers : std::get<outbox::Record>(built).headers;
@@ -315,6 +340,10 @@ void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, cons
   }
   send(record, DeliveryCookie::batched(*txn_));
   apply_backpressure();
+}
+
+bool Relay::reserved_topic(std::string_view topic) const {
+  return std::find(reserved_topics_.begin(), reserved_topics_.end(), topic) != reserved_topics_.end();
 }
 
 void Relay::track(ConfirmTracker::TxnId txn, const outbox::Record& record) {

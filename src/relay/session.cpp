@@ -185,6 +185,7 @@ class Session::Setup {
       }
       if (any_backfill(config_)) {
         if (auto refused = check_backfill()) return refused;
+        if (auto busy = take_backfill_lock()) return busy;
         const auto markers = backfill_markers(pg.slot);
         connection->drop_slot(markers.done);  // of an earlier slot of this name
         if (!connection->slot(markers.pending)) connection->create_marker_slot(markers.pending);
@@ -247,8 +248,11 @@ class Session::Setup {
       s.transactional_id = transactional_id_of(config_, s.identity);
     if (config_.checkpoint.enabled) {
       kafka::CheckpointSettings settings{config_.kafka.brokers, config_.kafka.properties, config_.checkpoint.topic};
-      s.read_checkpoints = [settings = std::move(settings), identity = s.identity, id = s.transactional_id] {
-        return kafka::read_checkpoints(settings, identity, id);
+      std::optional<kafka::CheckpointKey> key;
+      if (!config_.checkpoint.signing_key.empty()) key.emplace(config_.checkpoint.signing_key);
+      s.read_checkpoints = [settings = std::move(settings), identity = s.identity, id = s.transactional_id,
+                            key = std::move(key)] {
+        return kafka::read_checkpoints(settings, identity, id, key ? &*key : nullptr);
       };
     }
     return s;
@@ -269,6 +273,10 @@ class Session::Setup {
     const auto markers = backfill_markers(pg.slot);
     if (connection->slot(markers.done)) return std::nullopt;
     if (connection->slot(markers.pending)) {
+      // Between the slot's creation and the end of its backfill the slot is inactive; the
+      // instance backfilling it holds the lock, and its slot must not be dropped under it
+      // (issue 24 item 3).
+      if (auto busy = take_backfill_lock()) return busy;
       spdlog::warn(
           "the backfill of replication slot {} did not finish (slot {} marks it): dropping the slot to backfill "
           "again from the start; records the interrupted backfill published are published again (consumers "
@@ -287,6 +295,16 @@ class Session::Setup {
                     "(pgoutbox slot drop -c FILE --yes) to backfill at its creation, which skips whatever the slot "
                     "still holds unconfirmed",
                     pg.slot));
+  }
+
+  // The lock of the instance that creates and backfills the slot; a standby that cannot take it
+  // waits, as it waits for an active slot.
+  std::optional<Outcome> take_backfill_lock() {
+    if (connection->try_backfill_lock(config_.postgres.slot)) return std::nullopt;
+    return Outcome::waiting_as_standby(
+        fmt::format("replication slot {} is being created and backfilled by another pgoutbox instance (it holds the "
+                    "backfill lock); waiting to take over if it stops",
+                    config_.postgres.slot));
   }
 
   // Every backfill predicate is valid SQL for its table, before anything is created.

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "dead_letter.h"
 #include "pgoutbox/relay/relay.h"
 
 namespace pgoutbox::relay {
@@ -48,9 +49,9 @@ void Relay::on_transactional_delivery(const kafka::Delivery& delivery) {
     boost::asio::post(io_, [this] { maybe_commit(true); });  // aborts
     return;
   }
-  if (committing_ && kafka_txn_reported_ == kafka_txn_produced_) {
+  if (commit_ready()) {
     boost::asio::post(io_, [this] {
-      if (!closing_ && committing_ && kafka_txn_reported_ == kafka_txn_produced_) finish_commit();
+      if (!closing_ && commit_ready()) finish_commit();
     });
   }
 }
@@ -61,12 +62,14 @@ void Relay::on_transactional_delivery(const kafka::Delivery& delivery) {
 // draining a backlog), or when the in-flight caps are reached; never inside a Postgres
 // transaction.
 void Relay::maybe_commit(bool caught_up) {
-  if (closing_ || committing_) return;
+  if (closing_) return;
+  // A refusal aborts, also one reported while a commit waits for its reports: that commit
+  // would never come (issue 24 item 1).
   if (kafka_txn_failure_) {
     abort_kafka_transaction("Kafka refused a record of it");
     return;
   }
-  if (!kafka_txn_open_ || tracker_.in_transaction()) return;
+  if (committing_ || !kafka_txn_open_ || tracker_.in_transaction()) return;
   const auto& limits = config_.limits;
   const bool full =
       tracker_.outstanding_records() >= limits.max_in_flight_records || in_flight_bytes_ >= limits.max_in_flight_bytes;
@@ -89,13 +92,21 @@ void Relay::start_commit() {
   }
   // The checkpoint goes last, in the same transaction: committed together with the records it
   // covers, or aborted together with them.
+  // Behind any record of the transaction that still waits for room in the producer's queue: a
+  // checkpoint committed without a record it covers would make the next start skip that record
+  // (issue 24 item 5).
   const auto checkpoint = kafka::checkpoint_record(config_.checkpoint.topic, checkpoint_at(last_boundary_));
-  if (!produce_now(checkpoint, DeliveryCookie::checkpoint())) {
+  if (!blocked_.empty() || !produce_now(checkpoint, DeliveryCookie::checkpoint())) {
     blocked_.push_back({checkpoint, DeliveryCookie::checkpoint()});
     if (blocked_.size() == 1) arm_queue_full();
-    return;  // sent from the queue-full timer; its report finishes the commit
+    return;  // sent from the queue-full timer; the last report then finishes the commit
   }
-  if (!closing_ && kafka_txn_reported_ == kafka_txn_produced_) finish_commit();
+  if (!closing_ && commit_ready()) finish_commit();
+}
+
+// Everything of the Kafka transaction is handed over, the checkpoint last, and reported.
+bool Relay::commit_ready() const {
+  return committing_ && checkpoint_in_txn_ && blocked_.empty() && kafka_txn_reported_ == kafka_txn_produced_;
 }
 
 void Relay::finish_commit() {
@@ -128,6 +139,7 @@ void Relay::finish_commit() {
   checkpoint_written_ = last_boundary_;
   kafka_txn_open_ = false;
   committing_ = false;
+  checkpoint_in_txn_ = false;
   kafka_txn_produced_ = 0;
   kafka_txn_reported_ = 0;
   const auto records = std::move(kafka_txn_records_);
@@ -184,6 +196,19 @@ void Relay::abort_kafka_transaction(const std::string& why) {
                 fmt::format("Kafka refused the record ({}: {}); its transaction is aborted and published again "
                             "(attempt {} of {} before poison.policy applies)",
                             error.code, error.text, refused.attempts, config_.poison.max_retries + 1));
+    }
+    if (kafka_txn_failure_->record && cookie.dead_letter && error.kind == kafka::DeliveryFailure::permanent) {
+      // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed, as
+      // at-least-once does. Retrying would abort the same transaction forever (issue 24 item 4).
+      const auto& record = *kafka_txn_failure_->record;
+      log_event(spdlog::level::err, record, cookie.txn,
+                fmt::format("the dead-letter topic {} refused a poison record: {} ({})", record.topic, error.text,
+                            error.code));
+      const auto source = dead_letter_source(record);
+      observer_.event_poison(source.table, source.topic, PoisonAction::stopped);
+      finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})", record.event_id,
+                                                       record.topic, error.text, error.code)));
+      return;
     }
     cause = fmt::format("{} ({}: {})", why, error.code, error.text);
     if (error.kind == kafka::DeliveryFailure::fatal && error.code.find("FENCED") != std::string::npos) {

@@ -156,6 +156,14 @@ void Connection::create_marker_slot(const std::string& name) const {
   exec("CREATE_REPLICATION_SLOT " + identifier(name) + " PHYSICAL");
 }
 
+bool Connection::try_backfill_lock(const std::string& name) const {
+  // A session-level lock, taken before CREATE_REPLICATION_SLOT: the exported snapshot needs the
+  // connection to run nothing between the slot's creation and the backfill's end.
+  auto res = exec("SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended(" +
+                  literal("pgoutbox backfill " + name) + ", 0))");
+  return PQntuples(res.get()) == 1 && std::string_view(PQgetvalue(res.get(), 0, 0)) == "t";
+}
+
 void Connection::drop_slot(const std::string& name) const {
   if (slot(name)) exec("DROP_REPLICATION_SLOT " + identifier(name));
 }

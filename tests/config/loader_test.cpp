@@ -130,8 +130,12 @@ log_format: json
 log_level: debug
 )";
 
+// kEverything runs exactly-once, which needs a checkpoint signing key; a secret, so from the
+// environment.
+const test::Vars kSigningKey = {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY", std::string(64, 'k')}};
+
 TEST(ConfigLoader, EveryKeyParsed) {
-  const Config c = load_yaml(kEverything);
+  const Config c = load_yaml(kEverything, kSigningKey);
   EXPECT_EQ(c.postgres.dsn, "host=pg port=6432 dbname=shop user=relay");
   EXPECT_EQ(c.postgres.slot, "shop_slot");
   EXPECT_EQ(c.postgres.publication, "shop_pub");
@@ -213,12 +217,13 @@ std::string describe_line(const std::string& description, const std::string& pat
 
 // Guards the test above against a key added to the schema but not to kEverything.
 TEST(ConfigLoader, EveryKeyInTheSchemaIsCoveredByEveryKeyParsed) {
-  const std::string everything = describe(load_yaml(kEverything));
+  const std::string everything = describe(load_yaml(kEverything, kSigningKey));
   const std::string minimal = describe(load_yaml(kMinimal));
   for (const auto& key : schema()) {
     // checkpoint.enabled must stay true with exactly-once, so it is set false in its own test.
     if (!key.in_file || key.secret || key.path == "kafka.properties" || key.path == "tables" ||
-        key.path == "messages" || key.path == "postgres.password_file" || key.path == "checkpoint.enabled")
+        key.path == "messages" || key.path == "postgres.password_file" || key.path == "checkpoint.enabled" ||
+        key.path == "checkpoint.signing_key_file")
       continue;
     std::string path = key.path;
     if (path.starts_with("tables[].")) path = "tables[0]." + path.substr(9);
@@ -573,6 +578,18 @@ INSTANTIATE_TEST_SUITE_P(
                   "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    transactional.id: t1\n"
                   "delivery: exactly-once\ntables: [{table: t}]\n",
                   5, 23, "kafka.properties.transactional.id", "use delivery: exactly-once, and kafka.transactional_id"},
+        // Issue 25: an unsigned checkpoint could be forged, and exactly-once relies on skipping.
+        ErrorCase{"exactly_once_without_a_signing_key",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k}\ndelivery: exactly-once\ntables: [{table: t}]\n", 3, 11,
+                  "delivery", "exactly-once needs a checkpoint signing key"},
+        // Issue 25: a row must not route itself into the checkpoint or dead-letter topic.
+        ErrorCase{"template_reaches_the_checkpoint_topic",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k}\ntables: [{table: t, topic: \"${aggregatetype}\"}]\n", 3,
+                  28, "tables[0].topic", "can route a row into pgoutbox.checkpoints"},
+        ErrorCase{"message_template_reaches_the_dead_letter_topic",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k}\npoison: {dead_letter_topic: dlq.orders}\n"
+                  "messages: [{prefix: p, topic: \"dlq.${t}\"}]\n",
+                  4, 31, "messages[0].topic", "can route a row into dlq.orders"},
         ErrorCase{"exactly_once_without_checkpoint",
                   "postgres: {dsn: x=y}\nkafka: {brokers: k}\ndelivery: exactly-once\ncheckpoint: {enabled: false}\n"
                   "tables: [{table: t}]\n",

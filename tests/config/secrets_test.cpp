@@ -167,5 +167,31 @@ TEST(ConfigSecrets, KafkaSecretFileThatCannotBeRead) {
   EXPECT_EQ(e.problem(), "cannot read /nonexistent/sasl: No such file or directory");
 }
 
+// The checkpoint signing key (docs/spec.md I11): a secret like the password, from the
+// environment or a file, never from the configuration file itself.
+TEST(ConfigSecrets, CheckpointSigningKeyFromAFileOrTheEnvironment) {
+  ScratchDir dir;
+  const std::string key(64, 'a');
+  const std::string path = dir.write("checkpoint.key", key + "\n");
+  EXPECT_EQ(load_yaml("postgres: {dsn: host=db}\nkafka: {brokers: k}\ncheckpoint: {signing_key_file: " + path +
+                      "}\ntables: [{table: t}]\n")
+                .checkpoint.signing_key,
+            key);
+  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY", key}}).checkpoint.signing_key, key);
+  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE", path}}).checkpoint.signing_key, key);
+  EXPECT_EQ(load_yaml(kMinimal).checkpoint.signing_key, "");
+}
+
+TEST(ConfigSecrets, CheckpointSigningKeyIsNeverInTheFileAndNeverShort) {
+  const ConfigError in_file =
+      error_of("postgres: {dsn: host=db}\nkafka: {brokers: k}\ncheckpoint: {signing_key: " + std::string(64, 'a') +
+               "}\ntables: [{table: t}]\n");
+  EXPECT_EQ(in_file.key(), "checkpoint.signing_key");
+  const ConfigError short_key = error_of(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY", "hunter2"}});
+  EXPECT_EQ(short_key.key(), "checkpoint.signing_key");
+  EXPECT_NE(short_key.problem().find("at least 32"), std::string::npos) << short_key.problem();
+  EXPECT_EQ(short_key.problem().find("hunter2"), std::string::npos) << "a secret is never printed";
+}
+
 }  // namespace
 }  // namespace pgoutbox::config

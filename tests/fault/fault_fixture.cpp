@@ -63,9 +63,11 @@ std::string FaultTest::write_config(const std::string& file, const PgoutboxConfi
   return write_pgoutbox_config(dir.path() + "/" + file, config);
 }
 
-std::unique_ptr<PgoutboxProcess> FaultTest::start_pgoutbox(const std::string& config_path,
-                                                           const std::string& log_name) const {
-  return std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, config_path, dir.path() + "/" + log_name);
+std::unique_ptr<PgoutboxProcess> FaultTest::start_pgoutbox(const std::string& config_path, const std::string& log_name,
+                                                           bool signed_checkpoints) const {
+  std::vector<std::string> env;
+  if (signed_checkpoints) env.emplace_back(kCheckpointSigningKeyEnv);
+  return std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, config_path, dir.path() + "/" + log_name, std::move(env));
 }
 
 std::string FaultTest::log_tail(const std::string& log_name) const { return tail_of(dir.path() + "/" + log_name); }

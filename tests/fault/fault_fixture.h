@@ -57,8 +57,11 @@ class FaultTest : public ::testing::Test {
   Pipeline make_pipeline(const std::string& name, std::vector<std::string> aggregate_types = {"Order", "Payment"});
   PgoutboxConfig config_for(const Pipeline& p, const std::string& brokers) const;
   std::string write_config(const std::string& file, const PgoutboxConfig& config) const;
+  // With a checkpoint signing key in its environment, as a deployment should run it, unless
+  // `signed_checkpoints` is false (the default configuration's unsigned checkpoints).
   std::unique_ptr<PgoutboxProcess> start_pgoutbox(const std::string& config_path,
-                                                  const std::string& log_name = "pgoutbox.log") const;
+                                                  const std::string& log_name = "pgoutbox.log",
+                                                  bool signed_checkpoints = true) const;
   std::string log_tail(const std::string& log_name = "pgoutbox.log") const;
   LoadWriter::Options writer_options(const Pipeline& p) const;
 

@@ -15,8 +15,27 @@ using namespace std::chrono_literals;
 
 const kafka::SlotIdentity kSlot{"7000000000000000001", "shop", "pgoutbox"};
 
-kafka::Checkpoint at(std::uint64_t lsn, int timeline = 1) {
-  return kafka::Checkpoint{kSlot, timeline, Lsn{lsn}, "at-least-once", ""};
+// A checkpoint this slot's relay wrote (the harness's transactional id in exactly-once mode).
+kafka::Checkpoint at(std::uint64_t lsn, int timeline = 1, config::Delivery delivery = config::Delivery::at_least_once) {
+  const bool eos = delivery == config::Delivery::exactly_once;
+  return kafka::Checkpoint{.slot = kSlot,
+                           .timeline = timeline,
+                           .lsn = Lsn{lsn},
+                           .delivery = eos ? "exactly-once" : "at-least-once",
+                           .transactional_id = eos ? "pgoutbox-test" : "",
+                           .mac = {}};
+}
+
+ResumeFacts facts_at(int timeline, std::uint64_t slot_confirmed, std::uint64_t server_position,
+                     config::Delivery delivery = config::Delivery::at_least_once, std::string transactional_id = "",
+                     bool signing = true) {
+  return ResumeFacts{.identity = kSlot,
+                     .timeline = timeline,
+                     .slot_confirmed = Lsn{slot_confirmed},
+                     .server_position = Lsn{server_position},
+                     .delivery = delivery,
+                     .transactional_id = std::move(transactional_id),
+                     .signing = signing};
 }
 
 TEST(Checkpoint, RecordRoundTripsAndIsKeyedBySlotIdentity) {
@@ -65,8 +84,7 @@ TEST(CheckpointTrust, SkipsOnlyOverTheSameHistory) {
   for (const auto& c : cases) {
     kafka::CheckpointScan scan;
     scan.mine = c.mine;
-    const auto resume =
-        trust_checkpoint(scan, ResumeFacts{kSlot, c.timeline, Lsn{c.slot_confirmed}, Lsn{c.server_position}, {}, ""});
+    const auto resume = trust_checkpoint(scan, facts_at(c.timeline, c.slot_confirmed, c.server_position));
     EXPECT_EQ(resume.skip_below, Lsn{c.skip_below}) << c.what;
     EXPECT_EQ(!resume.warnings.empty(), c.warned) << c.what;
     EXPECT_FALSE(resume.refused) << c.what;
@@ -78,7 +96,7 @@ TEST(CheckpointTrust, AnotherSystemsCheckpointIsReportedAndASharedTransactionalI
   auto other = at(0x5000);
   other.slot.system_id = "7999";
   scan.other_systems.push_back(other);
-  const ResumeFacts facts{kSlot, 1, Lsn{0x100}, Lsn{0x9000}, config::Delivery::exactly_once, "shared-id"};
+  const auto facts = facts_at(1, 0x100, 0x9000, config::Delivery::exactly_once, "shared-id");
   auto resume = trust_checkpoint(scan, facts);
   ASSERT_EQ(resume.warnings.size(), 1U);
   EXPECT_NE(resume.warnings[0].find("7999"), std::string::npos) << resume.warnings[0];
@@ -288,7 +306,7 @@ TEST(RelayExactlyOnce, WhatTheCheckpointSaysIsCommittedIsSkipped) {
   Harness h(exactly_once());
   h.checkpoints = [] {
     kafka::CheckpointScan scan;
-    scan.mine = at(0x1000);
+    scan.mine = at(0x1000, 1, config::Delivery::exactly_once);
     return scan;
   };
   h.source.push(relation());

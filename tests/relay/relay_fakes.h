@@ -136,7 +136,11 @@ struct SinkScript {
   std::function<std::optional<kafka::DeliveryError>(const Produced&)> verdict = [](const Produced&) {
     return std::optional<kafka::DeliveryError>();
   };
-  int queue_full = 0;          // so many produce() calls find the queue full
+  int queue_full = 0;        // so many produce() calls find the queue full
+  std::size_t capacity = 0;  // >0: produce() finds the queue full while so many reports are unsent
+  std::size_t unsent = 0;    // produced, report not yet delivered
+  // produce() finds the queue full for these records (while it returns true).
+  std::function<bool(const outbox::Record&)> full_for = [](const outbox::Record&) { return false; };
   int sends_now = 0;           // send_now() calls (the stream was caught up)
   bool hold = false;           // keep deliveries until release()
   bool hold_isolated = false;  // keep only the isolated sink's deliveries until release()
@@ -192,6 +196,9 @@ class FakeSink final : public kafka::Sink {
       --script_.queue_full;
       return Produced::queue_full;
     }
+    if (script_.capacity > 0 && script_.unsent >= script_.capacity) return Produced::queue_full;
+    if (script_.full_for(record)) return Produced::queue_full;
+    ++script_.unsent;
     const testing::Produced p{record, DeliveryCookie::unpack(cookie), options_.isolated};
     script_.produced.push_back(p);
     if (!options_.transactional_id.empty()) script_.open_txn.push_back(record);
@@ -202,6 +209,7 @@ class FakeSink final : public kafka::Sink {
     d.error = script_.verdict(p);
     if (d.error) d.record = record;
     auto deliver = [this, d, record] {
+      --script_.unsent;
       if (!d.error) script_.landed.push_back(record);
       ready_.push_back(d);
       ++script_.unserved;
@@ -269,6 +277,9 @@ class FakeSink final : public kafka::Sink {
   std::deque<kafka::Delivery> ready_;
 };
 
+// A deployment's checkpoint signing key (docs/spec.md I11), for the configurations tests build.
+inline constexpr std::string_view kTestSigningKey = "0123456789abcdef0123456789abcdef-test-key";
+
 inline config::Config test_config() {
   config::Config c;
   config::TableConfig t;
@@ -278,6 +289,7 @@ inline config::Config test_config() {
   c.poison.retry_backoff = 1ms;
   c.reconnect.max = 4ms;
   c.poison.dead_letter_topic = "dlq";
+  c.checkpoint.signing_key = std::string(kTestSigningKey);
   return c;
 }
 
@@ -327,7 +339,7 @@ struct Harness {
     start.identity = {"7000000000000000001", "shop", "pgoutbox"};
     start.timeline = 1;
     start.server_position = Lsn{0xFFFFFF};
-    start.transactional_id = "pgoutbox-test";
+    if (config.delivery == config::Delivery::exactly_once) start.transactional_id = "pgoutbox-test";
     start.read_checkpoints = checkpoints;
     start.refused = refused;
     const auto outcome = relay.run(source, std::move(start));

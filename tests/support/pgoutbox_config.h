@@ -11,6 +11,10 @@ namespace pgoutbox::test {
 // What a test puts in pgoutbox's YAML file. Empty strings are keys left out (pgoutbox's
 // default applies). `extra_yaml` is appended as is (top-level sections such as limits:,
 // poison:, reconnect:, shutdown_timeout:).
+// The checkpoint signing key of a test deployment (docs/spec.md I11), as the environment gives it.
+inline constexpr const char* kCheckpointSigningKeyEnv =
+    "PGOUTBOX_CHECKPOINT_SIGNING_KEY=test-signing-key-0123456789abcdef0123456789";
+
 struct PgoutboxConfig {
   struct Table {
     std::string table{};  // schema-qualified, e.g. "public.orders"

@@ -16,6 +16,7 @@ config::Config relay_config(const std::string& dsn, const std::string& brokers, 
   t.topic = name + ".${aggregatetype}";
   cfg.tables.push_back(t);
   cfg.shutdown_timeout = 10s;
+  cfg.checkpoint.signing_key = "test-signing-key-0123456789abcdef0123456789";
   return cfg;
 }
 

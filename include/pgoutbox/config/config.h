@@ -56,6 +56,12 @@ struct CheckpointConfig {
   bool enabled = true;
   std::string topic = "pgoutbox.checkpoints";
   std::chrono::milliseconds interval{1000};  // at most one write per interval (at-least-once)
+  // HMAC-SHA256 key that signs each checkpoint (docs/spec.md I11); a secret, from
+  // PGOUTBOX_CHECKPOINT_SIGNING_KEY or checkpoint.signing_key_file. Empty: checkpoints are written
+  // unsigned and never trusted to skip anything (a forged one could otherwise make pgoutbox skip
+  // events); exactly-once requires a key.
+  std::string signing_key;
+  static constexpr std::size_t kMinSigningKeyBytes = 32;
 };
 
 // Which column plays which role (docs/spec.md "Attaching to existing outbox tables").

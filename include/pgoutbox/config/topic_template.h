@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pgoutbox/config/config.h"
+
 namespace pgoutbox::config {
 
 struct TopicPart {
@@ -23,5 +25,19 @@ std::vector<TopicPart> parse_topic_template(std::string_view text);
 // ".."), or an empty string when it is. Routing values come from rows, so every expanded topic
 // is checked before it reaches the producer.
 std::string topic_name_problem(std::string_view topic);
+
+// Whether the template can expand to `topic`: literal parts as written, each ${column} one or
+// more bytes.
+bool template_fits(const std::vector<TopicPart>& parts, std::string_view topic);
+
+// Topics pgoutbox writes for itself: the checkpoint topic and the dead-letter topic. No outbox
+// row or message may route an event into either (docs/spec.md I11): a record there could pass
+// for a checkpoint or for a dead-lettered event.
+std::vector<std::string> reserved_topics(const Config& config);
+
+// Why a template (with its optional topic_pattern allow-list) could route a row into a reserved
+// topic, with the fix; empty when it cannot.
+std::string reserved_topic_problem(const Config& config, std::string_view topic_template,
+                                   const std::string& topic_pattern);
 
 }  // namespace pgoutbox::config

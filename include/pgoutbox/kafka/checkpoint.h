@@ -7,16 +7,21 @@
 // transaction it covers: a Postgres crash rewinds the slot to its last checkpointed position,
 // and what lies between that and this checkpoint is already in Kafka.
 //
-// Whether a checkpoint may be trusted is decided by trust_checkpoint() (relay side); this module
-// only writes and reads the records.
+// Anyone who can write to the topic can write a record under a slot's key, so a record proves
+// nothing by where it sits (docs/spec.md I11): pgoutbox signs each checkpoint with HMAC-SHA256
+// under a key only it holds (checkpoint.signing_key_file), and the reader keeps only records whose
+// value agrees with their key and, with a key configured, whose signature verifies. Whether a kept
+// checkpoint may decide what to skip is decided by trust_checkpoint() (relay side).
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "pgoutbox/config/config.h"
 #include "pgoutbox/lsn.h"
 #include "pgoutbox/outbox/record.h"
 
@@ -37,21 +42,54 @@ struct Checkpoint {
   Lsn lsn;                       // end LSN of the newest transaction fully in Kafka
   std::string delivery;          // "at-least-once" or "exactly-once"
   std::string transactional_id;  // exactly-once: the producer that wrote it
+  std::string mac;               // hex HMAC-SHA256 of signed_text() under the signing key; empty: unsigned
 };
 
-// The record's value: a small JSON object (version 1).
+// The bytes a checkpoint's signature covers: every field but the signature, in a fixed order.
+std::string signed_text(const Checkpoint& checkpoint);
+
+// The secret that proves a checkpoint was written by pgoutbox.
+class CheckpointKey {
+ public:
+  // At least kMinBytes bytes; throws std::invalid_argument otherwise.
+  explicit CheckpointKey(std::string secret);
+  static constexpr std::size_t kMinBytes = config::CheckpointConfig::kMinSigningKeyBytes;
+  void sign(Checkpoint& checkpoint) const;
+  // Constant-time: true when `checkpoint.mac` is this key's signature of its fields.
+  bool verifies(const Checkpoint& checkpoint) const;
+
+ private:
+  std::string mac_of(const Checkpoint& checkpoint) const;
+  std::string secret_;
+};
+
+// The record's value: a small JSON object (version 2; version 1, unsigned, is still read).
 std::string encode(const Checkpoint& checkpoint);
-// nullopt when `json` is not a version-1 checkpoint.
+// nullopt when `json` is not a version-1 or version-2 checkpoint.
 std::optional<Checkpoint> decode(std::string_view json);
 outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& checkpoint);
 
+// A record under this slot's key that was not taken as its checkpoint, and why.
+struct RefusedCheckpoint {
+  int partition = 0;
+  std::int64_t offset = 0;
+  std::string reason;
+};
+
 struct CheckpointScan {
-  std::optional<Checkpoint> mine;  // the newest checkpoint under this slot's key
+  // The newest checkpoint under this slot's key whose value names this slot and, with a key,
+  // whose signature verifies.
+  std::optional<Checkpoint> mine;
+  // Records under this slot's key that were not kept (at most kMaxRefusedKept, newest last);
+  // refused_count counts them all.
+  std::vector<RefusedCheckpoint> refused;
+  std::uint64_t refused_count = 0;
+  static constexpr std::size_t kMaxRefusedKept = 8;
   // Checkpoints of the same database and slot name written by another system: a recreated
-  // cluster, or a copy of the database (reported, never used).
+  // cluster, or a copy of the database (reported, never used). Kept by the same rules as mine.
   std::vector<Checkpoint> other_systems;
   // Exactly-once: checkpoints of other slots written with the same transactional id (two
-  // configurations sharing one id fence each other).
+  // configurations sharing one id fence each other). Kept by the same rules as mine.
   std::vector<Checkpoint> same_transactional_id;
   std::string warning;  // set when the topic could not be created as compacted, or read whole
 };
@@ -63,10 +101,17 @@ struct CheckpointSettings {
   std::chrono::milliseconds timeout{30'000};
 };
 
+// Sorts one record of the checkpoint topic into `scan` (the reading loop's step, apart so that
+// it can be tested without a broker). `key`: the signing key; null when none is configured, and
+// then unsigned records are kept (trust_checkpoint never skips on them).
+void scan_record(CheckpointScan& scan, const SlotIdentity& identity, const std::string& transactional_id,
+                 const CheckpointKey* key, std::string_view record_key, std::optional<std::string_view> value,
+                 int partition, std::int64_t offset);
+
 // Creates the topic (one partition, cleanup.policy=compact) when it is missing, then reads it to
 // its end with isolation.level=read_committed. Throws std::runtime_error when Kafka cannot be
 // reached or the topic cannot be read within the timeout.
 CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
-                                const std::string& transactional_id);
+                                const std::string& transactional_id, const CheckpointKey* key);
 
 }  // namespace pgoutbox::kafka

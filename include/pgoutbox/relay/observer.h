@@ -53,6 +53,10 @@ class Observer {
   virtual void backfill_progress(std::string_view /*table*/, std::uint64_t /*read*/, std::uint64_t /*published*/,
                                  std::uint64_t /*total*/) {}
 
+  // Records under this slot's key in the checkpoint topic that were not taken as its checkpoint
+  // (forged, foreign, unsigned while a key is configured), found when a session starts.
+  virtual void checkpoints_refused(std::uint64_t /*records*/) {}
+
   // librdkafka's statistics JSON (statistics.interval.ms), as it comes.
   virtual void kafka_statistics(std::string_view /*json*/) {}
   // Whether at least one broker is reachable, from librdkafka's error and statistics events.

@@ -148,6 +148,7 @@ class Relay : private ChangeHandler {
   void on_commit(const pgoutput::CommitData& commit);
   void on_insert(const pgoutput::InsertData& insert);
   void relay_built(std::variant<outbox::Record, outbox::Poison> built, const std::string& from);
+  bool reserved_topic(std::string_view topic) const;
   void end_unit(Lsn end_lsn);
   // Logical decoding messages (messages.cpp).
   void on_message(const pgoutput::MessageData& message);
@@ -194,6 +195,7 @@ class Relay : private ChangeHandler {
   void on_transactional_delivery(const kafka::Delivery& delivery);
   void maybe_commit(bool caught_up);
   void start_commit();
+  bool commit_ready() const;
   void finish_commit();
   void abort_kafka_transaction(const std::string& why);
   bool on_transaction_failure(const kafka::TxnResult& result, const char* step);
@@ -207,6 +209,7 @@ class Relay : private ChangeHandler {
   PoisonRules rules_;
   outbox::Mapping mapping_;
   outbox::MessageMapping messages_;
+  std::vector<std::string> reserved_topics_;  // checkpoint and dead-letter topics: no row routes there
   pgoutput::RelationCache relations_;
   ConfirmTracker tracker_;
   ChangeSource* source_ = nullptr;
@@ -241,7 +244,8 @@ class Relay : private ChangeHandler {
   bool skipping_ = false;  // the open transaction is one of those
   bool skip_reported_ = false;
   bool checkpointing_ = false;
-  SinkSlot checkpoint_sink_;  // at-least-once: checkpoints go alone, beside the records
+  std::optional<kafka::CheckpointKey> checkpoint_key_;  // from checkpoint.signing_key; none: unsigned
+  SinkSlot checkpoint_sink_;                            // at-least-once: checkpoints go alone, beside the records
   boost::asio::steady_timer checkpoint_timer_;
   Lsn checkpoint_written_;
   std::optional<Lsn> checkpoint_sending_;
@@ -255,7 +259,8 @@ class Relay : private ChangeHandler {
     bool dead_letter;
   };
   bool kafka_txn_open_ = false;
-  bool committing_ = false;  // the checkpoint is produced; waiting for the reports, then the commit
+  bool committing_ = false;         // the checkpoint is produced; waiting for the reports, then the commit
+  bool checkpoint_in_txn_ = false;  // the commit's checkpoint is handed to the sink
   bool paused_for_commit_ = false;
   std::chrono::steady_clock::time_point kafka_txn_started_;
   std::vector<InTransaction> kafka_txn_records_;

@@ -129,6 +129,10 @@ class Connection {
   // CREATE_REPLICATION_SLOT … PHYSICAL without RESERVE_WAL: a slot that pins no WAL, used as a
   // durable marker beside the logical slot (relay/backfill.h).
   void create_marker_slot(const std::string& name) const;
+  // Takes, for the life of this session, the advisory lock that says "this process is creating
+  // or backfilling slot `name`" (relay/backfill.h); false while another session holds it. The
+  // lock goes with the session, also when its process dies.
+  bool try_backfill_lock(const std::string& name) const;
   // DROP_REPLICATION_SLOT; a missing slot is no error.
   void drop_slot(const std::string& name) const;
   std::optional<PublicationState> publication(const std::string& name) const;

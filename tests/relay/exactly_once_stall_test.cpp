@@ -1,0 +1,160 @@
+// Exactly-once never waits forever with nothing said (docs/spec.md I12; issue 24 items 1, 2, 4
+// and 5), against the fake transactional sink: a refusal reported while a commit waits for its
+// reports aborts; a Postgres transaction larger than the producer's queue is read to its end
+// and committed; a dead-letter write Kafka refuses stops pgoutbox as in at-least-once; the
+// checkpoint never goes into a Kafka transaction ahead of records still waiting for the queue.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "relay_fakes.h"
+
+namespace pgoutbox::relay {
+namespace {
+
+using namespace pgoutbox::relay::testing;
+
+config::Config exactly_once() {
+  auto c = test_config();
+  c.delivery = config::Delivery::exactly_once;
+  c.kafka.transaction_interval = 50ms;
+  return c;
+}
+
+std::string id(int n) { return fmt::format("00000000-0000-0000-0000-{:012d}", n); }
+
+bool aborted(const SinkScript& script) {
+  return std::find(script.txn_calls.begin(), script.txn_calls.end(), "abort") != script.txn_calls.end();
+}
+
+// Issue 24 item 1: the refusal's report comes after the commit started (the checkpoint is
+// produced, the commit waits for the reports). It must abort and end the session, so that the
+// next one retries and poison.policy applies, instead of waiting for a commit that never comes.
+TEST(ExactlyOnceStalls, ARefusalReportedDuringACommitAbortsIt) {
+  Harness h(exactly_once());
+  h.script.hold = true;
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id == id(2)) return refused_for_size();
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 3, 1);
+  std::vector<std::function<void()>> steps(20, [] {});
+  steps[5] = [&] { h.source.caught_up(); };  // the commit starts: the checkpoint is produced
+  steps[10] = [&] {
+    ASSERT_TRUE(std::any_of(h.script.produced.begin(), h.script.produced.end(), [](const Produced& p) {
+      return p.cookie.is_checkpoint();
+    })) << "the commit did not start";
+    h.script.hold = false;
+    h.script.release_all();  // record 2's refusal arrives while the commit waits
+  };
+  h.stop_when_done = false;  // the session must end itself
+  const auto outcome = h.run(steps);
+  EXPECT_FALSE(h.timed_out) << "stalled: the refusal during the commit was never acted on";
+  EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+  EXPECT_TRUE(aborted(h.script));
+  EXPECT_TRUE(h.script.committed.empty());
+  ASSERT_EQ(h.refused->size(), 1U);
+  EXPECT_EQ(h.refused->begin()->second.attempts, 1U);
+  EXPECT_EQ(h.source.flush, Lsn{0x100});
+}
+
+// Issue 24 item 2: one Postgres transaction of 400 rows through a producer queue of 16 records,
+// with in-flight caps of 50: the queue refuses again and again inside the transaction, where the
+// caps cannot apply (its records wait for its commit, which comes only after its Commit message).
+// Reading must go on whenever the queue has room, up to the Commit, and everything is committed.
+TEST(ExactlyOnceStalls, ATransactionLargerThanTheQueueIsReadToItsEndAndCommitted) {
+  auto config = exactly_once();
+  config.limits.max_in_flight_records = 50;
+  Harness h(config);
+  h.script.capacity = 16;
+  h.script.hold = true;
+  h.time_limit = 10s;
+  h.source.push(relation());
+  h.txn(0x1000, 400, 1);
+  h.txn(0x2000, 3, 401);
+  // The broker acknowledges what it holds every millisecond.
+  std::vector<std::function<void()>> steps(2000, [&] { h.script.release_all(); });
+  steps[1999] = [&] {
+    h.script.hold = false;
+    h.script.release_all();
+  };
+  const auto outcome = h.run(steps);
+  EXPECT_FALSE(h.timed_out) << "stalled inside the transaction";
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  std::size_t records = 0;
+  for (const auto& r : h.script.committed) records += r.topic != "pgoutbox.checkpoints" ? 1 : 0;
+  EXPECT_EQ(records, 403U);
+  EXPECT_EQ(h.source.flush, Lsn{0x2000});
+}
+
+// Issue 24 item 4: the record is refused, and after poison.max_retries its dead-letter write is
+// refused too. At-least-once exits 4 (poison) then; exactly-once must as well, not abort and
+// retry the dead-letter write forever.
+TEST(ExactlyOnceStalls, ARefusedDeadLetterWriteStopsWithThePoisonCode) {
+  auto config = exactly_once();
+  config.poison.max_retries = 0;
+  config.poison.policy = config::PoisonPolicy::dead_letter;
+  auto refused = std::make_shared<RefusedRecords>();
+  std::optional<Outcome> last;
+  for (int session = 1; session <= 5 && !(last && last->kind == Outcome::Kind::fatal); ++session) {
+    Harness h(config);
+    h.refused = refused;
+    h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+      if (p.record.event_id == id(2)) return refused_for_size();  // its dead-letter copy too
+      return std::nullopt;
+    };
+    h.source.push(relation());
+    h.txn(0x1000, 3, 1);
+    h.stop_when_done = false;
+    last = h.run();
+    EXPECT_FALSE(h.timed_out) << "session " << session;
+    EXPECT_TRUE(h.script.committed.empty()) << "session " << session;
+  }
+  ASSERT_TRUE(last);
+  ASSERT_EQ(last->kind, Outcome::Kind::fatal) << last->reason;
+  EXPECT_EQ(last->cause, Fatal::poison);
+}
+
+// Issue 24 item 5: a record of the unit still waits for room in the producer's queue when the
+// commit starts. The checkpoint must go after it, into the same Kafka transaction, and the
+// commit must wait for both: a checkpoint committed without a record it covers would make the
+// next start skip that record. Reached through a non-transactional logical message: it is poison
+// and its dead-letter write, which finds the queue full, is followed at once by the unit's end,
+// with no message read in between that the full queue could pause.
+TEST(ExactlyOnceStalls, TheCheckpointIsNeverCommittedAheadOfARecordItCovers) {
+  auto config = exactly_once();
+  config::MessageConfig m;
+  m.prefix = "outbox";
+  config.messages.push_back(m);
+  config.poison.policy = config::PoisonPolicy::dead_letter;
+  Harness h(config);
+  bool room = false;
+  h.script.full_for = [&](const outbox::Record& r) { return r.topic == "dlq" && !room; };
+  const std::string envelope = R"({"id":"m1","aggregatetype":"E","aggregateid":"k","payload":{}})";
+  h.source.push(MessageBuilder('M')
+                    .int8(0)
+                    .int64(0x900)
+                    .string("outbox")
+                    .int32(static_cast<std::uint32_t>(envelope.size()))
+                    .raw(envelope),
+                Lsn{0x900});
+  std::vector<std::function<void()>> steps(30, [] {});
+  steps[0] = [&] { h.source.caught_up(); };  // the commit starts while the dead-letter write waits
+  steps[25] = [&] { room = true; };
+  const auto outcome = h.run(steps);
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  // Whatever was committed: the checkpoint comes after the dead-letter record it covers.
+  bool dead_lettered = false;
+  for (const auto& r : h.script.committed) {
+    if (r.topic == "dlq") dead_lettered = true;
+    if (r.topic == "pgoutbox.checkpoints") {
+      EXPECT_TRUE(dead_lettered) << "a checkpoint was committed ahead of the record it covers: " << r.value;
+    }
+  }
+  EXPECT_TRUE(dead_lettered);
+}
+
+}  // namespace
+}  // namespace pgoutbox::relay
