@@ -2,7 +2,8 @@
 // real pgoutbox binary and Postgres, with librdkafka's mock cluster as Kafka:
 //   - a header name with a NUL byte, from a `json` headers column, cannot spoof `id`: not on the
 //     first send, and not on the record pgoutbox rebuilds from the failed delivery report
-//     (rd_kafka_header_get_all gives names as C strings) and sends again;
+//     (rd_kafka_header_get_all gives names as C strings) and sends again; a NUL byte in a value
+//     makes the row poison;
 //   - a 200 MB headers value and a 200 MB message envelope are poison without being parsed, and
 //     the relay's peak RSS (VmHWM) stays within the copies libpq must hold plus 128 MiB.
 #include <gtest/gtest.h>
