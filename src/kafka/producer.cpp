@@ -294,7 +294,9 @@ void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* msg, void* opa
       for (std::size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
            ++i) {
         std::string text = value != nullptr ? std::string(static_cast<const char*>(value), size) : std::string();
-        if (std::string_view(name) == "id") record.event_id = text;
+        // Names come back as C strings, cut at a NUL: the mapping drops such names, and the
+        // event id is pgoutbox's own `id`, the first one (outbox/header_guard.h).
+        if (record.event_id.empty() && std::string_view(name) == "id") record.event_id = text;
         record.headers.push_back({name, std::move(text)});
       }
     }

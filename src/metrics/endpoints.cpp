@@ -29,12 +29,13 @@ Routes endpoints(prometheus::Registry& registry, const RelayProbe& relay) {
   Routes routes;
   // Reserved headers the headers column tried to set (outbox/header_guard.h), brought up to date
   // at each scrape; labelled by configured table only.
-  auto& dropped = prometheus::BuildCounter()
-                      .Name("pgoutbox_headers_dropped_total")
-                      .Help(
-                          "Headers a row's headers column tried to set under a reserved name (id, type, pgoutbox.*); "
-                          "dropped, never published.")
-                      .Register(registry);
+  auto& dropped =
+      prometheus::BuildCounter()
+          .Name("pgoutbox_headers_dropped_total")
+          .Help(
+              "Headers a row's headers column tried to set under a reserved name (id, type, pgoutbox.*, or a "
+              "name with a NUL byte); dropped, never published.")
+          .Register(registry);
   auto sync_mutex = std::make_shared<std::mutex>();
   routes["/metrics"] = [&registry, &dropped, sync_mutex] {
     {

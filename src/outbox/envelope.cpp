@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <charconv>
+
 #include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/outbox/header_guard.h"
+#include "row_text.h"
 
 namespace pgoutbox::outbox {
 namespace {
@@ -50,6 +53,18 @@ MessageMapping::MessageMapping(std::vector<config::MessageConfig> messages, bool
   }
 }
 
+std::size_t max_message_bytes(const std::map<std::string, std::string>& kafka_properties) {
+  const auto it = kafka_properties.find("message.max.bytes");
+  if (it == kafka_properties.end()) return kDefaultMaxMessageBytes;
+  std::size_t value = 0;
+  const auto* end = it->second.data() + it->second.size();
+  // Not a number: librdkafka refuses it when the producer is created, before any message comes.
+  if (const auto [ptr, ec] = std::from_chars(it->second.data(), end, value); ec != std::errc() || ptr != end) {
+    return kDefaultMaxMessageBytes;
+  }
+  return value;
+}
+
 std::string MessageMapping::label(std::string_view prefix) { return fmt::format("message:{}", prefix); }
 
 std::optional<std::size_t> MessageMapping::find(std::string_view prefix) const {
@@ -59,8 +74,8 @@ std::optional<std::size_t> MessageMapping::find(std::string_view prefix) const {
   return std::nullopt;
 }
 
-std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::string_view envelope,
-                                                   const TxnContext& txn) const {
+std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::string_view envelope, const TxnContext& txn,
+                                                   std::size_t max_bytes) const {
   const auto& entry = entries_.at(index);
   const auto& fields = entry.config.fields;
   // As for a row: everything that can be built is, so that a poison message keeps what the
@@ -76,7 +91,16 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
     return Poison{rec.event_id, std::move(problem->second), std::move(problem->first), std::move(rec)};
   };
 
+  if (envelope.size() > max_bytes) {
+    // Never parsed (the parser would take about 13 times its size), and not carried to the
+    // dead-letter topic either: the record it could make would be refused for its size.
+    fail("ENVELOPE_TOO_LARGE",
+         fmt::format("the message is {} bytes, above the largest record the producer may send (message.max.bytes, {})",
+                     envelope.size(), max_bytes));
+    return poison();
+  }
   thread_local simdjson::dom::parser parser;
+  const ParserRelease release(parser);
   simdjson::dom::object object;
   if (const auto error = parser.parse(envelope.data(), envelope.size()).get_object().get(object);
       error != simdjson::SUCCESS) {
@@ -86,7 +110,11 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
     return poison();
   }
 
-  if (auto id = scalar_text(object, fields.id); id && !id->empty()) {
+  if (auto id = scalar_text(object, fields.id); id && has_nul(*id)) {
+    // The `id` header would read as another id to a C-string consumer (header_guard.h).
+    fail("INVALID_HEADERS",
+         fmt::format("the envelope's event id (field \"{}\") holds a NUL byte: \"{}\"", fields.id, shown(*id)));
+  } else if (id && !id->empty()) {
     rec.event_id = std::move(*id);
   } else {
     fail("NULL_ID", fmt::format("the envelope has no event id (field \"{}\", a string or a number)", fields.id));
@@ -114,7 +142,7 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
     }
     if (!why.empty()) {
       // Quoted at most 64 bytes long: the reason is logged and sent as a dead-letter header.
-      fail("INVALID_TOPIC", fmt::format("the topic \"{}\" {}", rec.topic.substr(0, 64), why));
+      fail("INVALID_TOPIC", fmt::format("the topic \"{}\" {}", shown(rec.topic), why));
       rec.topic.clear();
     }
   }
@@ -136,7 +164,12 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
 
   if (!rec.event_id.empty() || !problem) rec.headers.push_back({"id", rec.event_id});
   if (fields.type) {
-    if (auto type = scalar_text(object, *fields.type)) rec.headers.push_back({"type", std::move(*type)});
+    if (auto type = scalar_text(object, *fields.type); type && has_nul(*type)) {
+      fail("INVALID_HEADERS",
+           fmt::format("the envelope's type (field \"{}\") holds a NUL byte: \"{}\"", *fields.type, shown(*type)));
+    } else if (type) {
+      rec.headers.push_back({"type", std::move(*type)});
+    }
   }
   simdjson::dom::element headers;
   if (fields.headers && object.at_key(*fields.headers).get(headers) == simdjson::SUCCESS && !headers.is_null()) {
@@ -155,6 +188,12 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
         }
         std::string_view text;
         if (field.value.get_string().get(text) == simdjson::SUCCESS) {
+          if (has_nul(text)) {
+            // Neither sent nor kept for the dead-letter copy (header_guard.h).
+            fail("INVALID_HEADERS",
+                 fmt::format("the envelope's headers give header \"{}\" a value with a NUL byte", shown(field.key)));
+            continue;
+          }
           rec.headers.push_back({std::string(field.key), std::string(text)});
         } else {
           rec.headers.push_back({std::string(field.key), simdjson::minify(field.value)});

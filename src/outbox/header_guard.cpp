@@ -34,6 +34,8 @@ DroppedCounts& dropped() {
 
 bool is_reserved_header(std::string_view name) {
   constexpr std::string_view kPrefix = "pgoutbox.";
+  // A name with a NUL is whatever its reader makes of it: for a C-string reader, its prefix.
+  if (has_nul(name)) return true;
   return equals_ascii_nocase(name, "id") || equals_ascii_nocase(name, "type") ||
          (name.size() >= kPrefix.size() && equals_ascii_nocase(name.substr(0, kPrefix.size()), kPrefix));
 }
@@ -50,7 +52,8 @@ void count_dropped_header(const std::string& table, std::string_view name) {
   if (first) {
     spdlog::warn(
         "outbox table {}: the headers column sets the reserved header \"{}\"{}; it is dropped (pgoutbox alone "
-        "sets id, type and pgoutbox.*). Further drops on this table are only counted "
+        "sets id, type and pgoutbox.*, and a name with a NUL byte reads as a shorter one to C clients). Further drops "
+        "on this table are only counted "
         "(pgoutbox_headers_dropped_total)",
         table, name.substr(0, kShownNameBytes), name.size() > kShownNameBytes ? "..." : "");
   }

@@ -4,6 +4,7 @@
 
 #include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/outbox/header_guard.h"
+#include "row_text.h"
 
 #include <fmt/format.h>
 
@@ -71,9 +72,19 @@ std::optional<int> hex_digit(char c) {
   return std::nullopt;
 }
 
-// A row-derived value as a poison reason quotes it: at most 64 bytes, every byte outside
-// printable ASCII as \xNN, so that reasons (logged, and sent as dead-letter headers) stay short
-// and cannot carry control characters.
+bool parse_digits(std::string_view text, std::size_t at, std::size_t count, int& out) {
+  if (at + count > text.size()) return false;
+  out = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const char c = text[at + i];
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string shown(std::string_view value) {
   constexpr std::size_t kShownBytes = 64;
   std::string out;
@@ -88,19 +99,6 @@ std::string shown(std::string_view value) {
   if (value.size() > kShownBytes) out += fmt::format("... ({} bytes)", value.size());
   return out;
 }
-
-bool parse_digits(std::string_view text, std::size_t at, std::size_t count, int& out) {
-  if (at + count > text.size()) return false;
-  out = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const char c = text[at + i];
-    if (c < '0' || c > '9') return false;
-    out = out * 10 + (c - '0');
-  }
-  return true;
-}
-
-}  // namespace
 
 std::size_t Record::weight() const { return value.size() + (key ? key->size() : 0); }
 
@@ -278,6 +276,7 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
   }
   if (payload && validate_json_) {
     thread_local simdjson::dom::parser parser;
+    const ParserRelease release(parser);
     simdjson::dom::element ignored;
     if (const auto error = parser.parse(rec.value.data(), rec.value.size()).get(ignored); error != simdjson::SUCCESS) {
       fail("INVALID_JSON", fmt::format("the payload is not valid JSON ({})", simdjson::error_message(error)));
@@ -289,8 +288,15 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
   if (const auto headers = text_of(tuple, headers_)) {
     // Each key of the object is a header: string values as they are, others as their JSON text.
     thread_local simdjson::dom::parser parser;
+    const ParserRelease release(parser);
     simdjson::dom::object object;
-    if (parser.parse(headers->data(), headers->size()).get_object().get(object) != simdjson::SUCCESS) {
+    if (headers->size() > kMaxColumnHeadersTextBytes) {
+      // Never parsed: the parser would take about 13 times its size (header_guard.h).
+      fail(
+          "TOO_MANY_HEADERS",
+          fmt::format("the headers column \"{}\" is {} bytes of JSON, above pgoutbox's cap of {} bytes; it is not read",
+                      *table_->columns.headers, headers->size(), kMaxColumnHeadersTextBytes));
+    } else if (parser.parse(headers->data(), headers->size()).get_object().get(object) != simdjson::SUCCESS) {
       fail("INVALID_HEADERS", "the headers column \"" + *table_->columns.headers + "\" is not a JSON object");
     } else {
       // Reserved names are dropped (header_guard.h); the rest are capped in count and bytes.
@@ -303,6 +309,12 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
         }
         std::string_view text;
         if (field.value.get_string().get(text) == simdjson::SUCCESS) {
+          if (has_nul(text)) {
+            // Neither sent nor kept for the dead-letter copy (header_guard.h).
+            fail("INVALID_HEADERS", fmt::format("the headers column \"{}\" gives header \"{}\" a value with a NUL byte",
+                                                *table_->columns.headers, shown(field.key)));
+            continue;
+          }
           rec.headers.push_back({std::string(field.key), std::string(text)});
         } else {
           rec.headers.push_back({std::string(field.key), simdjson::minify(field.value)});

@@ -30,6 +30,9 @@ void Relay::on_message(const pgoutput::MessageData& message) {
     return;
   }
   ++counters_.messages_received;
+  // An envelope above the largest record the producer may send is poison, never parsed
+  // (outbox/envelope.h).
+  const auto max_bytes = outbox::max_message_bytes(config_.kafka.properties);
   const std::string from =
       fmt::format("logical message with prefix \"{}\" at {}", message.prefix, message.lsn.to_string());
   if (message.transactional()) {
@@ -38,7 +41,7 @@ void Relay::on_message(const pgoutput::MessageData& message) {
       ++counters_.checkpoint_skipped_rows;
       return;
     }
-    relay_built(messages_.build(*entry, message.content, txn_context_), from);
+    relay_built(messages_.build(*entry, message.content, txn_context_, max_bytes), from);
     return;
   }
   // pgoutbox does not ask for streaming, so a transaction is sent whole at its commit, and a
@@ -55,7 +58,7 @@ void Relay::on_message(const pgoutput::MessageData& message) {
           .count();
   txn_ = tracker_.begin(now_us, message.lsn);
   txn_context_ = {message.lsn, now_us, 0};
-  auto built = messages_.build(*entry, message.content, txn_context_);
+  auto built = messages_.build(*entry, message.content, txn_context_, max_bytes);
   if (auto* record = std::get_if<outbox::Record>(&built)) {
     auto event_id = record->event_id;
     built = outbox::Poison{std::move(event_id),

@@ -164,5 +164,53 @@ TEST(Envelope, HeadersCannotImpersonateReservedOnes) {
   EXPECT_EQ(h.at("ok"), "1");
 }
 
+// A name with a NUL is dropped like a reserved one (a C-string reader sees "id"); a NUL in a
+// value that becomes a header (id, type, a header) makes the message poison.
+TEST(Envelope, HeaderNamesWithANulAreDroppedAndValuesWithOneArePoison) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  const auto r = record_of(
+      mapping,
+      R"({"id":"real","aggregatetype":"o","payload":{},"headers":{"id\u0000":"SPOOFED","type\u0000x":"t","ok":"1"}})");
+  std::vector<std::string> names;
+  for (const auto& h : r.headers) names.push_back(h.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"id", "ok"}));
+  EXPECT_EQ(r.headers[0].value, "real");
+
+  for (const std::string bad :
+       {R"({"id":"real\u0000x","aggregatetype":"o","payload":{}})",
+        R"({"id":"real","type":"Created\u0000x","aggregatetype":"o","payload":{}})",
+        R"({"id":"real","aggregatetype":"o","payload":{},"headers":{"tenant":"acme\u0000other"}})"}) {
+    const auto p = poison_of(mapping, bad);
+    EXPECT_EQ(p.code, "INVALID_HEADERS") << bad;
+    for (const auto& h : p.record.headers) EXPECT_EQ(h.value.find('\0'), std::string::npos) << bad << " " << h.name;
+  }
+  // A topic quoted in a reason is escaped (the reason is a dead-letter header).
+  const auto p = poison_of(mapping, R"({"id":"1","aggregatetype":"o\u0000x","payload":{}})");
+  EXPECT_EQ(p.code, "INVALID_TOPIC");
+  EXPECT_EQ(p.reason.find('\0'), std::string::npos) << p.reason;
+}
+
+// An envelope above the producer's message.max.bytes is poison without being parsed, and the
+// poison record does not carry it (its dead-letter copy would be refused for its size too).
+TEST(Envelope, AnEnvelopeAboveMessageMaxBytesIsPoisonWithoutBeingParsed) {
+  const MessageMapping mapping({outbox_prefix()}, false);
+  std::string big = R"({"id":"1","aggregatetype":"o","payload":")";
+  big += std::string(kDefaultMaxMessageBytes, 'x') + "\"}";
+  const auto p = poison_of(mapping, big);
+  EXPECT_EQ(p.code, "ENVELOPE_TOO_LARGE");
+  EXPECT_NE(p.reason.find(std::to_string(big.size())), std::string::npos) << p.reason;
+  EXPECT_TRUE(p.record.value.empty());
+  EXPECT_TRUE(p.record.topic.empty());
+
+  // The same envelope under a larger message.max.bytes is a record.
+  auto built = mapping.build(0, big, kTxn, big.size());
+  ASSERT_TRUE(std::holds_alternative<Record>(built));
+  EXPECT_EQ(std::get<Record>(built).value.size(), kDefaultMaxMessageBytes);
+
+  EXPECT_EQ(max_message_bytes({}), kDefaultMaxMessageBytes);
+  EXPECT_EQ(max_message_bytes({{"message.max.bytes", "2097152"}}), 2097152U);
+  EXPECT_EQ(max_message_bytes({{"message.max.bytes", "2MB"}}), kDefaultMaxMessageBytes);
+}
+
 }  // namespace
 }  // namespace pgoutbox::outbox

@@ -478,6 +478,75 @@ TEST(Mapping, HeadersOverTheCapArePoison) {
   EXPECT_EQ(std::get<Poison>(rt->build(tuple({"e", "A", "k", "p", big}), kTxn)).code, "TOO_MANY_HEADERS");
 }
 
+// A `json` column keeps "\u0000" (jsonb refuses it): a name with a NUL is dropped and counted
+// like a reserved one (a C-string reader sees "id"), a string value with one makes the row
+// poison (SECURITY.md "Row values").
+TEST(Mapping, HeaderNamesWithANulAreDroppedAndValuesWithOneArePoison) {
+  auto t = table("nul_outbox");
+  t.columns.headers = "meta";
+  Mapping m({t}, false);
+  const auto& rel =
+      relation(7300, "public", "nul_outbox",
+               {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText}, {"meta", kJson}});
+  const auto* rt = m.resolve(rel);
+  const auto rec = build_ok(
+      *rt,
+      tuple({"real-id", "A", "k", "p",
+             R"({"id\u0000": "SPOOFED", "traceparent\u0000x": "t", "n\u0000": 1, "ok": "v", "arr": ["\u0000"]})"}));
+  std::vector<std::string> names;
+  for (const auto& h : rec.headers) names.push_back(h.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"id", "ok", "arr"}));
+  EXPECT_EQ(rec.headers[0].value, "real-id");
+  EXPECT_EQ(rec.headers[2].value, R"(["\u0000"])") << "a value that is not a string keeps its JSON escape";
+  std::uint64_t counted = 0;
+  for (const auto& [name, count] : dropped_header_counts()) {
+    if (name == "public.nul_outbox") counted = count;
+  }
+  EXPECT_EQ(counted, 3U);
+
+  auto result = rt->build(tuple({"e", "A", "k", "p", R"({"a": "1", "tenant": "acme\u0000other", "b": "2"})"}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(result));
+  const auto& poison = std::get<Poison>(result);
+  EXPECT_EQ(poison.code, "INVALID_HEADERS");
+  EXPECT_NE(poison.reason.find("tenant"), std::string::npos) << poison.reason;
+  for (const auto& h : poison.record.headers) {
+    EXPECT_EQ(h.value.find('\0'), std::string::npos) << "the dead-letter copy carries no NUL either: " << h.name;
+  }
+  EXPECT_EQ(poison.record.headers.size(), 3U) << "id, a and b";
+}
+
+// The column's JSON text is capped before it is parsed (the parser would take ~13 bytes per
+// byte and keep them): above the cap it is poison whatever it holds, below it any headers
+// within the decoded caps fit, however escaped.
+TEST(Mapping, HeadersTextOverItsCapIsPoisonWithoutBeingParsed) {
+  auto t = table("big_outbox");
+  t.columns.headers = "meta";
+  Mapping m({t}, false);
+  const auto& rel =
+      relation(7400, "public", "big_outbox",
+               {{"id", kText}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText}, {"meta", kJson}});
+  const auto* rt = m.resolve(rel);
+  // Two small headers and whitespace: valid JSON a `json` column keeps as written.
+  const std::string padded = R"({"a": "1",)" + std::string(kMaxColumnHeadersTextBytes, ' ') + R"("b": "2"})";
+  auto result = rt->build(tuple({"e", "A", "k", "p", padded}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(result));
+  EXPECT_EQ(std::get<Poison>(result).code, "TOO_MANY_HEADERS");
+  EXPECT_NE(std::get<Poison>(result).reason.find("not read"), std::string::npos) << std::get<Poison>(result).reason;
+  EXPECT_EQ(std::get<Poison>(result).record.headers.size(), 1U) << "only pgoutbox's own id header";
+  EXPECT_EQ(std::get<Poison>(result).record.value, "p") << "the rest of the row is kept for the dead-letter copy";
+
+  // 64 headers of 1,000 control characters each, all escaped: 64,000 bytes, 6 bytes of text each.
+  std::string escaped = "{";
+  for (std::size_t i = 0; i < kMaxColumnHeaders; ++i) {
+    escaped += (i ? ",\"h" : "\"h") + std::to_string(i) + "\": \"";
+    for (int c = 0; c < 1000; ++c) escaped += "\\u0001";
+    escaped += "\"";
+  }
+  escaped += "}";
+  ASSERT_GT(escaped.size(), 6U * kMaxColumnHeaders * 1000);
+  EXPECT_EQ(build_ok(*rt, tuple({"e", "A", "k", "p", escaped})).headers.size(), kMaxColumnHeaders + 1);
+}
+
 TEST(Mapping, ByteaHexAndTimestampParsers) {
   EXPECT_EQ(decode_bytea_hex("\\x"), "");
   EXPECT_EQ(decode_bytea_hex("\\xDEADbeef"), std::string("\xde\xad\xbe\xef", 4));

@@ -126,5 +126,38 @@ TEST(RelayMessages, APoisonEnvelopeGoesThroughThePolicyAndTheRestOfItsTransactio
   EXPECT_EQ(h.source.flush, Lsn{0x1000});
 }
 
+// An envelope above the producer's message.max.bytes (kafka.properties) is poison without being
+// parsed, and its dead-letter record goes without it (outbox/envelope.h).
+TEST(RelayMessages, AnEnvelopeAboveMessageMaxBytesIsPoisonAndItsDeadLetterHasNoValue) {
+  auto c = with_messages();
+  c.poison.policy = config::PoisonPolicy::dead_letter;
+  c.kafka.properties["message.max.bytes"] = "100";
+  Harness h(c);
+  const auto big = fmt::format(R"({{"id":"big","aggregatetype":"E","payload":"{}"}})", std::string(100, 'x'));
+  h.source.push(begin(0x1000 - 8, 7));
+  h.source.push(message(true, 0x900, "outbox", big));
+  h.source.push(message(true, 0x920, "outbox", envelope("small")));
+  h.source.push(commit(0x1000 - 8, 0x1000), Lsn{0x1000});
+  h.run();
+  ASSERT_EQ(h.script.produced.size(), 2U);
+  std::size_t dead = 0;
+  for (const auto& produced : h.script.produced) {
+    const auto& record = produced.record;
+    if (record.topic != c.poison.dead_letter_topic) {
+      EXPECT_EQ(record.event_id, "small");
+      continue;
+    }
+    ++dead;
+    EXPECT_TRUE(record.value.empty());
+    std::string code;
+    for (const auto& header : record.headers) {
+      if (header.name == "pgoutbox.dlq.error.code") code = header.value;
+    }
+    EXPECT_EQ(code, "ENVELOPE_TOO_LARGE");
+  }
+  EXPECT_EQ(dead, 1U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
 }  // namespace
 }  // namespace pgoutbox::relay

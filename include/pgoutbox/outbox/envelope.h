@@ -10,7 +10,14 @@
 //    "payload": {…} or "…", "headers": {"traceparent": "…"}}
 //
 // An envelope that is not a JSON object, or lacks an id, is poison (I8) like an unmappable row.
+// So is one larger than the largest record the producer may send (ENVELOPE_TOO_LARGE), without
+// being parsed: simdjson's parser takes about 13 bytes per byte of input, and a 300 MB message
+// used to get the relay OOM-killed on every restart. The record would be about as large as the
+// envelope (which adds only its other fields and JSON quoting), and librdkafka refuses a record
+// above message.max.bytes anyway.
 
+#include <cstddef>
+#include <map>
 #include <optional>
 #include <regex>
 #include <string>
@@ -24,6 +31,12 @@
 
 namespace pgoutbox::outbox {
 
+// librdkafka's default message.max.bytes.
+inline constexpr std::size_t kDefaultMaxMessageBytes = 1'000'000;
+
+// The producer's message.max.bytes as kafka.properties sets it, else librdkafka's default.
+std::size_t max_message_bytes(const std::map<std::string, std::string>& kafka_properties);
+
 class MessageMapping {
  public:
   // The configuration is validated at load; a template or pattern that still fails throws
@@ -33,7 +46,9 @@ class MessageMapping {
   // Index of the entry for this prefix, or nullopt: another application's message, ignored.
   std::optional<std::size_t> find(std::string_view prefix) const;
 
-  std::variant<Record, Poison> build(std::size_t entry, std::string_view envelope, const TxnContext& txn) const;
+  // `max_bytes`: the producer's message.max.bytes (max_message_bytes below).
+  std::variant<Record, Poison> build(std::size_t entry, std::string_view envelope, const TxnContext& txn,
+                                     std::size_t max_bytes = kDefaultMaxMessageBytes) const;
 
   // The label a message outbox has where a table has schema.name (metrics, logs, dead letters).
   static std::string label(std::string_view prefix);

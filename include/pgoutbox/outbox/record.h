@@ -40,7 +40,8 @@ struct Poison {
   std::string event_id;
   std::string reason;
   // NULL_ID, NULL_ROUTING_VALUE, INVALID_TOPIC, NULL_PAYLOAD, INVALID_BYTEA, INVALID_JSON,
-  // INVALID_HEADERS, TOO_MANY_HEADERS; RESERVED_TOPIC (set by the relay)
+  // INVALID_HEADERS, TOO_MANY_HEADERS; for a message also INVALID_ENVELOPE, ENVELOPE_TOO_LARGE;
+  // RESERVED_TOPIC (set by the relay)
   std::string code;
   Record record;
 };
