@@ -1,7 +1,8 @@
 // Hostile files and local settings (issue 19 items 5, 6, 7, 8 and 10; SECURITY.md "Secrets and
 // transport"), with the real pgoutbox binary:
 //   - a configuration that is a device, a FIFO, a directory or over 1 MiB is refused at once
-//     (exit 2, with the reason); a secret file readable by others is a warning;
+//     (exit 2, with the reason), and so is such a connector file for `config from-debezium`
+//     (issue 25 item 7); a secret file readable by others is a warning;
 //   - settings that weaken TLS are WARN lines in `check` and logged once by `run`;
 //   - caps beyond their ceilings are configuration errors;
 //   - `run` is not dumpable (its /proc entries belong to root, not to the user it runs as);
@@ -104,6 +105,41 @@ TEST_F(LocalFilesTest, ConfigurationThatIsNotASmallRegularFileIsRefusedAtOnce) {
     const auto result = run_binary({"run", "-c", path}, 15s, "config-" + std::to_string(i) + ".log");
     EXPECT_EQ(result.exit_code, kExitConfig) << path << "\n" << result.output;
     EXPECT_NE(result.output.find(says), std::string::npos) << path << "\n" << result.output;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << path;
+  }
+}
+
+// Issue 25 item 7: `config from-debezium` reads the connector's JSON with the configuration's
+// bounds. Before, /dev/zero was read until bad_alloc and a FIFO blocked for a writer. The child's
+// address space is capped, so that a regression fails here instead of eating the machine's memory.
+TEST_F(LocalFilesTest, ConnectorFileThatIsNotASmallRegularFileIsRefusedAtOnce) {
+  const std::string fifo = dir.path() + "/connector.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = write("big.json", "{\"x\": \"" + std::string(2 << 20, 'x') + "\"}\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/dev/zero", "/dev/zero: is not a regular file (a character device)"},
+      {fifo, "connector.fifo: is not a regular file (a FIFO)"},
+      {dir.path(), "is not a regular file (a directory)"},
+      {big, "big.json: is larger than 1024 KiB"},
+      {dir.path() + "/missing.json", "missing.json: cannot open: No such file or directory"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& [path, says] = cases[i];
+    const std::string log = dir.path() + "/connector-" + std::to_string(i) + ".log";
+    const auto started = std::chrono::steady_clock::now();
+    ChildProcess child({.argv = {"/bin/sh", "-c", "ulimit -v 2097152 && exec \"$0\" config from-debezium \"$1\"",
+                                 PGOUTBOX_BINARY, path},
+                        .log_path = log,
+                        .run_as = std::nullopt,
+                        .extra_env = {}});
+    const auto status = child.wait(15s);
+    if (!status) child.kill_and_reap();
+    const auto output = file_text(log);
+    ASSERT_TRUE(status) << path << ": still running after 15 s\n" << output;
+    ASSERT_TRUE(WIFEXITED(*status)) << path << ": ended by signal " << WTERMSIG(*status) << "\n" << output;
+    EXPECT_EQ(WEXITSTATUS(*status), kExitConfig) << path << "\n" << output;
+    EXPECT_NE(output.find("pgoutbox config from-debezium: "), std::string::npos) << path << "\n" << output;
+    EXPECT_NE(output.find(says), std::string::npos) << path << "\n" << output;
     EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << path;
   }
 }
