@@ -56,10 +56,11 @@ class LocalFilesTest : public ::testing::Test {
   };
 
   // Runs the binary with `args`, waits at most `timeout`.
-  Result run_binary(std::vector<std::string> args, std::chrono::milliseconds timeout, const std::string& log_name) {
+  Result run_binary(std::vector<std::string> args, std::chrono::milliseconds timeout, const std::string& log_name,
+                    std::vector<std::string> env = {}) {
     const std::string log = dir.path() + "/" + log_name;
     args.insert(args.begin(), PGOUTBOX_BINARY);
-    ChildProcess child({.argv = args, .log_path = log, .run_as = std::nullopt, .extra_env = {}});
+    ChildProcess child({.argv = args, .log_path = log, .run_as = std::nullopt, .extra_env = std::move(env)});
     const auto status = child.wait(timeout);
     Result result;
     if (!status) {
@@ -191,6 +192,48 @@ TEST_F(LocalFilesTest, WeakTransportAndExposedSecretsAreWarnedByCheckAndOnceByRu
   EXPECT_EQ(clean.output.find("WARN  postgres tls"), std::string::npos) << clean.output;
   EXPECT_EQ(clean.output.find("WARN  kafka tls"), std::string::npos) << clean.output;
   EXPECT_EQ(clean.output.find("WARN  secret file"), std::string::npos) << clean.output;
+}
+
+// Issue 25 item 6: libpq quotes a URI's password when its percent-escape is bad
+// (`invalid percent-encoded token: "ab%zz"`), and pgoutbox printed that message as it came. Every
+// libpq and librdkafka message passes redaction now: the reason still reaches the operator, the
+// password never does, from `check`, `status` or `run`. The DSN comes from the environment, the
+// one place a password in it is accepted.
+TEST_F(LocalFilesTest, APasswordLibpqQuotesInAnErrorIsNeverPrinted) {
+  const std::string password = "ab%zz";
+  const std::vector<std::string> env = {"PGOUTBOX_POSTGRES_DSN=postgresql://relay:" + password +
+                                        "@127.0.0.1:1/app?connect_timeout=1"};
+  const auto config_text = [&](const std::string& format) {
+    return "kafka:\n  brokers: \"127.0.0.1:1\"\ntables:\n  - table: public.outbox\nlog_format: " + format + "\n";
+  };
+  const auto config = write("bad-escape.yaml", config_text("text"));
+  const auto check = run_binary({"check", "-c", config, "--kafka-timeout", "1"}, 60s, "escape-check.log", env);
+  EXPECT_TRUE(check.exit_code) << check.output;
+  EXPECT_NE(check.output.find("invalid percent-encoded token"), std::string::npos) << check.output;
+  EXPECT_EQ(check.output.find(password), std::string::npos) << check.output;
+
+  const auto status = run_binary({"status", "-c", config}, 30s, "escape-status.log", env);
+  EXPECT_TRUE(status.exit_code) << status.output;
+  EXPECT_NE(status.output.find("invalid percent-encoded token"), std::string::npos) << status.output;
+  EXPECT_EQ(status.output.find(password), std::string::npos) << status.output;
+
+  for (const std::string format : {"text", "json"}) {
+    const std::string log = dir.path() + "/escape-run-" + format + ".log";
+    const auto run_config = write("bad-escape-" + format + ".yaml", config_text(format));
+    ChildProcess run({.argv = {PGOUTBOX_BINARY, "run", "-c", run_config},
+                      .log_path = log,
+                      .run_as = std::nullopt,
+                      .extra_env = env});
+    PGOUTBOX_EXPECT_EVENTUALLY(
+        file_text(log).find("invalid percent-encoded token") != std::string::npos || !run.running(), 30s);
+    if (run.running()) {
+      run.signal_leader(SIGTERM);
+      EXPECT_TRUE(run.wait(30s));
+    }
+    const auto text = file_text(log);
+    EXPECT_NE(text.find("invalid percent-encoded token"), std::string::npos) << text;
+    EXPECT_EQ(text.find(password), std::string::npos) << text;
+  }
 }
 
 TEST_F(LocalFilesTest, CapsBeyondTheirCeilingsAreConfigurationErrors) {
