@@ -1,23 +1,26 @@
 // `pgoutbox config from-debezium CONNECTOR.json`: the converted configuration on stdout, each
 // setting left behind on stderr with why.
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+#include <stdexcept>
 
 #include "operator_commands.h"
 #include "pgoutbox/config/loader.h"
+#include "pgoutbox/config/regular_file.h"
 #include "pgoutbox/debezium/from_debezium.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
 
 int config_from_debezium(const std::string& connector_path) {
-  std::ifstream in(connector_path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "pgoutbox config from-debezium: cannot read %s\n", connector_path.c_str());
+  // A connector configuration is a page of JSON: read with the configuration file's bounds, so
+  // that /dev/zero or a FIFO is refused at once rather than exhausting memory or blocking.
+  std::string json;
+  try {
+    json = config::read_regular_file(connector_path);
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "pgoutbox config from-debezium: %s: %s\n", connector_path.c_str(), e.what());
     return kExitConfig;
   }
-  const std::string json{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   try {
     const auto conversion = debezium::from_debezium(json);
     // What is printed must be what pgoutbox loads: a name Debezium accepts and pgoutbox refuses

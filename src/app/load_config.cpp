@@ -3,12 +3,17 @@
 #include <fmt/format.h>
 
 #include "pgoutbox/config/loader.h"
+#include "pgoutbox/config/redact.h"
+#include "pgoutbox/secrets.h"
 
 namespace pgoutbox::app {
 
 std::optional<config::Config> load_config_or_report(const std::string& config_path) {
   try {
-    return config::load(config_path, config::Environment::from_process());
+    auto config = config::load(config_path, config::Environment::from_process());
+    // From here on, no libpq or librdkafka message this command prints can carry a secret.
+    remember_secrets(config::secrets_of(config));
+    return config;
   } catch (const config::ConfigError& e) {
     fmt::print(stderr, "{}\n", e.what());
     return std::nullopt;

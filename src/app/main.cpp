@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "operator_commands.h"
+#include "pgoutbox/logging/logging.h"
 #include "pgoutbox/version.h"
 #include "run_command.h"
 
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
     if (app.exit(e) == 0) return kExitOk;
     return kExitUsage;
   }
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+  spdlog::set_formatter(pgoutbox::logging::make_pattern_formatter("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v"));
   if (run->parsed()) return pgoutbox::app::run(config_path);
   if (check->parsed()) return pgoutbox::app::check(config_path, std::chrono::seconds(kafka_timeout_s));
   if (status->parsed()) return pgoutbox::app::status(config_path, json);

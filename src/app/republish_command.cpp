@@ -14,6 +14,7 @@
 #include "pgoutbox/kafka/producer_sink.h"
 #include "pgoutbox/relay/backfill.h"
 #include "pgoutbox/relay/relay.h"
+#include "pgoutbox/secrets.h"
 #include "run_command.h"
 
 namespace pgoutbox::app {
@@ -90,7 +91,8 @@ int republish(const std::string& config_path, const RepublishOptions& options) {
       fmt::print("published {} row(s) of {} again, each with header pgoutbox.republished: true\n", total, label);
       return kExitOk;
     }
-    fmt::print(stderr, "republish of {} ended before every record was acknowledged: {}\n", label, outcome.reason);
+    fmt::print(stderr, "republish of {} ended before every record was acknowledged: {}\n", label,
+               redact_secrets(outcome.reason));
     if (outcome.kind == relay::Outcome::Kind::fatal) return relay::exit_code(outcome.cause);
     return kExitPostgres;
   } catch (const replication::PgError& e) {

@@ -33,6 +33,7 @@
 #include "pgoutbox/metrics/summary.h"
 #include "pgoutbox/relay/session.h"
 #include "pgoutbox/replication/connection.h"
+#include "pgoutbox/secrets.h"
 #include "pgoutbox/version.h"
 
 namespace pgoutbox::app {
@@ -164,6 +165,9 @@ int run(const std::string& config_path) {
   config::Config cfg;
   try {
     cfg = config::load(config_path, config::Environment::from_process());
+    // Before anything connects: every libpq and librdkafka message, every log line, is cleared
+    // of the configured secrets from here on (SECURITY.md "Secrets and transport").
+    remember_secrets(config::secrets_of(cfg));
     logging::setup(cfg.log_format, cfg.log_level);
   } catch (const config::ConfigError& e) {
     spdlog::error("{}", e.what());

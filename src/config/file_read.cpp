@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "pgoutbox/config/regular_file.h"
+
 namespace pgoutbox::config::detail {
 namespace {
 
@@ -98,3 +100,13 @@ std::string readable_by(mode_t mode) {
 }
 
 }  // namespace pgoutbox::config::detail
+
+namespace pgoutbox::config {
+
+std::string read_regular_file(const std::string& path, std::size_t max_bytes) {
+  auto content = detail::read_file(path, max_bytes);
+  if (content.failure != detail::FileContent::Failure::none) throw std::runtime_error(content.describe(max_bytes));
+  return std::move(content.text);
+}
+
+}  // namespace pgoutbox::config

@@ -39,6 +39,39 @@ std::map<std::string, std::string> redact_properties(const std::map<std::string,
   return out;
 }
 
+namespace {
+
+// The secret values of `dsn`, as written and as libpq reads them; a dbname that is itself a
+// connection string (libpq expands it once) is searched too.
+void add_dsn_secrets(std::string_view dsn, int depth, std::vector<std::string>& out) {
+  const auto scan = detail::scan_dsn(dsn);
+  for (const auto& [begin, end] : scan.secret_ranges) {
+    std::string_view written = dsn.substr(begin, end - begin);
+    // A quoted key=value value: libpq quotes what is inside.
+    if (written.size() >= 2 && written.front() == '\'' && written.back() == '\'') {
+      written = written.substr(1, written.size() - 2);
+    }
+    out.emplace_back(written);
+  }
+  for (const auto& [keyword, value] : scan.params) {
+    if (detail::is_secret_dsn_keyword(keyword)) out.push_back(value);
+    if (keyword == "dbname" && depth == 0) add_dsn_secrets(value, depth + 1, out);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> secrets_of(const Config& config) {
+  std::vector<std::string> out;
+  out.push_back(config.postgres.password);
+  add_dsn_secrets(config.postgres.dsn, 0, out);
+  for (const auto& [name, value] : config.kafka.properties) {
+    if (is_secret_property(name)) out.push_back(value);
+  }
+  std::erase_if(out, [](const std::string& s) { return s.empty(); });
+  return out;
+}
+
 std::string describe(const Config& config) {
   using namespace detail;
   std::string out = fmt::format("configuration from {}\n", config.source.empty() ? "(defaults)" : config.source);

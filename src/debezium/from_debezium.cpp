@@ -110,9 +110,20 @@ std::vector<std::string> split_list(std::string_view text) {
   return items;
 }
 
-// A libpq conninfo value, quoted when it must be (libpq's rules: '...' with \' and \\).
+// A libpq conninfo value, quoted unless it is plain (libpq's rules: '...' with \' and \\).
+// conninfo_parse in fe-connect.c ends an unquoted value at any isspace() byte, \n \r \f \v
+// included, so anything but a short list of plain characters is quoted: a connector's
+// "database.sslkey": "/k\nhost=evil" must stay one value, never add keywords to the DSN.
 std::string conninfo_value(std::string_view value) {
-  if (!value.empty() && value.find_first_of(" '\\\t") == std::string_view::npos) return std::string(value);
+  if (value.find('\0') != std::string_view::npos) {
+    // libpq reads the DSN as a C string: a NUL would end it inside the value.
+    throw Unusable("a database.* setting holds a NUL character, which a libpq connection string cannot carry");
+  }
+  const auto plain = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("._-/:@+,%~").find(c) != std::string_view::npos;
+  };
+  if (!value.empty() && std::all_of(value.begin(), value.end(), plain)) return std::string(value);
   std::string out = "'";
   for (char c : value) {
     if (c == '\'' || c == '\\') out += '\\';

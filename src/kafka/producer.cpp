@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pgoutbox/config/kafka_properties.h"
+#include "pgoutbox/secrets.h"
 
 namespace pgoutbox::kafka {
 
@@ -119,7 +120,7 @@ Producer::Producer(const ProducerSettings& settings, ReportFn on_report)
   for (const auto& [name, value] : effective_properties(settings)) {
     if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
       rd_kafka_conf_destroy(conf);
-      throw std::invalid_argument(fmt::format("kafka property {}: {}", name, err));
+      throw std::invalid_argument(redact_secrets(fmt::format("kafka property {}: {}", name, err)));
     }
   }
   rd_kafka_conf_set_dr_msg_cb(conf, &Producer::on_delivery);
@@ -130,7 +131,7 @@ Producer::Producer(const ProducerSettings& settings, ReportFn on_report)
   rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
   if (rk_ == nullptr) {
     rd_kafka_conf_destroy(conf);
-    throw std::invalid_argument(fmt::format("cannot create the Kafka producer: {}", err));
+    throw std::invalid_argument(redact_secrets(fmt::format("cannot create the Kafka producer: {}", err)));
   }
   int fds[2];
   if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
@@ -210,7 +211,7 @@ std::optional<std::string> Producer::fatal_error() const {
   char reason[512];
   const auto err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
-  return fmt::format("{}: {}", rd_kafka_err2name(err), reason);
+  return redact_secrets(fmt::format("{}: {}", rd_kafka_err2name(err), reason));
 }
 
 namespace {
@@ -219,7 +220,7 @@ namespace {
 TxnResult txn_result(rd_kafka_error_t* error) {
   if (error == nullptr) return {};
   TxnResult result;
-  result.message = fmt::format("{}: {}", rd_kafka_error_name(error), rd_kafka_error_string(error));
+  result.message = redact_secrets(fmt::format("{}: {}", rd_kafka_error_name(error), rd_kafka_error_string(error)));
   const auto code = rd_kafka_error_code(error);
   if (code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED || code == RD_KAFKA_RESP_ERR__FENCED) {
     result.status = TxnStatus::fenced;
@@ -323,7 +324,7 @@ void Producer::on_log(const rd_kafka_t*, int level, const char* facility, const 
                    : level == 4 ? spdlog::level::warn
                    : level <= 6 ? spdlog::level::info
                                 : spdlog::level::debug;
-  spdlog::log(spd, "librdkafka {}: {}", facility, message);
+  spdlog::log(spd, "librdkafka {}: {}", facility, redact_secrets(message));
 }
 
 int Producer::on_stats(rd_kafka_t*, char* json, size_t json_len, void* opaque) {
@@ -337,26 +338,27 @@ int Producer::on_stats(rd_kafka_t*, char* json, size_t json_len, void* opaque) {
 
 void Producer::on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
   const auto code = static_cast<rd_kafka_resp_err_t>(err);
+  const std::string text = redact_secrets(reason);
   if (code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
     auto* self = static_cast<Producer*>(opaque);
     if (self->on_brokers_up_) self->on_brokers_up_(false);
-    spdlog::warn("kafka: all brokers are down ({}); records stay queued and are retried", reason);
+    spdlog::warn("kafka: all brokers are down ({}); records stay queued and are retried", text);
     return;
   }
   if (code == RD_KAFKA_RESP_ERR__FATAL) {
     char fatal[512];
     rd_kafka_fatal_error(rk, fatal, sizeof fatal);
-    spdlog::error("kafka: fatal producer error: {}", fatal);
+    spdlog::error("kafka: fatal producer error: {}", redact_secrets(fatal));
     return;
   }
   if (code == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
     // librdkafka keeps reconnecting (a credential may be created or corrected meanwhile); every
     // record stays queued, and the slot is not confirmed past them.
-    spdlog::error("kafka: {}: {}. Fix: {}", rd_kafka_err2name(code), reason,
+    spdlog::error("kafka: {}: {}. Fix: {}", rd_kafka_err2name(code), text,
                   static_cast<Producer*>(opaque)->authentication_fix_);
     return;
   }
-  spdlog::warn("kafka: {}: {}", rd_kafka_err2name(code), reason);
+  spdlog::warn("kafka: {}: {}", rd_kafka_err2name(code), text);
 }
 
 }  // namespace pgoutbox::kafka

@@ -3,6 +3,7 @@
 // level coloured by the sink, the event's fields as key=value.
 #include <fmt/format.h>
 #include <spdlog/details/log_msg.h>
+#include <spdlog/pattern_formatter.h>
 
 #include <array>
 #include <chrono>
@@ -10,6 +11,7 @@
 
 #include "event_context.h"
 #include "pgoutbox/logging/logging.h"
+#include "pgoutbox/secrets.h"
 
 namespace pgoutbox::logging {
 namespace {
@@ -47,6 +49,13 @@ std::string bounded(std::string_view text, std::size_t max) {
   std::size_t cut = max;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0U) == 0x80U) --cut;
   return fmt::format("{}...[{} bytes]", text.substr(0, cut), text.size());
+}
+
+// The message, without the configured secrets (before it is cut, so no secret is cut in two) and
+// bounded. Whatever a module logs, libpq's and librdkafka's words among it, a secret never
+// reaches the log (SECURITY.md "Secrets and transport").
+std::string message_of(const spdlog::details::log_msg& msg) {
+  return bounded(redact_secrets(std::string_view(msg.payload.data(), msg.payload.size())), kMaxMessageBytes);
 }
 
 // Calls add(name, value) for each field of the current event that is set, in a fixed order.
@@ -108,7 +117,7 @@ class JsonFormatter final : public spdlog::formatter {
     line += R"(","level":")";
     line += level_name(msg.level);
     line += R"(","message":)";
-    append_json_string(line, bounded(std::string_view(msg.payload.data(), msg.payload.size()), kMaxMessageBytes));
+    append_json_string(line, message_of(msg));
     for_each_field([&line](std::string_view name, std::string_view value) {
       line += ',';
       append_json_string(line, name);
@@ -142,7 +151,7 @@ class TextFormatter final : public spdlog::formatter {
     line += level_name(msg.level);
     msg.color_range_end = line.size();
     line += ' ';
-    append_text_escaped(line, bounded(std::string_view(msg.payload.data(), msg.payload.size()), kMaxMessageBytes));
+    append_text_escaped(line, message_of(msg));
     for_each_field([&line](std::string_view name, std::string_view value) {
       line += ' ';
       line += name;
@@ -159,7 +168,32 @@ class TextFormatter final : public spdlog::formatter {
   std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<TextFormatter>(); }
 };
 
+class RedactingPatternFormatter final : public spdlog::formatter {
+ public:
+  explicit RedactingPatternFormatter(const std::string& pattern)
+      : pattern_(pattern), inner_(std::make_unique<spdlog::pattern_formatter>(pattern)) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const std::string text = redact_secrets(std::string_view(msg.payload.data(), msg.payload.size()));
+    spdlog::details::log_msg redacted = msg;
+    redacted.payload = text;
+    inner_->format(redacted, dest);
+    msg.color_range_start = redacted.color_range_start;
+    msg.color_range_end = redacted.color_range_end;
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<RedactingPatternFormatter>(pattern_);
+  }
+
+ private:
+  std::string pattern_;
+  std::unique_ptr<spdlog::pattern_formatter> inner_;
+};
+
 }  // namespace
+
+std::unique_ptr<spdlog::formatter> make_pattern_formatter(const std::string& pattern) {
+  return std::make_unique<RedactingPatternFormatter>(pattern);
+}
 
 std::unique_ptr<spdlog::formatter> make_formatter(Format format) {
   if (format == Format::json) return std::make_unique<JsonFormatter>();

@@ -3,12 +3,17 @@
 // (probes and scrapes): each is read whole with small parser limits, answered from its route,
 // and the connection kept open when the client asked for keep-alive.
 //
-// The port may be reachable by anyone the network lets through, so the server must not be able
-// to starve the relay of file descriptors (SECURITY.md): at most kMaxSessions connections at a
-// time (further clients wait in the kernel's listen backlog, which costs this process nothing),
-// a short deadline for each request and for an idle keep-alive connection, a descriptor reserve
-// left to the relay's own connections, and a backoff instead of a busy loop when accept fails
-// (EMFILE, ENFILE). No exception leaves the server's thread.
+// The port may be reachable by anyone the network lets through (SECURITY.md "The metrics
+// port"). Two things must hold whatever its clients do: the relay keeps the descriptors it needs,
+// and a probe that arrives now is answered now, whatever connections came before it (Kubernetes
+// restarts the relay when /healthz is slow). So every pending connection is accepted at once,
+// never left in the kernel's listen backlog, where 2,000 idle ones would queue a probe behind
+// them for minutes; at most max_connections are held, and a new one closes the connection that
+// has been waiting longest for a request (then, if none is, the oldest one being answered).
+// Idle connections, which send nothing, are what is closed: a probe's own connection carries its
+// request within milliseconds. Each connection has a deadline for its request and bounded
+// buffers, a descriptor reserve is left to the relay's own connections, and accept failures
+// (EMFILE, ENFILE) back off instead of spinning. No exception leaves the server's thread.
 #include "pgoutbox/metrics/http_server.h"
 
 #include <sys/resource.h>
@@ -22,6 +27,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <list>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -35,7 +41,8 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 // The whole of one request (headers and body) must arrive within this, and an idle keep-alive
-// connection is closed after it: a scrape or a probe takes milliseconds.
+// connection is closed after it; so must a response be written: a scrape or a probe takes
+// milliseconds.
 constexpr auto kRequestTimeout = std::chrono::seconds(5);
 // Requests are GETs without a body: 8 KiB of headers is plenty, and a body is refused.
 constexpr std::uint32_t kMaxHeaderBytes = 8 * 1024;
@@ -64,19 +71,73 @@ bool within_reserve(int fd, std::uint64_t reserve) {
   return static_cast<std::uint64_t>(fd) + reserve >= static_cast<std::uint64_t>(limit.rlim_cur);
 }
 
+class Session;
+
+// The open connections in the order they would be closed to make room: those waiting for a
+// request (a new connection, or a keep-alive one between requests) before those being answered,
+// each oldest first. Only touched on the server's thread.
+class Connections {
+ public:
+  enum class State { waiting, answering };
+  using List = std::list<Session*>;
+
+  std::size_t size() const { return waiting_.size() + answering_.size(); }
+  List::iterator add(Session* s, State state) { return list(state).insert(list(state).end(), s); }
+  List::iterator move(List::iterator at, State from, State to) {
+    list(to).splice(list(to).end(), list(from), at);
+    return at;
+  }
+  void remove(List::iterator at, State state) { list(state).erase(at); }
+  // The connection to close for a new one; nullptr when there is none.
+  Session* first_to_close() const {
+    if (!waiting_.empty()) return waiting_.front();
+    return answering_.empty() ? nullptr : answering_.front();
+  }
+
+ private:
+  List& list(State state) { return state == State::waiting ? waiting_ : answering_; }
+  List waiting_;
+  List answering_;
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  // `on_end` runs when the session is destroyed (the connection closed).
-  Session(tcp::socket socket, const Routes& routes, std::function<void()> on_end)
-      : stream_(std::move(socket)), routes_(routes), on_end_(std::move(on_end)) {}
-  ~Session() { on_end_(); }
+  Session(tcp::socket socket, const Routes& routes, Connections& connections)
+      : stream_(std::move(socket)), routes_(routes), connections_(connections) {}
+  ~Session() { forget(); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  void start() { read(); }
+  void start() {
+    at_ = connections_.add(this, state_);
+    counted_ = true;
+    read();
+  }
+
+  // Closes the connection now (its descriptor is free at once); the pending operation then ends
+  // with operation_aborted and releases the session.
+  void close() {
+    forget();
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
 
  private:
+  void set_state(Connections::State state) {
+    if (!counted_ || state == state_) return;
+    at_ = connections_.move(at_, state_, state);
+    state_ = state;
+  }
+
+  void forget() {
+    if (!counted_) return;
+    connections_.remove(at_, state_);
+    counted_ = false;
+  }
+
   void read() {
+    set_state(Connections::State::waiting);
     parser_.emplace();
     parser_->header_limit(kMaxHeaderBytes);
     parser_->body_limit(kMaxBodyBytes);
@@ -87,13 +148,16 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_read(beast::error_code ec) {
     if (ec) {
-      // end_of_stream: the client closed; anything else (timeout, garbage): drop the connection.
-      beast::error_code ignored;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      // end_of_stream: the client closed; anything else (timeout, garbage, closed to make room):
+      // drop the connection.
+      close();
       return;
     }
+    set_state(Connections::State::answering);
     request_ = parser_->release();
+    parser_.reset();
     response_ = respond();
+    stream_.expires_after(kRequestTimeout);
     http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code write_ec, std::size_t) {
       self->on_write(write_ec);
     });
@@ -130,18 +194,22 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_write(beast::error_code ec) {
-    if (ec) return;
-    if (!response_.keep_alive()) {
-      beast::error_code ignored;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (ec || !response_.keep_alive()) {
+      close();
       return;
     }
+    // The response is sent: its memory is not held while the client thinks of its next request.
+    response_ = {};
+    request_ = {};
     read();
   }
 
   beast::tcp_stream stream_;
   const Routes& routes_;
-  std::function<void()> on_end_;
+  Connections& connections_;
+  Connections::List::iterator at_;
+  Connections::State state_ = Connections::State::waiting;
+  bool counted_ = false;  // in connections_: open, and not closed to make room
   beast::flat_buffer buffer_{kMaxHeaderBytes + kMaxBodyBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
@@ -154,7 +222,7 @@ class HttpServer::Impl {
  public:
   Impl(const std::string& address, Routes routes, HttpLimits limits)
       : routes_(std::move(routes)), limits_(limits), acceptor_(io_), retry_(io_) {
-    limits_.max_sessions = std::max<std::size_t>(limits_.max_sessions, 1);
+    limits_.max_connections = std::max<std::size_t>(limits_.max_connections, 1);
     const auto [host, port] = split_address(address);
     beast::error_code ec;
     tcp::resolver resolver(io_);
@@ -175,7 +243,6 @@ class HttpServer::Impl {
   ~Impl() {
     io_.stop();
     thread_.join();
-    stopping_ = true;  // sessions still queued are destroyed with io_: they must not accept again
   }
 
   std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
@@ -195,11 +262,6 @@ class HttpServer::Impl {
   }
 
   void accept() {
-    if (sessions_ >= limits_.max_sessions) {
-      accepting_ = false;  // resumed by the next session's end; waiting clients stay in the backlog
-      return;
-    }
-    accepting_ = true;
     acceptor_.async_accept(io_, [this](beast::error_code ec, tcp::socket socket) { on_accept(ec, std::move(socket)); });
   }
 
@@ -211,20 +273,24 @@ class HttpServer::Impl {
       back_off(ec.message());
       return;
     }
-    if (within_reserve(socket.native_handle(), limits_.reserved_descriptors)) {
-      // The relay's own connections (Postgres, Kafka) need these descriptors more.
-      beast::error_code ignored;
-      socket.close(ignored);
-      back_off("too few file descriptors left for the relay");
-      return;
+    // Room for the new connection: past the cap, or when its descriptor is one the relay's own
+    // connections (Postgres, Kafka) may need, the connection that has waited longest for a
+    // request goes. The newest is kept: it is the one most likely to carry a request now.
+    const bool reserve = within_reserve(socket.native_handle(), limits_.reserved_descriptors);
+    if (reserve || connections_.size() >= limits_.max_connections) {
+      Session* oldest = connections_.first_to_close();
+      if (oldest == nullptr) {
+        // Nothing of the server's to give back: the descriptor is the relay's.
+        beast::error_code ignored;
+        socket.close(ignored);
+        back_off("too few file descriptors left for the relay");
+        return;
+      }
+      oldest->close();
     }
     accept_failing_ = false;
     backoff_ = kAcceptBackoffMin / 2;
-    ++sessions_;
-    std::make_shared<Session>(std::move(socket), routes_, [this] {
-      --sessions_;
-      if (!stopping_ && !accepting_ && !accept_failing_) accept();
-    })->start();
+    std::make_shared<Session>(std::move(socket), routes_, connections_)->start();
     accept();
   }
 
@@ -234,7 +300,6 @@ class HttpServer::Impl {
     backoff_ = std::clamp(backoff_ * 2, kAcceptBackoffMin, kAcceptBackoffMax);
     if (!accept_failing_) spdlog::warn("metrics HTTP server cannot accept: {}; backing off", why);
     accept_failing_ = true;
-    accepting_ = false;
     retry_.expires_after(backoff_);
     retry_.async_wait([this](beast::error_code wait_ec) {
       if (!wait_ec) accept();
@@ -244,10 +309,8 @@ class HttpServer::Impl {
   // Declared before io_: sessions destroyed with io_ still reach them.
   Routes routes_;
   HttpLimits limits_;
-  std::size_t sessions_ = 0;  // only touched on the server's thread
-  bool accepting_ = false;
+  Connections connections_;
   bool accept_failing_ = false;
-  bool stopping_ = false;
   std::chrono::milliseconds backoff_ = kAcceptBackoffMin / 2;
   asio::io_context io_;
   tcp::acceptor acceptor_;

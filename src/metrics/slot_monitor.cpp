@@ -6,6 +6,7 @@
 #include "pgoutbox/metrics/slot_monitor.h"
 
 #include "pgoutbox/replication/slot.h"
+#include "pgoutbox/secrets.h"
 
 #include <libpq-fe.h>
 
@@ -29,9 +30,10 @@ struct ResultDeleter {
 using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
 using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
 
-// The first line of libpq's message; it never holds the password (libpq does not echo it).
+// The first line of libpq's message, without the configured secrets: libpq quotes what it cannot
+// parse of the DSN, a password with a bad percent-escape among it.
 std::string first_line(const char* message) {
-  std::string text = message == nullptr ? "" : message;
+  std::string text = redact_secrets(message == nullptr ? "" : message);
   if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
   return text;
 }

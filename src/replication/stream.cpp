@@ -7,11 +7,13 @@
 #include <boost/asio/post.hpp>
 #include <memory>
 
+#include "pgoutbox/secrets.h"
+
 namespace pgoutbox::replication {
 namespace {
 
 std::string trimmed_error(PGconn* conn) {
-  std::string s = PQerrorMessage(conn);
+  std::string s = redact_secrets(PQerrorMessage(conn));
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
@@ -275,7 +277,7 @@ void Stream::finish_copy() {
     const auto status = PQresultStatus(res);
     if (status == PGRES_FATAL_ERROR) {
       result.reason = StreamEnd::Reason::error;
-      result.message = PQresultErrorMessage(res);
+      result.message = redact_secrets(PQresultErrorMessage(res));
       while (!result.message.empty() && result.message.back() == '\n') result.message.pop_back();
       const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
       result.sqlstate = state != nullptr ? state : "";

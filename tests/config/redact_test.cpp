@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "config_test_util.h"
 #include "pgoutbox/config/redact.h"
+#include "pgoutbox/secrets.h"
 
 namespace pgoutbox::config {
 namespace {
@@ -69,6 +72,39 @@ TEST(ConfigRedact, Properties) {
                                                 {"sasl.oauthbearer.client.secret", "********"},
                                                 {"ssl.key.pem", "********"},
                                                 {"sasl.oauthbearer.config", "********"}}));
+}
+
+// Issue 25 item 6: libpq and librdkafka quote their input in forms no key=value pattern
+// foresees (`invalid percent-encoded token: "ab%zz"`): every secret of the configuration, as
+// written and as read, is removed wherever it appears in a message.
+TEST(ConfigRedact, EverySecretOfTheConfigurationIsRemovedWhereverItAppears) {
+  Config config;
+  config.postgres.dsn = "postgresql://relay:ab%zz@db/app?sslpassword=k%41ey-1&sslmode=require";
+  config.postgres.password = "from-the-env";
+  config.kafka.properties = {{"sasl.username", "relay"}, {"sasl.password", "kafka-pw"}, {"ssl.key.password", "kp"}};
+  const auto secrets = secrets_of(config);
+  for (const std::string expected : {"ab%zz", "k%41ey-1", "kAey-1", "from-the-env", "kafka-pw", "kp"}) {
+    EXPECT_NE(std::find(secrets.begin(), secrets.end(), expected), secrets.end()) << expected;
+  }
+  EXPECT_EQ(std::find(secrets.begin(), secrets.end(), "relay"), secrets.end());
+
+  Config keyword;
+  keyword.postgres.dsn = R"(host=db password='hunter 2\'s' dbname='host=x password=nested-pw')";
+  const auto keyword_secrets = secrets_of(keyword);
+  for (const std::string expected : {"hunter 2's", "nested-pw"}) {
+    EXPECT_NE(std::find(keyword_secrets.begin(), keyword_secrets.end(), expected), keyword_secrets.end()) << expected;
+  }
+
+  remember_secrets(secrets);
+  remember_secrets(keyword_secrets);
+  EXPECT_EQ(redact_secrets(R"(invalid percent-encoded token: "ab%zz")"),
+            R"(invalid percent-encoded token: "********")");
+  EXPECT_EQ(redact_secrets("user relay, kafka-pw and kafka-pw, kAey-1, hunter 2's"),
+            "user relay, ******** and ********, ********, ********");
+  EXPECT_EQ(redact_secrets("kp is too short to hide"), "kp is too short to hide")
+      << "a secret of fewer than 4 bytes would garble every message";
+  forget_secrets();
+  EXPECT_EQ(redact_secrets("ab%zz"), "ab%zz");
 }
 
 TEST(ConfigRedact, DescribeShowsTheEffectiveConfigWithoutSecrets) {

@@ -4,8 +4,11 @@
 #include "pgoutbox/debezium/from_debezium.h"
 
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 
 #include "pgoutbox/config/loader.h"
 
@@ -236,6 +239,64 @@ TEST(FromDebezium, UnsupportedSettingsAreListedAndTheRestConverts) {
   EXPECT_EQ(left_out(c, "key.converter.schemas.enable"), "");
   EXPECT_EQ(cfg.kafka.properties.at("sasl.username"), "dbz");
   EXPECT_EQ(all_output(c).find("jaas-pw-42"), std::string::npos);
+}
+
+// libpq's value of each keyword after parsing `dsn` (PQconninfoParse, which the connection itself
+// uses); an empty map when libpq refuses the string.
+std::map<std::string, std::string> parsed_by_libpq(const std::string& dsn) {
+  char* error = nullptr;
+  const std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(PQconninfoParse(dsn.c_str(), &error),
+                                                                             &PQconninfoFree);
+  if (error != nullptr) PQfreemem(error);
+  std::map<std::string, std::string> values;
+  if (!options) return values;
+  for (const auto* o = options.get(); o->keyword != nullptr; ++o) {
+    if (o->val != nullptr) values[o->keyword] = o->val;
+  }
+  return values;
+}
+
+// Issue 25 item 7: a value with any byte libpq takes for a separator (isspace: \n \r \f \v \t and
+// the space), a quote or a backslash must reach the DSN quoted, so that it stays the one value
+// it was and cannot add keywords (here host and sslmode) of its own.
+TEST(FromDebezium, ConnectorValuesCannotInjectDsnKeywords) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"(/k\nhost=evil\nsslmode=disable)", "/k\nhost=evil\nsslmode=disable"},
+      {R"(/k\rhost=evil\rsslmode=disable)", "/k\rhost=evil\rsslmode=disable"},
+      {R"(/k\fhost=evil\fsslmode=disable)", "/k\fhost=evil\fsslmode=disable"},
+      {R"(/k\u000bhost=evil\u000bsslmode=disable)", "/k\vhost=evil\vsslmode=disable"},
+      {R"(/k\thost=evil\tsslmode=disable)", "/k\thost=evil\tsslmode=disable"},
+      {R"(/k host=evil sslmode=disable)", "/k host=evil sslmode=disable"},
+      {R"(/k' host=evil sslmode='disable)", "/k' host=evil sslmode='disable"},
+      {R"(/k\\' host=evil sslmode=disable)", "/k\\' host=evil sslmode=disable"},
+  };
+  for (const auto& [json_value, value] : cases) {
+    const auto c = from_debezium(R"json({
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "pg.internal",
+      "database.dbname": "app",
+      "database.sslmode": "verify-full",
+      "database.sslkey": ")json" +
+                                 json_value + R"json(",
+      "table.include.list": "public.outbox",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"})json");
+    const auto dsn = load(c).postgres.dsn;
+    const auto parsed = parsed_by_libpq(dsn);
+    ASSERT_FALSE(parsed.empty()) << "libpq refuses " << dsn;
+    EXPECT_EQ(parsed.at("sslkey"), value) << dsn;
+    EXPECT_EQ(parsed.at("host"), "pg.internal") << dsn;
+    EXPECT_EQ(parsed.at("sslmode"), "verify-full") << dsn;
+    EXPECT_EQ(parsed.at("dbname"), "app") << dsn;
+  }
+  // A NUL would end the C string libpq reads inside the value: refused, not cut.
+  EXPECT_THROW(from_debezium(R"json({
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "pg\u0000 host=evil",
+      "table.include.list": "public.outbox",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"})json"),
+               Unusable);
 }
 
 TEST(FromDebezium, UnusableInputIsRefused) {

@@ -13,32 +13,39 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
 
-HttpResult http_request(const std::string& host, int port, const std::string& method, const std::string& target) {
+// Asynchronous calls: beast::tcp_stream's deadline applies to those only, and a test that waits
+// on a server that never answers must end at `timeout`.
+HttpResult http_request(const std::string& host, int port, const std::string& method, const std::string& target,
+                        std::chrono::milliseconds timeout) {
   boost::asio::io_context io;
   beast::tcp_stream stream(io);
-  stream.expires_after(std::chrono::seconds(10));
   beast::error_code ec;
   tcp::resolver resolver(io);
   const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
   if (ec) return {};
-  stream.connect(endpoints, ec);
-  if (ec) return {};
   http::request<http::empty_body> req(http::string_to_verb(method), target, 11);
   req.set(http::field::host, host);
-  http::write(stream, req, ec);
-  if (ec) return {};
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   if (method == "HEAD") parser.skip(true);
-  http::read(stream, buffer, parser, ec);
-  if (ec) return {};
+  bool answered = false;
+  stream.expires_after(timeout);  // one deadline for connect, request and response together
+  stream.async_connect(endpoints, [&](beast::error_code connect_ec, const tcp::endpoint&) {
+    if (connect_ec) return;
+    http::async_write(stream, req, [&](beast::error_code write_ec, std::size_t) {
+      if (write_ec) return;
+      http::async_read(stream, buffer, parser, [&](beast::error_code read_ec, std::size_t) { answered = !read_ec; });
+    });
+  });
+  io.run();
+  if (!answered) return {};
   auto res = parser.release();
   stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   return {res.result_int(), std::string(res[http::field::content_type]), res.body()};
 }
 
-HttpResult http_get(const std::string& host, int port, const std::string& target) {
-  return http_request(host, port, "GET", target);
+HttpResult http_get(const std::string& host, int port, const std::string& target, std::chrono::milliseconds timeout) {
+  return http_request(host, port, "GET", target, timeout);
 }
 
 std::optional<double> sample_sum(const std::string& exposition, const std::string& name,

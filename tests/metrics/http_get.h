@@ -2,6 +2,7 @@
 
 // A plain HTTP/1.1 GET for tests (Boost.Beast client), and lookups in Prometheus text.
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -13,8 +14,11 @@ struct HttpResult {
   std::string body;
 };
 
-HttpResult http_get(const std::string& host, int port, const std::string& target);
-HttpResult http_request(const std::string& host, int port, const std::string& method, const std::string& target);
+// `timeout` bounds the whole exchange: connect, request and response.
+HttpResult http_get(const std::string& host, int port, const std::string& target,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(10));
+HttpResult http_request(const std::string& host, int port, const std::string& method, const std::string& target,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // The sum of the samples named `name` (exactly, before '{' or ' ') whose label text contains
 // `label_filter` (e.g. "topic=\"t\""), from a Prometheus text exposition; nullopt when none.

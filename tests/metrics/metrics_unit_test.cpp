@@ -6,6 +6,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+
+#include <thread>
 
 #include "http_get.h"
 #include "pgoutbox/metrics/endpoints.h"
@@ -364,24 +367,55 @@ TEST(HttpServer, RefusesAnAddressInUseOrMalformed) {
   EXPECT_THROW(HttpServer("127.0.0.1:notaport", {}), std::runtime_error);
 }
 
-// SECURITY.md "The metrics port": a client holding a connection open without a request costs
-// one of max_sessions slots for at most 5 s; clients beyond the cap wait in the backlog.
-TEST(HttpServer, IdleClientsHoldASlotForAtMostTheRequestDeadline) {
+// SECURITY.md "The metrics port": a client holding a connection open without a request is
+// closed at the 5 s request deadline.
+TEST(HttpServer, AnIdleClientIsClosedAtTheRequestDeadline) {
+  HttpServer server("127.0.0.1:0", {{"/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; }}});
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket idle(io);
+  idle.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+  const auto started = std::chrono::steady_clock::now();
+  char byte = 0;
+  boost::system::error_code ec;
+  idle.read_some(boost::asio::buffer(&byte, 1), ec);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(ec, boost::asio::error::eof) << ec.message();
+  EXPECT_GE(waited, std::chrono::seconds(4)) << "closed before its deadline";
+  EXPECT_LT(waited, std::chrono::seconds(8)) << "held past its deadline";
+}
+
+// At the cap, a new connection closes the one that has waited longest for a request: a probe is
+// answered at once, not after the idle connections ahead of it time out.
+TEST(HttpServer, ANewClientClosesTheOldestIdleOneAtTheCap) {
   HttpServer server("127.0.0.1:0",
                     {{"/healthz",
                       [] {
                         return HttpResponse{200, "text/plain", "ok\n"};
                       }}},
-                    HttpLimits{.max_sessions = 1, .reserved_descriptors = 0});
+                    HttpLimits{.max_connections = 2, .reserved_descriptors = 0});
   boost::asio::io_context io;
-  boost::asio::ip::tcp::socket idle(io);
-  idle.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+  boost::asio::ip::tcp::socket older(io);
+  boost::asio::ip::tcp::socket newer(io);
+  older.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted in this order
+  newer.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto started = std::chrono::steady_clock::now();
-  EXPECT_EQ(test::http_get("127.0.0.1", server.port(), "/healthz").status, 200U)
-      << "served once the idle one is dropped";
-  const auto waited = std::chrono::steady_clock::now() - started;
-  EXPECT_GE(waited, std::chrono::seconds(4)) << "the cap of one session held the second client back";
-  EXPECT_LT(waited, std::chrono::seconds(8)) << "the idle client was dropped at the 5 s deadline";
+  EXPECT_EQ(test::http_get("127.0.0.1", server.port(), "/healthz", std::chrono::seconds(1)).status, 200U);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+  char byte = 0;
+  boost::system::error_code ec;
+  older.read_some(boost::asio::buffer(&byte, 1), ec);  // closed to make room: at once
+  EXPECT_EQ(ec, boost::asio::error::eof) << ec.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  // The newer idle connection is still open: a keep-alive client that sends its request now is served.
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  boost::asio::write(newer, boost::asio::buffer(request), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::string answer(64, '\0');
+  const auto n = newer.read_some(boost::asio::buffer(answer), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(answer.substr(0, std::min<std::size_t>(n, 15)), "HTTP/1.1 200 OK");
 }
 
 // A connection that would leave too few descriptors for the relay is closed at once; the server
@@ -392,7 +426,7 @@ TEST(HttpServer, ClosesConnectionsThatWouldEatTheRelaysDescriptorReserve) {
                        [] {
                          return HttpResponse{200, "text/plain", "ok\n"};
                        }}},
-                     HttpLimits{.max_sessions = 16, .reserved_descriptors = std::uint64_t{1} << 40});
+                     HttpLimits{.max_connections = 16, .reserved_descriptors = std::uint64_t{1} << 40});
   EXPECT_EQ(test::http_get("127.0.0.1", starved.port(), "/healthz").status, 0U);
   EXPECT_EQ(test::http_get("127.0.0.1", starved.port(), "/healthz").status, 0U);
 }

@@ -1,7 +1,8 @@
 // Hostile files and local settings (issue 19 items 5, 6, 7, 8 and 10; SECURITY.md "Secrets and
 // transport"), with the real pgoutbox binary:
 //   - a configuration that is a device, a FIFO, a directory or over 1 MiB is refused at once
-//     (exit 2, with the reason); a secret file readable by others is a warning;
+//     (exit 2, with the reason), and so is such a connector file for `config from-debezium`
+//     (issue 25 item 7); a secret file readable by others is a warning;
 //   - settings that weaken TLS are WARN lines in `check` and logged once by `run`;
 //   - caps beyond their ceilings are configuration errors;
 //   - `run` is not dumpable (its /proc entries belong to root, not to the user it runs as);
@@ -55,10 +56,11 @@ class LocalFilesTest : public ::testing::Test {
   };
 
   // Runs the binary with `args`, waits at most `timeout`.
-  Result run_binary(std::vector<std::string> args, std::chrono::milliseconds timeout, const std::string& log_name) {
+  Result run_binary(std::vector<std::string> args, std::chrono::milliseconds timeout, const std::string& log_name,
+                    std::vector<std::string> env = {}) {
     const std::string log = dir.path() + "/" + log_name;
     args.insert(args.begin(), PGOUTBOX_BINARY);
-    ChildProcess child({.argv = args, .log_path = log, .run_as = std::nullopt, .extra_env = {}});
+    ChildProcess child({.argv = args, .log_path = log, .run_as = std::nullopt, .extra_env = std::move(env)});
     const auto status = child.wait(timeout);
     Result result;
     if (!status) {
@@ -104,6 +106,41 @@ TEST_F(LocalFilesTest, ConfigurationThatIsNotASmallRegularFileIsRefusedAtOnce) {
     const auto result = run_binary({"run", "-c", path}, 15s, "config-" + std::to_string(i) + ".log");
     EXPECT_EQ(result.exit_code, kExitConfig) << path << "\n" << result.output;
     EXPECT_NE(result.output.find(says), std::string::npos) << path << "\n" << result.output;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << path;
+  }
+}
+
+// Issue 25 item 7: `config from-debezium` reads the connector's JSON with the configuration's
+// bounds. Before, /dev/zero was read until bad_alloc and a FIFO blocked for a writer. The child's
+// address space is capped, so that a regression fails here instead of eating the machine's memory.
+TEST_F(LocalFilesTest, ConnectorFileThatIsNotASmallRegularFileIsRefusedAtOnce) {
+  const std::string fifo = dir.path() + "/connector.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = write("big.json", "{\"x\": \"" + std::string(2 << 20, 'x') + "\"}\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/dev/zero", "/dev/zero: is not a regular file (a character device)"},
+      {fifo, "connector.fifo: is not a regular file (a FIFO)"},
+      {dir.path(), "is not a regular file (a directory)"},
+      {big, "big.json: is larger than 1024 KiB"},
+      {dir.path() + "/missing.json", "missing.json: cannot open: No such file or directory"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& [path, says] = cases[i];
+    const std::string log = dir.path() + "/connector-" + std::to_string(i) + ".log";
+    const auto started = std::chrono::steady_clock::now();
+    ChildProcess child({.argv = {"/bin/sh", "-c", "ulimit -v 2097152 && exec \"$0\" config from-debezium \"$1\"",
+                                 PGOUTBOX_BINARY, path},
+                        .log_path = log,
+                        .run_as = std::nullopt,
+                        .extra_env = {}});
+    const auto status = child.wait(15s);
+    if (!status) child.kill_and_reap();
+    const auto output = file_text(log);
+    ASSERT_TRUE(status) << path << ": still running after 15 s\n" << output;
+    ASSERT_TRUE(WIFEXITED(*status)) << path << ": ended by signal " << WTERMSIG(*status) << "\n" << output;
+    EXPECT_EQ(WEXITSTATUS(*status), kExitConfig) << path << "\n" << output;
+    EXPECT_NE(output.find("pgoutbox config from-debezium: "), std::string::npos) << path << "\n" << output;
+    EXPECT_NE(output.find(says), std::string::npos) << path << "\n" << output;
     EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << path;
   }
 }
@@ -155,6 +192,48 @@ TEST_F(LocalFilesTest, WeakTransportAndExposedSecretsAreWarnedByCheckAndOnceByRu
   EXPECT_EQ(clean.output.find("WARN  postgres tls"), std::string::npos) << clean.output;
   EXPECT_EQ(clean.output.find("WARN  kafka tls"), std::string::npos) << clean.output;
   EXPECT_EQ(clean.output.find("WARN  secret file"), std::string::npos) << clean.output;
+}
+
+// Issue 25 item 6: libpq quotes a URI's password when its percent-escape is bad
+// (`invalid percent-encoded token: "ab%zz"`), and pgoutbox printed that message as it came. Every
+// libpq and librdkafka message passes redaction now: the reason still reaches the operator, the
+// password never does, from `check`, `status` or `run`. The DSN comes from the environment, the
+// one place a password in it is accepted.
+TEST_F(LocalFilesTest, APasswordLibpqQuotesInAnErrorIsNeverPrinted) {
+  const std::string password = "ab%zz";
+  const std::vector<std::string> env = {"PGOUTBOX_POSTGRES_DSN=postgresql://relay:" + password +
+                                        "@127.0.0.1:1/app?connect_timeout=1"};
+  const auto config_text = [&](const std::string& format) {
+    return "kafka:\n  brokers: \"127.0.0.1:1\"\ntables:\n  - table: public.outbox\nlog_format: " + format + "\n";
+  };
+  const auto config = write("bad-escape.yaml", config_text("text"));
+  const auto check = run_binary({"check", "-c", config, "--kafka-timeout", "1"}, 60s, "escape-check.log", env);
+  EXPECT_TRUE(check.exit_code) << check.output;
+  EXPECT_NE(check.output.find("invalid percent-encoded token"), std::string::npos) << check.output;
+  EXPECT_EQ(check.output.find(password), std::string::npos) << check.output;
+
+  const auto status = run_binary({"status", "-c", config}, 30s, "escape-status.log", env);
+  EXPECT_TRUE(status.exit_code) << status.output;
+  EXPECT_NE(status.output.find("invalid percent-encoded token"), std::string::npos) << status.output;
+  EXPECT_EQ(status.output.find(password), std::string::npos) << status.output;
+
+  for (const std::string format : {"text", "json"}) {
+    const std::string log = dir.path() + "/escape-run-" + format + ".log";
+    const auto run_config = write("bad-escape-" + format + ".yaml", config_text(format));
+    ChildProcess run({.argv = {PGOUTBOX_BINARY, "run", "-c", run_config},
+                      .log_path = log,
+                      .run_as = std::nullopt,
+                      .extra_env = env});
+    PGOUTBOX_EXPECT_EVENTUALLY(
+        file_text(log).find("invalid percent-encoded token") != std::string::npos || !run.running(), 30s);
+    if (run.running()) {
+      run.signal_leader(SIGTERM);
+      EXPECT_TRUE(run.wait(30s));
+    }
+    const auto text = file_text(log);
+    EXPECT_NE(text.find("invalid percent-encoded token"), std::string::npos) << text;
+    EXPECT_EQ(text.find(password), std::string::npos) << text;
+  }
 }
 
 TEST_F(LocalFilesTest, CapsBeyondTheirCeilingsAreConfigurationErrors) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pgoutbox/config/config.h"
 
@@ -21,6 +22,12 @@ std::string redact_dsn(const std::string& dsn);
 // and sasl.oauthbearer.config.
 bool is_secret_property(std::string_view name);
 std::map<std::string, std::string> redact_properties(const std::map<std::string, std::string>& properties);
+
+// Every secret value of the configuration, for pgoutbox::remember_secrets: the Postgres password
+// from the environment or its file, the DSN's password and sslpassword both as written (a URI's
+// percent-escapes kept, as libpq quotes them in its errors) and as libpq reads them, and the value
+// of every secret Kafka property.
+std::vector<std::string> secrets_of(const Config& config);
 
 // The effective configuration, one "key: value" line per key, secrets redacted (logs, status).
 std::string describe(const Config& config);

@@ -50,6 +50,10 @@ Format parse_format(std::string_view format, bool stderr_is_terminal);
 // only through event() on the same thread (the loggers pgoutbox installs are synchronous).
 std::unique_ptr<spdlog::formatter> make_formatter(Format format);
 
+// spdlog's pattern formatter (the operator commands' lines, before and without setup()), with the
+// configured secrets removed from each message as make_formatter's formatters remove them.
+std::unique_ptr<spdlog::formatter> make_pattern_formatter(const std::string& pattern);
+
 // `text` as the contents of a JSON string (no quotes around it), appended to `out`.
 void append_json_escaped(std::string& out, std::string_view text);
 

@@ -3,9 +3,11 @@
 // A small HTTP/1.1 server (Boost.Beast over Asio, one thread of its own) for /metrics, /healthz
 // and /readyz. GET and HEAD only; each route is a function that builds the response when asked.
 // Keep-alive is honoured; a request must arrive whole within 5 s and an idle connection is
-// closed after 5 s. At most HttpLimits::max_sessions connections are served at a time, and a
-// connection that would leave fewer than `reserved_descriptors` free under RLIMIT_NOFILE is
-// closed at once: the relay's own connections come first.
+// closed after 5 s. Every connection is accepted at once: at most HttpLimits::max_connections
+// are held, and a new one closes the one that has waited longest for a request, so idle clients
+// cannot hold a probe back. A connection whose descriptor would leave fewer than
+// `reserved_descriptors` free under RLIMIT_NOFILE also closes the oldest (or, when the server
+// holds none, is closed itself): the relay's own connections come first.
 
 #include <cstdint>
 #include <functional>
@@ -24,7 +26,9 @@ struct HttpResponse {
 using Routes = std::map<std::string, std::function<HttpResponse()>>;
 
 struct HttpLimits {
-  std::size_t max_sessions = 16;
+  // Connections held open at a time. Each costs a descriptor and at most 9 KiB of request buffers
+  // plus one response.
+  std::size_t max_connections = 64;
   std::uint64_t reserved_descriptors = 64;
 };
 

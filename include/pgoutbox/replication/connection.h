@@ -16,12 +16,14 @@
 #include "pgoutbox/lsn.h"
 #include "pgoutbox/replication/failure_cause.h"
 #include "pgoutbox/replication/slot.h"
+#include "pgoutbox/secrets.h"
 
 namespace pgoutbox::replication {
 
 // A failure reported by the server or libpq, with the server's diagnostic fields when it sent
 // them (PG_DIAG_SQLSTATE, PG_DIAG_MESSAGE_DETAIL, PG_DIAG_MESSAGE_HINT), so callers classify
-// on structure: a busy slot (55006) is not a lost connection.
+// on structure: a busy slot (55006) is not a lost connection. Its message has passed
+// redact_secrets: libpq quotes parts of the DSN it cannot parse, a password among them.
 class PgError : public std::runtime_error {
  public:
   struct Fields {
@@ -31,10 +33,11 @@ class PgError : public std::runtime_error {
     bool connection_bad = false;                  // libpq's connection status was CONNECTION_BAD afterwards
     std::optional<FailureCause> connect_failure;  // set by Connection::open when it could not connect
   };
-  PgError(const std::string& what, std::string sqlstate) : std::runtime_error(what) {
+  PgError(const std::string& what, std::string sqlstate) : std::runtime_error(redact_secrets(what)) {
     fields_.sqlstate = std::move(sqlstate);
   }
-  PgError(const std::string& what, Fields fields) : std::runtime_error(what), fields_(std::move(fields)) {}
+  PgError(const std::string& what, Fields fields)
+      : std::runtime_error(redact_secrets(what)), fields_(std::move(fields)) {}
   const std::string& sqlstate() const { return fields_.sqlstate; }
   const Fields& fields() const { return fields_; }
 
