@@ -64,6 +64,7 @@ void add_dsn_secrets(std::string_view dsn, int depth, std::vector<std::string>& 
 std::vector<std::string> secrets_of(const Config& config) {
   std::vector<std::string> out;
   out.push_back(config.postgres.password);
+  out.push_back(config.checkpoint.signing_key);
   add_dsn_secrets(config.postgres.dsn, 0, out);
   for (const auto& [name, value] : config.kafka.properties) {
     if (is_secret_property(name)) out.push_back(value);

@@ -102,6 +102,18 @@ std::vector<std::string> reserved_topics(const Config& config) {
   return {config.checkpoint.topic, config.poison.dead_letter_topic};
 }
 
+std::string reserved_topic_exclusion(const Config& config) {
+  std::string excluded;
+  for (const auto& name : reserved_topics(config)) {
+    if (!excluded.empty()) excluded += '|';
+    for (const char c : name) {
+      if (c == '.') excluded += '\\';
+      excluded += c;
+    }
+  }
+  return "(?!(?:" + excluded + ")$)[A-Za-z0-9._-]+";
+}
+
 std::string reserved_topic_problem(const Config& config, std::string_view topic_template,
                                    const std::string& topic_pattern) {
   std::vector<TopicPart> parts;
@@ -121,20 +133,11 @@ std::string reserved_topic_problem(const Config& config, std::string_view topic_
   const auto reserved = reserved_topics(config);
   for (const auto& topic : reserved) {
     if (!template_fits(parts, topic) || (pattern && !std::regex_match(topic, *pattern))) continue;
-    // A ready allow-list that keeps every other topic the template can produce.
-    std::string excluded;
-    for (const auto& name : reserved) {
-      if (!excluded.empty()) excluded += '|';
-      for (const char c : name) {
-        if (c == '.') excluded += '\\';
-        excluded += c;
-      }
-    }
     return fmt::format(
         "can route a row into {}, which pgoutbox reserves for its own records (checkpoint.topic and "
         "poison.dead_letter_topic); such a row would be poison RESERVED_TOPIC. Fix: a template that cannot produce "
-        "it, or a topic_pattern that excludes it, e.g. topic_pattern: \"(?!(?:{})$)[A-Za-z0-9._-]+\"",
-        topic, excluded);
+        "it, or a topic_pattern that excludes it, e.g. topic_pattern: \"{}\"",
+        topic, reserved_topic_exclusion(config));
   }
   return {};
 }

@@ -403,6 +403,16 @@ class Converter {
       throw Unusable(fmt::format("transforms.{}.route.topic.replacement gives the topic template {}, which {}", router,
                                  topic, e.what()));
     }
+    // A template that can expand to pgoutbox's own topics (e.g. ${aggregatetype} alone) must
+    // exclude them, or the configuration does not load (docs/spec.md I11).
+    std::optional<std::string> topic_pattern;
+    if (const config::Config defaults; !config::reserved_topic_problem(defaults, topic, "").empty()) {
+      topic_pattern = config::reserved_topic_exclusion(defaults);
+      leave("transforms." + router + ".route.topic.replacement",
+            fmt::format("gives the topic template {}, which could route a row into pgoutbox's checkpoint or "
+                        "dead-letter topic: tables[].topic_pattern excludes those two (such a row is poison)",
+                        topic));
+    }
     std::optional<std::string> type_column;  // Debezium sends no type header unless placed as one
     for (const auto& entry : split_list(option("table.fields.additional.placement").value_or(""))) {
       const auto parts = [&] {
@@ -468,6 +478,7 @@ class Converter {
       out << YAML::BeginMap;
       out << YAML::Key << "table" << YAML::Value << table;
       out << YAML::Key << "topic" << YAML::Value << YAML::DoubleQuoted << topic;
+      if (topic_pattern) out << YAML::Key << "topic_pattern" << YAML::Value << YAML::DoubleQuoted << *topic_pattern;
       out << YAML::Key << "null_payload" << YAML::Value << (tombstone ? "tombstone" : "poison");
       out << YAML::Key << "validate_json" << YAML::Value << expand;
       out << YAML::Key << "columns" << YAML::Value << YAML::BeginMap;

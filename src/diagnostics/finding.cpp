@@ -4,13 +4,16 @@
 
 #include <fmt/format.h>
 
+#include "pgoutbox/secrets.h"
+
 namespace pgoutbox::diagnostics {
 
 std::string format_line(const Finding& finding) {
   const char* tag = finding.severity == Severity::ok ? "ok  " : finding.severity == Severity::warning ? "WARN" : "FAIL";
   std::string line = fmt::format("{}  {}: {}", tag, finding.subject, finding.message);
   if (!finding.fix.empty()) line += fmt::format(" Fix: {}", finding.fix);
-  return line;
+  // Findings quote libpq's and librdkafka's own text, which may hold a configured secret.
+  return redact_secrets(line);
 }
 
 bool any_blocking(const std::vector<Finding>& findings) {

@@ -81,9 +81,11 @@ TEST(ConfigRedact, EverySecretOfTheConfigurationIsRemovedWhereverItAppears) {
   Config config;
   config.postgres.dsn = "postgresql://relay:ab%zz@db/app?sslpassword=k%41ey-1&sslmode=require";
   config.postgres.password = "from-the-env";
+  config.checkpoint.signing_key = "checkpoint-signing-key-0123456789abcdef";
   config.kafka.properties = {{"sasl.username", "relay"}, {"sasl.password", "kafka-pw"}, {"ssl.key.password", "kp"}};
   const auto secrets = secrets_of(config);
-  for (const std::string expected : {"ab%zz", "k%41ey-1", "kAey-1", "from-the-env", "kafka-pw", "kp"}) {
+  for (const std::string expected :
+       {"ab%zz", "k%41ey-1", "kAey-1", "from-the-env", "kafka-pw", "kp", "checkpoint-signing-key-0123456789abcdef"}) {
     EXPECT_NE(std::find(secrets.begin(), secrets.end(), expected), secrets.end()) << expected;
   }
   EXPECT_EQ(std::find(secrets.begin(), secrets.end(), "relay"), secrets.end());

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <regex>
 
 #include "pgoutbox/config/loader.h"
 
@@ -78,6 +79,27 @@ TEST(FromDebezium, MinimalConnectorKeepsTopicsKeysAndIdHeader) {
   EXPECT_NE(left_out(c, "bootstrap.servers").find("PGOUTBOX_KAFKA_BROKERS"), std::string::npos);
   EXPECT_EQ(left_out(c, "plugin.name"), "");
   EXPECT_EQ(left_out(c, "key.converter"), "");
+}
+
+// route.topic.replacement ${routedByValue} alone: a row could name pgoutbox's checkpoint or
+// dead-letter topic, which a configuration may not allow (issue 25 item 2). The output still
+// loads: its topic_pattern excludes those two, and the left-out list says so.
+TEST(FromDebezium, ATemplateThatCouldReachAReservedTopicGetsAPatternExcludingIt) {
+  const auto c = from_debezium(R"json({
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "pg", "database.dbname": "orders", "database.user": "u",
+      "table.include.list": "public.outbox",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+      "transforms.outbox.route.topic.replacement": "${routedByValue}"})json");
+  const auto cfg = load(c);
+  ASSERT_EQ(cfg.tables.size(), 1U);
+  EXPECT_EQ(cfg.tables[0].topic, "${aggregatetype}");
+  const std::regex pattern(cfg.tables[0].topic_pattern);
+  EXPECT_TRUE(std::regex_match("orders", pattern));
+  EXPECT_FALSE(std::regex_match(cfg.checkpoint.topic, pattern));
+  EXPECT_FALSE(std::regex_match(cfg.poison.dead_letter_topic, pattern));
+  EXPECT_NE(left_out(c, "transforms.outbox.route.topic.replacement").find("checkpoint"), std::string::npos);
 }
 
 // An existing table with its own column names, the type as a header, a trace header and an

@@ -35,6 +35,9 @@ bool template_fits(const std::vector<TopicPart>& parts, std::string_view topic);
 // for a checkpoint or for a dead-lettered event.
 std::vector<std::string> reserved_topics(const Config& config);
 
+// A topic_pattern that allows every topic name but the reserved ones.
+std::string reserved_topic_exclusion(const Config& config);
+
 // Why a template (with its optional topic_pattern allow-list) could route a row into a reserved
 // topic, with the fix; empty when it cannot.
 std::string reserved_topic_problem(const Config& config, std::string_view topic_template,
