@@ -23,9 +23,12 @@ DeliveryFailure classify(rd_kafka_resp_err_t error) {
     case RD_KAFKA_RESP_ERR__INCONSISTENT:
     case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
     case RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID:
-    case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
     case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
       return DeliveryFailure::fatal;
+    // A newer producer with the same transactional.id: this one must write nothing more.
+    case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
+    case RD_KAFKA_RESP_ERR__FENCED:
+      return DeliveryFailure::fenced;
     // The record itself is refused; sending it unchanged will most likely fail again.
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
     case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
@@ -207,11 +210,23 @@ void Producer::drain_report_fd() const {
   while (::read(pipe_read_, buffer, sizeof buffer) > 0) {}
 }
 
-std::optional<std::string> Producer::fatal_error() const {
+std::optional<SinkFatal> Producer::fatal() const {
   char reason[512];
   const auto err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
-  return redact_secrets(fmt::format("{}: {}", rd_kafka_err2name(err), reason));
+  SinkFatal fatal;
+  fatal.text = redact_secrets(fmt::format("{}: {}", rd_kafka_err2name(err), reason));
+  switch (classify(err)) {
+    case DeliveryFailure::fenced:
+      fatal.kind = SinkFatal::Kind::fenced;
+      break;
+    case DeliveryFailure::fatal:
+      fatal.kind = SinkFatal::Kind::idempotence;
+      break;
+    default:
+      fatal.kind = SinkFatal::Kind::other;
+  }
+  return fatal;
 }
 
 namespace {

@@ -50,7 +50,7 @@ class ProducerSink final : public Sink {
   void send_now() override { producer_.send_now(); }
   int wakeup_fd() const override { return producer_.report_fd(); }
   void drain_wakeup() override { producer_.drain_report_fd(); }
-  std::optional<std::string> fatal_error() const override { return producer_.fatal_error(); }
+  std::optional<SinkFatal> fatal() const override { return producer_.fatal(); }
   TxnResult init_transactions(std::chrono::milliseconds timeout) override {
     return producer_.init_transactions(timeout);
   }

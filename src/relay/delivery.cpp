@@ -39,16 +39,14 @@ void Relay::arm_poll() {
 // The producer's idempotence state was lost: nothing beyond the last fully acknowledged
 // transaction is confirmed, and the session is rebuilt from the slot's confirmed position.
 bool Relay::check_sink_fatal() {
-  auto fatal = main_.sink->fatal_error();
-  if (!fatal && isolated_.sink) fatal = isolated_.sink->fatal_error();
+  auto fatal = main_.sink->fatal();
+  if (!fatal && isolated_.sink) fatal = isolated_.sink->fatal();
   if (!fatal) return false;
-  if (eos_ && fatal->find("FENCED") != std::string::npos) {
-    finish(Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took over "
-                                                     "({}); this one writes nothing more",
-                                                     start_.transactional_id, *fatal)));
+  if (eos_ && fatal->kind == kafka::SinkFatal::Kind::fenced) {
+    finish(fenced(fatal->text));
     return true;
   }
-  finish(Outcome::reconnect("the Kafka producer hit a fatal error (" + *fatal +
+  finish(Outcome::reconnect("the Kafka producer hit a fatal error (" + fatal->text +
                             "); rebuilding it and resuming from the slot's confirmed position"));
   return true;
 }

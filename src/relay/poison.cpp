@@ -20,7 +20,9 @@ Action::Kind policy_action(config::PoisonPolicy policy) {
 
 Action decide(kafka::DeliveryFailure failure, DeliveryCookie cookie, const PoisonRules& rules) {
   using Kind = Action::Kind;
-  if (failure == kafka::DeliveryFailure::fatal) return {Kind::rebuild, cookie, {}};
+  // Fenced only reaches here in at-least-once mode, where no transactional id is set: rebuild.
+  if (failure == kafka::DeliveryFailure::fatal || failure == kafka::DeliveryFailure::fenced)
+    return {Kind::rebuild, cookie, {}};
   // librdkafka retries transient failures itself; one that still comes back is sent again,
   // without limit (I1), dead-letter writes included.
   if (failure == kafka::DeliveryFailure::retriable) return {Kind::retry_after, cookie, rules.poison.retry_backoff};

@@ -211,10 +211,8 @@ void Relay::abort_kafka_transaction(const std::string& why) {
       return;
     }
     cause = fmt::format("{} ({}: {})", why, error.code, error.text);
-    if (error.kind == kafka::DeliveryFailure::fatal && error.code.find("FENCED") != std::string::npos) {
-      finish(Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took "
-                                                       "over; this one writes nothing more ({})",
-                                                       start_.transactional_id, error.text)));
+    if (error.kind == kafka::DeliveryFailure::fenced) {
+      finish(fenced(error.code + ": " + error.text));
       return;
     }
   }
@@ -231,9 +229,7 @@ bool Relay::on_transaction_failure(const kafka::TxnResult& result, const char* s
       return false;
     case kafka::TxnStatus::fenced:
       kafka_txn_open_ = false;  // a fenced producer can abort nothing
-      finish(Outcome::fatal(Fatal::fenced, fmt::format("{}: another pgoutbox instance with transactional.id {} took "
-                                                       "over ({}); this one writes nothing more",
-                                                       step, start_.transactional_id, result.message)));
+      finish(fenced(fmt::format("{}: {}", step, result.message)));
       return true;
     case kafka::TxnStatus::fatal:
       kafka_txn_open_ = false;
@@ -248,6 +244,13 @@ bool Relay::on_transaction_failure(const kafka::TxnResult& result, const char* s
   }
   abort_kafka_transaction(fmt::format("{} failed: {}", step, result.message));
   return true;
+}
+
+// The one outcome of a fence, whichever call or report shows it.
+Outcome Relay::fenced(const std::string& what) const {
+  return Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took over "
+                                                   "({}); this one writes nothing more",
+                                                   start_.transactional_id, what));
 }
 
 std::string Relay::refused_key(const outbox::Record& record, ConfirmTracker::TxnId txn) const {

@@ -5,7 +5,9 @@
 #include <librdkafka/rdkafka.h>
 
 #include <atomic>
+#include <iostream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -111,6 +113,145 @@ TEST_F(BackfillTest, RowsBeforeTheSlotFromTheSnapshotRowsAfterFromTheStreamEachO
   EXPECT_EQ(sent_published, 0);
   EXPECT_TRUE(slot_exists(cfg.postgres.slot + "_backfilled"));
   EXPECT_FALSE(slot_exists(cfg.postgres.slot + "_backfilling"));
+}
+
+// Issue 24 item 3: two instances of one configuration started 1 s apart, the first still
+// backfilling a large table when the second looks. The slot is inactive between its creation and
+// the end of its backfill; the second must wait (as a standby does), not drop it and start its
+// own slot later. Writers insert rows the backfill's predicate excludes and rows they delete in
+// the same transaction: only the first slot's stream carries them, and every one must arrive.
+TEST_F(BackfillTest, ASecondInstanceNeverDropsASlotStillBackfilling) {
+  constexpr int kRows = 100'000;
+  auto cfg = message_table("bf_two");
+  cfg.tables[0].backfill.chunk_rows = 1000;
+  cfg.limits.max_in_flight_records = 1000;
+  create_topic(kafka.bootstrap(), "bf_two.Order", 3);
+  insert_rows("bf_two", kRows);
+
+  std::atomic<bool> writing{true};
+  std::atomic<int> written{0};
+  std::vector<std::string> streamed_ids;  // SENT rows, and rows deleted at once: stream only
+  std::mutex ids_mutex;
+  std::thread writer([&] {
+    auto conn = pg.connect();
+    while (writing) {
+      const auto sent = PQexec(conn.get(),
+                               "INSERT INTO bf_two (aggregateid, payload, status) VALUES ('w', '{}', 'SENT') "
+                               "RETURNING id::text");
+      const std::string sent_id = PQgetvalue(sent, 0, 0);
+      PQclear(sent);
+      const auto gone = PQexec(conn.get(),
+                               "WITH i AS (INSERT INTO bf_two (aggregateid, payload) VALUES ('w', '{}') RETURNING id) "
+                               "DELETE FROM bf_two WHERE id = (SELECT id FROM i) RETURNING id::text");
+      const std::string gone_id = PQgetvalue(gone, 0, 0);
+      PQclear(gone);
+      {
+        const std::lock_guard lock(ids_mutex);
+        streamed_ids.push_back(sent_id);
+        streamed_ids.push_back(gone_id);
+      }
+      ++written;
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+
+  // The first instance creates the slot and backfills; the second starts 1 s later and keeps
+  // trying, as `pgoutbox run` does, until the test ends.
+  // Each session is published under the mutex while it runs, so that a stop is posted only to
+  // a session that still exists.
+  std::mutex sessions;
+  relay::Session* first = nullptr;
+  relay::Session* second = nullptr;
+  const auto stop_all = [&] {
+    const std::lock_guard lock(sessions);
+    for (auto* session : {first, second}) {
+      if (session != nullptr) boost::asio::post(session->io(), [session] { session->stop(); });
+    }
+  };
+  std::atomic<bool> first_streaming{false};
+  std::atomic<bool> first_done{false};
+  std::atomic<bool> second_running{true};
+  std::atomic<bool> second_done{false};
+  std::atomic<int> second_standby{0};
+  std::atomic<int> second_other{0};
+  std::string second_reason;
+  relay::Outcome first_outcome;
+  std::thread a([&] {
+    relay::Session session(cfg);
+    {
+      const std::lock_guard lock(sessions);
+      first = &session;
+    }
+    std::thread watch([&] {
+      while (!first_done && !session.streaming()) std::this_thread::sleep_for(10ms);
+      first_streaming = session.streaming();
+    });
+    first_outcome = session.run();
+    first_done = true;
+    watch.join();
+    const std::lock_guard lock(sessions);
+    first = nullptr;
+  });
+  std::this_thread::sleep_for(1s);
+  std::thread b([&] {
+    while (second_running) {
+      relay::Session session(cfg);
+      {
+        const std::lock_guard lock(sessions);
+        second = &session;
+      }
+      const auto outcome = session.run();
+      {
+        const std::lock_guard lock(sessions);
+        second = nullptr;
+      }
+      if (outcome.standby) {
+        ++second_standby;
+      } else if (second_running) {
+        ++second_other;
+        second_reason = outcome.reason;
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    second_done = true;
+  });
+  // Threads run: a failed wait is noted and the test goes on to stop them.
+  EXPECT_TRUE(eventually([&] { return first_streaming.load() || first_done.load(); }, 120s));
+  EXPECT_FALSE(first_done.load()) << first_outcome.reason;
+  const int at_streaming = written.load();
+  EXPECT_TRUE(eventually([&] { return written.load() > at_streaming + 100; }, 30s));
+  writing = false;
+  writer.join();
+
+  std::set<std::string> expected;
+  for (const auto& row : pg.query("SELECT id::text FROM bf_two WHERE status = 'NEW'")) expected.insert(*row[0]);
+  for (const auto& id : streamed_ids) expected.insert(id);
+  const auto ids = ids_in("bf_two.Order", expected.size());
+  second_running = false;
+  while (!first_done) {
+    stop_all();
+    std::this_thread::sleep_for(50ms);
+  }
+  a.join();
+  while (!second_done) {
+    stop_all();
+    std::this_thread::sleep_for(50ms);
+  }
+  b.join();
+
+  std::size_t lost = 0;
+  std::string first_lost;
+  for (const auto& id : expected) {
+    if (ids.count(id) != 0) continue;
+    if (lost++ == 0) first_lost = id;
+  }
+  std::cout << "FAULT backfill-two-instances: rows=" << kRows << ", stream_only=" << streamed_ids.size()
+            << ", expected=" << expected.size() << ", delivered=" << ids.size() << ", lost=" << lost
+            << ", second_waited=" << second_standby.load() << "\n";
+  EXPECT_EQ(lost, 0U) << "first lost: " << first_lost;
+  EXPECT_GT(second_standby.load(), 0) << "the second instance never waited";
+  EXPECT_EQ(second_other.load(), 0) << second_reason;
+  EXPECT_EQ(first_outcome.kind, relay::Outcome::Kind::stopped) << first_outcome.reason;
 }
 
 // A restart of a slot whose backfill finished streams on and backfills nothing again.

@@ -156,5 +156,37 @@ TEST(ExactlyOnceStalls, TheCheckpointIsNeverCommittedAheadOfARecordItCovers) {
   EXPECT_TRUE(dead_lettered);
 }
 
+// Issue 24 item 7: a fence is a kind the sink reports, not a word in a message. A fatal
+// producer error whose text mentions a fence (as a coordinator's abort after a long outage may)
+// rebuilds the producer; only a fence ends the instance with its own code.
+TEST(ExactlyOnceStalls, OnlyAFenceIsAFence) {
+  {
+    Harness h(exactly_once());
+    h.script.hold = true;
+    h.stop_when_done = false;
+    h.source.push(relation());
+    h.txn(0x1000, 1);
+    const auto outcome = h.run({[] {}, [&] {
+      h.script.fatal = kafka::SinkFatal{kafka::SinkFatal::Kind::idempotence,
+                                        "_FATAL: producer epoch bumped (FENCED by the coordinator's timeout)"};
+    }});
+    EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+    EXPECT_EQ(h.source.flush, Lsn{0x100});
+  }
+  {
+    Harness h(exactly_once());
+    h.script.verdict = [](const Produced&) -> std::optional<kafka::DeliveryError> {
+      return kafka::DeliveryError{kafka::DeliveryFailure::fenced, "PRODUCER_FENCED", "Broker: producer fenced", false};
+    };
+    h.stop_when_done = false;
+    h.source.push(relation());
+    h.txn(0x1000, 1);
+    const auto outcome = h.run();
+    ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
+    EXPECT_EQ(outcome.cause, Fatal::fenced);
+    EXPECT_TRUE(h.script.committed.empty());
+  }
+}
+
 }  // namespace
 }  // namespace pgoutbox::relay

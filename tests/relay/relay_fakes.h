@@ -151,7 +151,7 @@ struct SinkScript {
   // Records acknowledged, in the order their acknowledgements were written: what a consumer of
   // the topic would read.
   std::vector<outbox::Record> landed;
-  std::optional<std::string> fatal;
+  std::optional<kafka::SinkFatal> fatal;
   // Exactly-once (a sink opened with a transactional id): every call, in order ("init",
   // "begin", "commit", "abort"); what each commit answers; what is in the open transaction and
   // what was committed, which is what a read_committed consumer reads.
@@ -240,7 +240,7 @@ class FakeSink final : public kafka::Sink {
     std::uint64_t n = 0;
     while (::read(fd_, &n, sizeof n) > 0) {}
   }
-  std::optional<std::string> fatal_error() const override { return script_.fatal; }
+  std::optional<kafka::SinkFatal> fatal() const override { return script_.fatal; }
   kafka::TxnResult init_transactions(std::chrono::milliseconds) override {
     script_.txn_calls.emplace_back("init");
     return script_.init_result;

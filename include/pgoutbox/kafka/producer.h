@@ -95,7 +95,7 @@ class Producer {
 
   // The idempotent producer's state was lost (e.g. a fenced epoch or an unrecoverable sequence
   // gap): nothing more can be produced by this instance.
-  std::optional<std::string> fatal_error() const;
+  std::optional<SinkFatal> fatal() const;
 
   // Kafka transactions (a producer with a transactional_id); see Sink.
   TxnResult init_transactions(std::chrono::milliseconds timeout);

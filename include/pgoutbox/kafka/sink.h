@@ -21,6 +21,18 @@ enum class DeliveryFailure {
   retriable,  // transient (broker down, leader change, timeout): send again, never give up
   permanent,  // this record will not be accepted as it is (too large, invalid, not authorised, no topic)
   fatal,      // the producer itself is unusable (idempotence state lost): rebuild it
+  fenced,     // exactly-once: another producer with the same transactional.id took over
+};
+
+// Why a sink can produce nothing more, decided where librdkafka's codes are known.
+struct SinkFatal {
+  enum class Kind {
+    fenced,       // another producer with the same transactional.id took over: write nothing more
+    idempotence,  // the idempotent producer's sequence or epoch is broken: rebuild it
+    other,        // any other fatal error librdkafka reports: rebuild it
+  };
+  Kind kind = Kind::other;
+  std::string text;  // librdkafka's error name and reason, for the log
 };
 
 struct DeliveryError {
@@ -70,8 +82,8 @@ class Sink {
   // Readable when poll() has work; drain_wakeup() empties it.
   virtual int wakeup_fd() const = 0;
   virtual void drain_wakeup() = 0;
-  // The sink can produce nothing more (idempotence state lost): it must be rebuilt.
-  virtual std::optional<std::string> fatal_error() const = 0;
+  // The sink can produce nothing more: it must be rebuilt, or, fenced, the instance stops.
+  virtual std::optional<SinkFatal> fatal() const = 0;
 
   // Kafka transactions, for a sink opened with SinkOptions::transactional_id. init fences every
   // older producer of the same id and aborts its open transaction; commit first delivers what is
