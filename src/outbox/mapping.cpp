@@ -4,6 +4,7 @@
 
 #include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/outbox/header_guard.h"
+#include "shown.h"
 
 #include <fmt/format.h>
 
@@ -71,10 +72,20 @@ std::optional<int> hex_digit(char c) {
   return std::nullopt;
 }
 
-// A row-derived value as a poison reason quotes it: at most 64 bytes, every byte outside
-// printable ASCII as \xNN, so that reasons (logged, and sent as dead-letter headers) stay short
-// and cannot carry control characters.
-std::string shown(std::string_view value) {
+bool parse_digits(std::string_view text, std::size_t at, std::size_t count, int& out) {
+  if (at + count > text.size()) return false;
+  out = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const char c = text[at + i];
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string detail::shown(std::string_view value) {
   constexpr std::size_t kShownBytes = 64;
   std::string out;
   for (std::size_t i = 0; i < value.size() && i < kShownBytes; ++i) {
@@ -89,18 +100,7 @@ std::string shown(std::string_view value) {
   return out;
 }
 
-bool parse_digits(std::string_view text, std::size_t at, std::size_t count, int& out) {
-  if (at + count > text.size()) return false;
-  out = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const char c = text[at + i];
-    if (c < '0' || c > '9') return false;
-    out = out * 10 + (c - '0');
-  }
-  return true;
-}
-
-}  // namespace
+using detail::shown;
 
 std::size_t Record::weight() const { return value.size() + (key ? key->size() : 0); }
 
