@@ -45,7 +45,18 @@ class Scanner {
       const char next = i_ + 1 < text_.size() ? text_[i_ + 1] : '\0';
       if ((c == 'e' || c == 'E') && next == '\'') {
         ++i_;
+        const std::size_t start = i_;
         if (!skip_quoted('\'', true)) return fmt::format("has a string constant at byte {} that is never closed", at);
+        // In a client encoding such as SJIS or BIG5 a character's second byte may be 0x5C, which
+        // this scanner would read as a backslash and PostgreSQL, after conversion, would not.
+        for (std::size_t k = start; k < i_; ++k) {
+          if (static_cast<unsigned char>(text_[k]) >= 0x80) {
+            return fmt::format(
+                "has a non-ASCII byte in the E'...' string at byte {}; write such text in a plain "
+                "'...' string",
+                at);
+          }
+        }
       } else if (is_ident_start(c)) {
         const std::size_t start = i_;
         while (i_ < text_.size() && is_ident_cont(text_[i_])) ++i_;

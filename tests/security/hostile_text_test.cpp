@@ -44,6 +44,8 @@ TEST(Predicate, WhatCouldReachPastTheParenthesisIsRefused) {
            {"", "is empty"},
            {"  \n", "is empty"},
            {std::string("true\0) --", 9), "NUL byte"},
+           // SJIS 0x95 0x5C is one character; read byte by byte, its 0x5C would escape the quote.
+           {"aggregateid = E'\x95\\') UNION SELECT 1 --'", "non-ASCII byte in the E'...' string at byte 15"},
            // PostgreSQL reads a1e'…' as the identifier a1e and a plain string: the backslash ends
            // nothing, the ')' after the string closes WHERE's parenthesis.
            {"a1e'\\') UNION SELECT 1 --'", "')' at byte 7"},

@@ -14,7 +14,8 @@ namespace pgoutbox::config {
 // sets): string constants '...' with '' inside, E'...' with backslash escapes, dollar quotes
 // $tag$...$tag$, quoted identifiers "..."; outside them, a ';', a comment (-- or /*), a ')'
 // that closes the WHERE's parenthesis, a '(' left open, a parameter ($1), a set operation
-// (UNION, INTERSECT, EXCEPT) outside every parenthesis, an unterminated literal and a NUL byte
+// (UNION, INTERSECT, EXCEPT) outside every parenthesis, an unterminated literal, a NUL byte and
+// a non-ASCII byte inside E'...' (where a client encoding's second byte could be a backslash)
 // are refused. PostgreSQL itself then checks that the predicate is a boolean expression over
 // the table (relay::RowReader::explain_error).
 std::string predicate_problem(std::string_view predicate);
