@@ -332,8 +332,6 @@ Outcome Session::run() {
       setup.finish_backfill();
       setup.start_streaming();
     } catch (const replication::PgError& e) {
-      // A predicate PREPARE accepts can still fail on a row (a cast, a division): every attempt
-      // would fail the same way, publishing again what came before the row.
       // 57014: the count ran past tables[].backfill.statement_timeout (RowReader names it), and
       // would again at every attempt.
       if (e.sqlstate() == "57014") {
@@ -342,6 +340,8 @@ Outcome Session::run() {
                                           "or raise tables[].backfill.statement_timeout, then start again",
                                           e.what()));
       }
+      // A predicate PREPARE accepts can still fail on a row (a cast, a division): every attempt
+      // would fail the same way, publishing again what came before the row.
       if (e.sqlstate().starts_with("22")) {
         return Outcome::fatal(
             Fatal::mapping,
