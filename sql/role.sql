@@ -1,9 +1,13 @@
 -- The least-privilege role pgoutbox connects as: LOGIN and REPLICATION, nothing else. LOGIN lets
 -- it connect; REPLICATION lets it open the replication connection, create its slot and stream
 -- from it (pg_replication_slots, pg_current_wal_lsn() and the catalogs are readable by every
--- role); it gives no access to table data. It needs no SELECT on the outbox: logical decoding
--- reads the WAL, never the table. It owns nothing, so it cannot create the publication:
--- run sql/publication.sql as the tables' owner and keep postgres.create_publication false.
+-- role); it gives no access to table data. Streaming needs no SELECT on the outbox: logical
+-- decoding reads the WAL, never the table. Backfill (tables[].backfill.where) and pgoutbox
+-- republish do read the table, and need SELECT on it; grant it only then, on that table alone
+-- (GRANT SELECT ON public.outbox TO pgoutbox), since their predicate runs with the role's
+-- rights (SECURITY.md "Backfill and republish predicates"). It owns nothing, so it cannot create
+-- the publication: run sql/publication.sql as the tables' owner and keep
+-- postgres.create_publication false.
 --
 -- Run it as a superuser in the outbox's database, after sql/outbox.sql (psql 15 or later):
 --
@@ -16,8 +20,8 @@
 -- and type it with psql's \password pgoutbox, which sends only a SCRAM verifier. pgoutbox reads
 -- it from PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file.
 --
--- More outbox tables, or one in another schema: nothing to grant. Running the file again is
--- harmless.
+-- More outbox tables, or one in another schema: nothing to grant (but SELECT for a backfill or
+-- republish of it, above). Running the file again is harmless.
 \set ON_ERROR_STOP on
 \if :{?pgoutbox_role}
 \else

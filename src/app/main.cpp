@@ -1,4 +1,6 @@
 // The command line: parses it and hands over to the command's module.
+#include <sys/prctl.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -14,6 +16,10 @@
 // whose abort and core are the report wanted for a bug.
 // NOLINTNEXTLINE(bugprone-exception-escape): only bugs and out-of-memory reach here, see above
 int main(int argc, char** argv) {
+  // Every command reads the configuration and its secrets (the DSN password, SASL secrets): a
+  // core dump or a ptrace of any of them, not only of run, would expose them (SECURITY.md
+  // "Secrets and transport").
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   using namespace pgoutbox::app;
   CLI::App app{"pgoutbox: relays transactional-outbox rows from a PostgreSQL logical replication slot to Apache Kafka"};
   app.name("pgoutbox");

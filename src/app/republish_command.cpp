@@ -11,6 +11,7 @@
 
 #include "load_config.h"
 #include "operator_commands.h"
+#include "pgoutbox/config/predicate.h"
 #include "pgoutbox/kafka/producer_sink.h"
 #include "pgoutbox/relay/backfill.h"
 #include "pgoutbox/relay/relay.h"
@@ -48,8 +49,17 @@ int republish(const std::string& config_path, const RepublishOptions& options) {
   relay::RowSelection selection{{table->schema, table->name},
                                 options.where,
                                 table->backfill.order_by.empty() ? table->columns.id : table->backfill.order_by,
-                                table->backfill.chunk_rows};
+                                table->backfill.chunk_rows,
+                                table->backfill.statement_timeout};
   const std::string label = table->schema + "." + table->name;
+  // Before any connection: a predicate that could reach past WHERE (...) is not sent at all.
+  if (const auto problem = config::predicate_problem(options.where); !problem.empty()) {
+    fmt::print(stderr,
+               "--where {}: it must be one expression over the columns of {}, as in WHERE (...); nothing was "
+               "published\n",
+               problem, label);
+    return kExitUsage;
+  }
   try {
     relay::RowReader reader(cfg.postgres, "");
     if (auto error = reader.explain_error(selection)) {

@@ -1,7 +1,6 @@
 #include "run_command.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -158,8 +157,6 @@ std::optional<int> mapping_refused(const config::Config& cfg) {
 }  // namespace
 
 int run(const std::string& config_path) {
-  // A core dump or ptrace of this process would expose the DSN password and SASL secrets.
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // The format the configuration asks for is not known before it loads; until then, auto.
   logging::setup("auto", "info");
   config::Config cfg;

@@ -9,6 +9,7 @@
 
 #include "dsn.h"
 #include "fields.h"
+#include "pgoutbox/config/predicate.h"
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/config/topic_template.h"
 #include "table_name.h"
@@ -599,8 +600,14 @@ std::vector<Entry<TableConfig>> make_table_entries() {
       "backfill.where", "SQL predicate",
       "When pgoutbox creates the slot: publish the rows already in the table that match this predicate (e.g. "
       "status = 'NEW'), read in the slot's own snapshot, before streaming from the slot. Each row is published "
-      "once, from the snapshot or from the stream. Checked with EXPLAIN before the slot is created. Empty: none.",
-      [](auto& t) -> auto& { return t.backfill.where; }, [](std::string_view) {}));
+      "once, from the snapshot or from the stream. One expression: no ';', comment, set operation or ')' closing "
+      "WHERE's parenthesis; checked by PostgreSQL (PREPARE) before the slot is created. Empty: none.",
+      [](auto& t) -> auto& { return t.backfill.where; },
+      [](std::string_view value) {
+        if (value.empty()) return;
+        if (const auto problem = predicate_problem(value); !problem.empty())
+          throw Invalid(fmt::format("{} (got {})", problem, quote(value)));
+      }));
   v.push_back(text<TableConfig>(
       "backfill.order_by", "column",
       "Column the backfill reads rows in (and Kafka receives them in); empty: columns.id.",
@@ -612,6 +619,11 @@ std::vector<Entry<TableConfig>> make_table_entries() {
       "backfill.chunk_rows",
       "Rows fetched at a time from the backfill's cursor: the most rows pgoutbox holds in memory while it reads.",
       [](auto& t) -> auto& { return t.backfill.chunk_rows; }, false, 1'000'000));
+  v.push_back(duration<TableConfig>(
+      "backfill.statement_timeout",
+      "PostgreSQL's statement_timeout for each query the backfill and pgoutbox republish run with the predicate "
+      "(the count, each fetch): a slow predicate stops there instead of holding a snapshot open.",
+      [](auto& t) -> auto& { return t.backfill.statement_timeout; }));
   return v;
 }
 

@@ -12,6 +12,7 @@
 #include "event_context.h"
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/secrets.h"
+#include "utf8.h"
 
 namespace pgoutbox::logging {
 namespace {
@@ -74,11 +75,25 @@ void for_each_field(Add&& add) {
 // A text line is one line whatever the message holds: C0 controls and DEL become escapes (\n,
 // \r, \t, \x1b, ...), and so do the C1 controls (U+0080..U+009F, e.g. CSI), which a terminal
 // would otherwise obey. A newline in a row value can then neither forge a line nor steer the
-// terminal.
+// terminal. A byte of 0x80 or more outside a well-formed UTF-8 sequence becomes \xNN too: a
+// terminal in an 8-bit mode reads a raw 0x9B as CSI, and rows need not be UTF-8 (SQL_ASCII).
 void append_text_escaped(std::string& out, std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '\n') {
+    if (c >= 0x80) {
+      const std::size_t n = detail::utf8_sequence_length(text, i);
+      if (n == 0) {
+        out += fmt::format("\\x{:02x}", c);
+        continue;
+      }
+      const auto second = static_cast<unsigned char>(text[i + 1]);
+      if (c == 0xC2 && second <= 0x9F) {
+        out += fmt::format("\\u{:04x}", second);
+      } else {
+        out.append(text.substr(i, n));
+      }
+      i += n - 1;
+    } else if (c == '\n') {
       out += "\\n";
     } else if (c == '\r') {
       out += "\\r";
@@ -86,10 +101,6 @@ void append_text_escaped(std::string& out, std::string_view text) {
       out += "\\t";
     } else if (c < 0x20 || c == 0x7F) {
       out += fmt::format("\\x{:02x}", c);
-    } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(text[i + 1]));
-      ++i;
     } else {
       out += static_cast<char>(c);
     }

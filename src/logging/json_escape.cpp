@@ -8,14 +8,16 @@
 #include <cstdint>
 
 #include "pgoutbox/logging/logging.h"
+#include "utf8.h"
 
 namespace pgoutbox::logging {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
-// Length of the well-formed UTF-8 sequence starting at text[i] (2–4), or 0 when there is none.
-std::size_t sequence_length(std::string_view text, std::size_t i) {
+}  // namespace
+
+std::size_t detail::utf8_sequence_length(std::string_view text, std::size_t i) {
   const auto byte = [&](std::size_t k) -> std::uint8_t {
     return i + k < text.size() ? static_cast<std::uint8_t>(text[i + k]) : 0;
   };
@@ -35,8 +37,6 @@ std::size_t sequence_length(std::string_view text, std::size_t i) {
   return 0;
 }
 
-}  // namespace
-
 void append_json_escaped(std::string& out, std::string_view text) {
   static constexpr std::array<char, 16> kHex = {'0', '1', '2', '3', '4', '5', '6', '7',
                                                 '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'};
@@ -45,7 +45,7 @@ void append_json_escaped(std::string& out, std::string_view text) {
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      const std::size_t n = sequence_length(text, i);
+      const std::size_t n = detail::utf8_sequence_length(text, i);
       if (n == 0) {
         out += kReplacement;
         ++i;

@@ -141,7 +141,8 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
       why = fmt::format("does not match the message outbox's topic_pattern \"{}\"", entry.config.topic_pattern);
     }
     if (!why.empty()) {
-      // Quoted at most 64 bytes long: the reason is logged and sent as a dead-letter header.
+      // Quoted as the table mapping quotes a routing value: the envelope's field is the
+      // message author's text, and the reason is logged and sent as a dead-letter header.
       fail("INVALID_TOPIC", fmt::format("the topic \"{}\" {}", shown(rec.topic), why));
       rec.topic.clear();
     }

@@ -1,9 +1,13 @@
 #include "pgoutbox/relay/backfill.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <limits>
+
+#include "pgoutbox/config/predicate.h"
 
 namespace pgoutbox::relay {
 namespace {
@@ -50,7 +54,8 @@ RowSelection backfill_selection(const config::TableConfig& table) {
   return RowSelection{{table.schema, table.name},
                       table.backfill.where,
                       table.backfill.order_by.empty() ? table.columns.id : table.backfill.order_by,
-                      table.backfill.chunk_rows};
+                      table.backfill.chunk_rows,
+                      table.backfill.statement_timeout};
 }
 
 BackfillMarkers backfill_markers(const std::string& slot) {
@@ -61,6 +66,9 @@ RowReader::RowReader(const config::PostgresConfig& pg, const std::string& snapsh
     : conn_(replication::Connection::open(pg.dsn, false, pg.application_name, pg.password)) {
   conn_.exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
   if (!snapshot.empty()) conn_.exec("SET TRANSACTION SNAPSHOT " + conn_.literal(snapshot));
+  // The predicate is lexed as config::predicate_problem lexes it: a backslash in '...' is a
+  // character, whatever the server's default.
+  conn_.exec("SET LOCAL standard_conforming_strings = on");
 }
 
 // The extended protocol runs one statement: a predicate cannot smuggle in a second one.
@@ -71,9 +79,23 @@ replication::PgResultPtr RowReader::exec_one(const std::string& sql) const {
     std::string message = PQerrorMessage(conn_.raw());
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
     const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
-    throw replication::PgError(message, state != nullptr ? state : "");
+    const std::string sqlstate = state != nullptr ? state : "";
+    if (sqlstate == "57014" && statement_timeout_.count() > 0) {
+      message += fmt::format(" (tables[].backfill.statement_timeout is {}: raise it, or narrow the predicate)",
+                             statement_timeout_);
+    }
+    throw replication::PgError(message, sqlstate);
   }
   return res;
+}
+
+// Every statement that evaluates the predicate, and the cursor's fetches after it, run under the
+// selection's statement_timeout (SET LOCAL: until the reader's transaction ends). PostgreSQL
+// takes at most INT_MAX milliseconds.
+void RowReader::limit(const RowSelection& selection) const {
+  const auto ms = std::min<std::int64_t>(selection.statement_timeout.count(), std::numeric_limits<int>::max());
+  exec_one(fmt::format("SET LOCAL statement_timeout = {}", ms));
+  statement_timeout_ = std::chrono::milliseconds(ms);
 }
 
 namespace {
@@ -82,9 +104,15 @@ std::string select_sql(const replication::Connection& conn, const RowSelection& 
 }
 }  // namespace
 
+// PREPARE parses and analyses the query without planning it, so no function of the predicate
+// runs (a plan folds immutable calls): the predicate is one boolean expression over the table's
+// columns, or PostgreSQL says why not.
 std::optional<std::string> RowReader::explain_error(const RowSelection& selection) const {
+  if (auto problem = config::predicate_problem(selection.where); !problem.empty()) return "the predicate " + problem;
   try {
-    exec_one("EXPLAIN " + select_sql(conn_, selection));
+    limit(selection);
+    exec_one("PREPARE pgoutbox_predicate AS " + select_sql(conn_, selection));
+    exec_one("DEALLOCATE pgoutbox_predicate");
   } catch (const replication::PgError& e) {
     return e.what();
   }
@@ -92,6 +120,7 @@ std::optional<std::string> RowReader::explain_error(const RowSelection& selectio
 }
 
 std::uint64_t RowReader::count(const RowSelection& selection) const {
+  limit(selection);
   const auto res =
       exec_one(fmt::format("SELECT pg_catalog.count(*) FROM {} WHERE ({})", selection.table.quoted(), selection.where));
   return std::stoull(PQgetvalue(res.get(), 0, 0));
@@ -103,6 +132,7 @@ pgoutput::Oid RowReader::relid(const replication::TableName& table) const {
 }
 
 void RowReader::open(const RowSelection& selection) {
+  limit(selection);
   exec_one(fmt::format("DECLARE {} NO SCROLL CURSOR FOR {}", kCursor, select_sql(conn_, selection)));
   chunk_rows_ = selection.chunk_rows;
 }

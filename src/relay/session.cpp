@@ -315,8 +315,8 @@ class Session::Setup {
       if (auto error = reader.explain_error(backfill_selection(t))) {
         return Outcome::fatal(
             Fatal::mapping,
-            fmt::format("tables[{}.{}].backfill: SELECT * FROM the table WHERE ({}) ORDER BY {} is refused by "
-                        "PostgreSQL: {}. Fix: backfill.where must be an SQL predicate over the table's columns and "
+            fmt::format("tables[{}.{}].backfill: SELECT * FROM the table WHERE ({}) ORDER BY {} is refused: {}. "
+                        "Fix: backfill.where must be an SQL predicate over the table's columns and "
                         "backfill.order_by one of its columns; nothing was created",
                         t.schema, t.name, t.backfill.where, backfill_selection(t).order_by, *error));
       }
@@ -350,7 +350,15 @@ Outcome Session::run() {
       setup.finish_backfill();
       setup.start_streaming();
     } catch (const replication::PgError& e) {
-      // A predicate EXPLAIN accepts can still fail on a row (a cast, a division): every attempt
+      // 57014: the count ran past tables[].backfill.statement_timeout (RowReader names it), and
+      // would again at every attempt.
+      if (e.sqlstate() == "57014") {
+        return Outcome::fatal(Fatal::mapping,
+                              fmt::format("the backfill's query was cancelled: {}. Fix: change tables[].backfill.where "
+                                          "or raise tables[].backfill.statement_timeout, then start again",
+                                          e.what()));
+      }
+      // A predicate PREPARE accepts can still fail on a row (a cast, a division): every attempt
       // would fail the same way, publishing again what came before the row.
       if (e.sqlstate().starts_with("22")) {
         return Outcome::fatal(

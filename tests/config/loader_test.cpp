@@ -93,6 +93,7 @@ tables:
       where: "status = 'NEW'"
       order_by: created_at
       chunk_rows: 500
+      statement_timeout: 90s
   - table: audit_outbox
 messages:
   - prefix: shop
@@ -169,6 +170,7 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(t.backfill.where, "status = 'NEW'");
   EXPECT_EQ(t.backfill.order_by, "created_at");
   EXPECT_EQ(t.backfill.chunk_rows, 500U);
+  EXPECT_EQ(t.backfill.statement_timeout, std::chrono::seconds(90));
   EXPECT_FALSE(c.tables[1].backfill.enabled());
   EXPECT_EQ(c.tables[1].schema, "public");
   EXPECT_EQ(c.tables[1].name, "audit_outbox");

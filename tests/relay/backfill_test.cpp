@@ -428,7 +428,7 @@ TEST_F(BackfillTest, APredicateThatIsNotSqlForTheTableIsRefusedBeforeTheSlotExis
   EXPECT_FALSE(slot_exists(cfg.postgres.slot));
 }
 
-// EXPLAIN does not evaluate the predicate: a cast that fails on one row is found only when the
+// PREPARE does not evaluate the predicate: a cast that fails on one row is found only when the
 // rows are read, and retrying would fail the same way.
 TEST_F(BackfillTest, APredicateThatFailsOnARowStopsWithTheMappingCode) {
   auto cfg = message_table("bf_cast");
@@ -441,6 +441,36 @@ TEST_F(BackfillTest, APredicateThatFailsOnARowStopsWithTheMappingCode) {
   EXPECT_EQ(outcome.cause, relay::Fatal::mapping) << outcome.reason;
   EXPECT_NE(outcome.reason.find("invalid input syntax for type integer"), std::string::npos) << outcome.reason;
   EXPECT_NE(outcome.reason.find("backfill.where"), std::string::npos) << outcome.reason;
+}
+
+// A configuration built without the loader still gets the lexical check (SECURITY.md "Backfill
+// and republish predicates"): the predicate never reaches PostgreSQL.
+TEST_F(BackfillTest, APredicateThatClosesTheParenthesisIsRefusedBeforeTheSlotExists) {
+  auto cfg = message_table("bf_inject");
+  cfg.tables[0].backfill.where = "true) UNION SELECT 1, 'x', 'y', '{}', 'z', 0 --";
+  relay::Session session(cfg);
+  const auto outcome = session.run();
+  EXPECT_EQ(outcome.kind, relay::Outcome::Kind::fatal) << outcome.reason;
+  EXPECT_EQ(outcome.cause, relay::Fatal::mapping) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("closes the parenthesis of WHERE"), std::string::npos) << outcome.reason;
+  EXPECT_FALSE(slot_exists(cfg.postgres.slot));
+}
+
+// The count of a slow predicate is cancelled at backfill.statement_timeout, and the session
+// stops: every attempt would be cancelled the same way.
+TEST_F(BackfillTest, ASlowPredicateStopsAtTheStatementTimeout) {
+  auto cfg = message_table("bf_slow");
+  insert_rows("bf_slow", 20);
+  cfg.tables[0].backfill.where = "pg_sleep(5) IS NOT NULL";  // 100 s without the timeout
+  cfg.tables[0].backfill.statement_timeout = 1s;
+  relay::Session session(cfg);
+  const auto started = std::chrono::steady_clock::now();
+  const auto outcome = session.run();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 30s);
+  EXPECT_EQ(outcome.kind, relay::Outcome::Kind::fatal) << outcome.reason;
+  EXPECT_EQ(outcome.cause, relay::Fatal::mapping) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("statement timeout"), std::string::npos) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("backfill.statement_timeout"), std::string::npos) << outcome.reason;
 }
 
 TEST_F(BackfillTest, ABackfillForASlotThatAlreadyExistsIsRefusedNamingRepublish) {

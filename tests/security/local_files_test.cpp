@@ -5,10 +5,14 @@
 //     (issue 25 item 7); a secret file readable by others is a warning;
 //   - settings that weaken TLS are WARN lines in `check` and logged once by `run`;
 //   - caps beyond their ceilings are configuration errors;
-//   - `run` is not dumpable (its /proc entries belong to root, not to the user it runs as);
+//   - no command is dumpable (its /proc entries belong to root, not to the user it runs as);
 //   - a text log line stays one line whatever a message holds;
 //   - the compose file publishes ports on 127.0.0.1 only.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -268,6 +272,48 @@ TEST_F(LocalFilesTest, RunIsNotDumpable) {
   EXPECT_EQ(st.st_uid, 0U) << "/proc/<pid> belongs to the process's user: it is dumpable";
   run.signal_leader(SIGTERM);
   EXPECT_TRUE(run.wait(30s));
+}
+
+// check, status and republish read the same secrets as run: each is non-dumpable from its start
+// (issue 25 item 9). Each is held in its Postgres connection by a listener that accepts and never
+// answers, and looked at while it waits there.
+TEST_F(LocalFilesTest, EveryCommandIsNotDumpable) {
+  const auto account = service_account();
+  if (!account) GTEST_SKIP() << "needs root to run pgoutbox as another user";
+  const int port = free_loopback_port();
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  const auto config =
+      write("silent.yaml", "postgres:\n  dsn: \"host=127.0.0.1 port=" + std::to_string(port) +
+                               " dbname=app user=relay connect_timeout=60\"\nkafka:\n  brokers: "
+                               "\"127.0.0.1:1\"\ntables:\n  - table: public.outbox\nlog_format: text\n");
+  ASSERT_EQ(::chown(config.c_str(), account->uid, account->gid), 0);
+  for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
+           {"check", "-c", config, "--kafka-timeout", "1"},
+           {"status", "-c", config},
+           {"republish", "-c", config, "--table", "public.outbox", "--where", "true", "--dry-run"}}) {
+    std::vector<std::string> argv = {PGOUTBOX_BINARY};
+    argv.insert(argv.end(), command.begin(), command.end());
+    ChildProcess child(
+        {.argv = argv, .log_path = dir.path() + "/" + command[0] + ".log", .run_as = account, .extra_env = {}});
+    pollfd waiting{listener, POLLIN, 0};
+    ASSERT_EQ(::poll(&waiting, 1, 30'000), 1)
+        << command[0] << " never connected: " << file_text(dir.path() + "/" + command[0] + ".log");
+    const int connection = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(connection, 0);
+    struct stat st {};
+    ASSERT_EQ(::stat(("/proc/" + std::to_string(child.pid()) + "/status").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0U) << command[0] << ": /proc/<pid> belongs to the process's user: it is dumpable";
+    child.kill_and_reap();
+    ::close(connection);
+  }
+  ::close(listener);
 }
 
 TEST(TextLogs, ARowValueCannotForgeALineOrSteerTheTerminal) {

@@ -83,6 +83,9 @@ struct BackfillConfig {
   std::string where;     // an SQL predicate over the table's columns, e.g. status = 'NEW'
   std::string order_by;  // the column rows are read in; empty: columns.id
   std::uint64_t chunk_rows = 10'000;
+  // Each statement that reads the table with the predicate (backfill and republish) is cancelled
+  // by PostgreSQL after this long (SECURITY.md "Backfill and republish predicates").
+  std::chrono::milliseconds statement_timeout{300'000};
   bool enabled() const { return !where.empty(); }
 };
 

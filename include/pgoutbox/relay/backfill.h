@@ -16,6 +16,7 @@
 // by the id header), never less.
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -36,6 +37,8 @@ struct RowSelection {
   std::string where;     // an SQL predicate, as configured or given
   std::string order_by;  // a column
   std::uint64_t chunk_rows = 10'000;
+  // PostgreSQL cancels each statement that evaluates `where` after this long.
+  std::chrono::milliseconds statement_timeout = config::BackfillConfig{}.statement_timeout;
 };
 
 // The backfill of a configured table (its backfill.where must be set).
@@ -55,8 +58,9 @@ class RowReader {
  public:
   RowReader(const config::PostgresConfig& pg, const std::string& snapshot);
 
-  // The message when the selection is not valid SQL for its table (EXPLAIN refuses it); nullopt
-  // when it is.
+  // The message when the selection's predicate could reach past WHERE (...)
+  // (config::predicate_problem) or is not a valid query for its table (PREPARE refuses it);
+  // nullopt when it is neither.
   std::optional<std::string> explain_error(const RowSelection& selection) const;
   // The matching rows, counted in the reader's snapshot: exactly the rows the cursor returns.
   std::uint64_t count(const RowSelection& selection) const;
@@ -68,8 +72,10 @@ class RowReader {
 
  private:
   replication::PgResultPtr exec_one(const std::string& sql) const;
+  void limit(const RowSelection& selection) const;
 
   replication::Connection conn_;
+  mutable std::chrono::milliseconds statement_timeout_{};  // the one in force, for messages
   std::uint64_t chunk_rows_ = 0;
 };
 
