@@ -166,10 +166,12 @@ TEST(ExactlyOnceStalls, OnlyAFenceIsAFence) {
     h.stop_when_done = false;
     h.source.push(relation());
     h.txn(0x1000, 1);
-    const auto outcome = h.run({[] {}, [&] {
-      h.script.fatal = kafka::SinkFatal{kafka::SinkFatal::Kind::idempotence,
-                                        "_FATAL: producer epoch bumped (FENCED by the coordinator's timeout)"};
-    }});
+    const auto outcome = h.run({[] {},
+                                [&] {
+                                  h.script.fatal = kafka::SinkFatal{
+                                      kafka::SinkFatal::Kind::idempotence,
+                                      "_FATAL: producer epoch bumped (FENCED by the coordinator's timeout)"};
+                                }});
     EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
     EXPECT_EQ(h.source.flush, Lsn{0x100});
   }

@@ -296,9 +296,11 @@ TEST(RelayUnit, AFatalProducerErrorRebuildsWithoutConfirmingPastIt) {
     h.stop_when_done = false;
     h.source.push(relation());
     h.txn(0x1000, 1);
-    const auto outcome = h.run({[] {}, [&] {
-      h.script.fatal = kafka::SinkFatal{kafka::SinkFatal::Kind::idempotence, "OUT_OF_ORDER_SEQUENCE_NUMBER: gap"};
-    }});
+    const auto outcome = h.run(
+        {[] {},
+         [&] {
+           h.script.fatal = kafka::SinkFatal{kafka::SinkFatal::Kind::idempotence, "OUT_OF_ORDER_SEQUENCE_NUMBER: gap"};
+         }});
     EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
     EXPECT_NE(outcome.reason.find("OUT_OF_ORDER_SEQUENCE_NUMBER"), std::string::npos);
     EXPECT_EQ(h.source.flush, Lsn{0x100});
