@@ -48,6 +48,7 @@ class ProducerSink final : public Sink {
   }
   void poll() override { producer_.poll(); }
   void send_now() override { producer_.send_now(); }
+  bool flush(std::chrono::milliseconds timeout) override { return producer_.flush(timeout); }
   int wakeup_fd() const override { return producer_.report_fd(); }
   void drain_wakeup() override { producer_.drain_report_fd(); }
   std::optional<SinkFatal> fatal() const override { return producer_.fatal(); }

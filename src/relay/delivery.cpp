@@ -145,7 +145,11 @@ bool Relay::produce_now(const outbox::Record& record, DeliveryCookie cookie) {
     refused.error = error;
     refused.topic = record.topic;
     refused.record = record;
-    if (!kafka_txn_failure_) kafka_txn_failure_ = std::move(refused);
+    // Refused before it left: the verdict is about this record alone.
+    auto alone = cookie;
+    alone.isolated = true;
+    refused.cookie = alone.pack();
+    note_transaction_failure(refused);
     maybe_commit(true);  // aborts: the transaction cannot hold what Kafka refuses
     return true;
   }

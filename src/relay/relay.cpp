@@ -332,9 +332,13 @@ void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, cons
   observer_.event_received(record.table, record.topic);
   if (eos_) {
     // Kafka refused it in an earlier session's transaction: retried, then the policy (I8).
-    if (const auto* refused = refused_before(record, *txn_);
-        refused != nullptr && refused->attempts > config_.poison.max_retries) {
-      apply_policy(record, *txn_, refused->error, refused->attempts);
+    if (const auto* refused = refused_before(record, *txn_)) {
+      if (refused->attempts > config_.poison.max_retries) {
+        apply_policy(record, *txn_, refused->error, refused->attempts);
+        return;
+      }
+      send_alone_in_transaction(record, DeliveryCookie::alone(*txn_, refused->attempts));
+      apply_backpressure();
       return;
     }
   }

@@ -43,7 +43,7 @@ bool Relay::ensure_kafka_transaction() {
 // until its timeout. Both are posted to the io_context instead.
 void Relay::on_transactional_delivery(const kafka::Delivery& delivery) {
   ++kafka_txn_reported_;
-  if (delivery.error && !kafka_txn_failure_) kafka_txn_failure_ = delivery;
+  if (delivery.error) note_transaction_failure(delivery);
   if (closing_) return;
   if (kafka_txn_failure_) {
     boost::asio::post(io_, [this] { maybe_commit(true); });  // aborts
@@ -185,17 +185,30 @@ void Relay::abort_kafka_transaction(const std::string& why) {
   if (kafka_txn_failure_ && kafka_txn_failure_->error) {
     const auto& error = *kafka_txn_failure_->error;
     const auto cookie = DeliveryCookie::unpack(kafka_txn_failure_->cookie);
-    if (kafka_txn_failure_->record && !cookie.is_checkpoint() && error.kind == kafka::DeliveryFailure::permanent) {
-      const auto& record = *kafka_txn_failure_->record;
-      auto& refused = (*refused_)[refused_key(record, cookie.txn)];
+    for (const auto& failure : kafka_txn_failures_) {
+      const auto failed = DeliveryCookie::unpack(failure.cookie);
+      if (!failure.record || !failure.error || failed.is_checkpoint() || failed.dead_letter ||
+          failure.error->kind != kafka::DeliveryFailure::permanent)
+        continue;
+      const auto& record = *failure.record;
+      auto& refused = (*refused_)[refused_key(record, failed.txn)];
+      refused.error = *failure.error;
+      if (!failed.isolated) {
+        // Refused with its batch: maybe for another record of it. Sent alone next time.
+        log_event(spdlog::level::info, record, failed.txn,
+                  fmt::format("Kafka refused the record's batch ({}: {}); it is sent alone when its transaction is "
+                              "published again",
+                              failure.error->code, failure.error->text));
+        continue;
+      }
       ++refused.attempts;
-      refused.error = error;
       ++counters_.poison_retried;
       observer_.event_poison(record.table, record.topic, PoisonAction::retried);
-      log_event(spdlog::level::warn, record, cookie.txn,
+      log_event(spdlog::level::warn, record, failed.txn,
                 fmt::format("Kafka refused the record ({}: {}); its transaction is aborted and published again "
                             "(attempt {} of {} before poison.policy applies)",
-                            error.code, error.text, refused.attempts, config_.poison.max_retries + 1));
+                            failure.error->code, failure.error->text, refused.attempts,
+                            config_.poison.max_retries + 1));
     }
     if (kafka_txn_failure_->record && cookie.dead_letter && error.kind == kafka::DeliveryFailure::permanent) {
       // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed, as
@@ -255,6 +268,22 @@ Outcome Relay::fenced(const std::string& what) const {
 
 std::string Relay::refused_key(const outbox::Record& record, ConfirmTracker::TxnId txn) const {
   return fmt::format("{}/{}/{}", tracker_.commit_lsn(txn).to_string(), record.topic, record.event_id);
+}
+
+void Relay::note_transaction_failure(const kafka::Delivery& delivery) {
+  if (!kafka_txn_failure_) kafka_txn_failure_ = delivery;
+  if (kafka_txn_failures_.size() < kMaxFailuresKept) kafka_txn_failures_.push_back(delivery);
+}
+
+// A suspect goes in a batch of its own: everything queued before it is sent and reported first,
+// and nothing after it is queued until its own batch is sent, so Kafka's verdict is about it.
+void Relay::send_alone_in_transaction(const outbox::Record& record, DeliveryCookie cookie) {
+  constexpr auto kFlushTimeout = std::chrono::seconds(10);
+  if (!main_.sink->flush(kFlushTimeout))
+    spdlog::warn("exactly-once: Kafka took over 10 s to take what precedes a record sent alone");
+  send(record, cookie);
+  if (blocked_.empty() && !main_.sink->flush(kFlushTimeout))
+    spdlog::warn("exactly-once: Kafka took over 10 s to take a record sent alone");
 }
 
 const RefusedRecord* Relay::refused_before(const outbox::Record& record, ConfirmTracker::TxnId txn) const {

@@ -130,8 +130,17 @@ TEST(ConfigSchema, EveryEnvironmentVariableOverridesItsKey) {
       EXPECT_EQ(load_yaml(kMinimal, {{variable, dir.write("pg", "s\n")}}).postgres.password, "s");
       continue;
     }
-    const auto value = sample(key);
+    if (key.path == "checkpoint.signing_key_file") {
+      ScratchDir dir;
+      const std::string secret(40, 'k');
+      EXPECT_EQ(load_yaml(kMinimal, {{variable, dir.write("key", secret + "\n")}}).checkpoint.signing_key, secret);
+      continue;
+    }
+    // A signing key is at least 32 bytes, and exactly-once needs one.
+    if (key.path == "delivery") others["PGOUTBOX_CHECKPOINT_SIGNING_KEY"] = std::string(40, 'k');
+    auto value = sample(key);
     ASSERT_TRUE(value) << key.path << " has type " << key.type << ", which this test has no sample for";
+    if (key.path == "checkpoint.signing_key") value = std::string(40, 's');
     others[variable] = *value;
     const std::string text = describe(load_yaml(kMinimal, others));
     const std::string shown = key.secret ? "********" : *value;

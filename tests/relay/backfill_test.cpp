@@ -133,6 +133,11 @@ TEST_F(BackfillTest, ASecondInstanceNeverDropsASlotStillBackfilling) {
   std::vector<std::string> streamed_ids;  // SENT rows, and rows deleted at once: stream only
   std::mutex ids_mutex;
   std::thread writer([&] {
+    // From the slot's consistent point on: what commits earlier and the predicate excludes is
+    // rightly in neither the snapshot nor the stream.
+    const std::string consistent = "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
+                                   cfg.postgres.slot + "' AND confirmed_flush_lsn IS NOT NULL";
+    while (writing && pg.query_value(consistent) != "1") std::this_thread::sleep_for(5ms);
     auto conn = pg.connect();
     while (writing) {
       const auto sent = PQexec(conn.get(),
@@ -140,11 +145,14 @@ TEST_F(BackfillTest, ASecondInstanceNeverDropsASlotStillBackfilling) {
                                "RETURNING id::text");
       const std::string sent_id = PQgetvalue(sent, 0, 0);
       PQclear(sent);
+      // Inserted and deleted in one transaction: only the stream shows the insert.
+      exec_on(conn.get(), "BEGIN");
       const auto gone = PQexec(conn.get(),
-                               "WITH i AS (INSERT INTO bf_two (aggregateid, payload) VALUES ('w', '{}') RETURNING id) "
-                               "DELETE FROM bf_two WHERE id = (SELECT id FROM i) RETURNING id::text");
+                               "INSERT INTO bf_two (aggregateid, payload) VALUES ('w', '{}') RETURNING id::text");
       const std::string gone_id = PQgetvalue(gone, 0, 0);
       PQclear(gone);
+      exec_on(conn.get(), "DELETE FROM bf_two WHERE id = " + gone_id);
+      exec_on(conn.get(), "COMMIT");
       {
         const std::lock_guard lock(ids_mutex);
         streamed_ids.push_back(sent_id);

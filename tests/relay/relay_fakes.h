@@ -142,6 +142,7 @@ struct SinkScript {
   // produce() finds the queue full for these records (while it returns true).
   std::function<bool(const outbox::Record&)> full_for = [](const outbox::Record&) { return false; };
   int sends_now = 0;           // send_now() calls (the stream was caught up)
+  int flushes = 0;             // flush() calls
   bool hold = false;           // keep deliveries until release()
   bool hold_isolated = false;  // keep only the isolated sink's deliveries until release()
   // Called at each produce() that is accepted, after it is recorded.
@@ -235,6 +236,11 @@ class FakeSink final : public kafka::Sink {
     }
   }
   void send_now() override { ++script_.sends_now; }
+  bool flush(std::chrono::milliseconds) override {
+    ++script_.flushes;
+    poll();
+    return true;
+  }
   int wakeup_fd() const override { return fd_; }
   void drain_wakeup() override {
     std::uint64_t n = 0;

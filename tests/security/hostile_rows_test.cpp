@@ -150,11 +150,11 @@ TEST_F(HostileRowsTest, HeadersColumnCannotSpoofReservedHeadersAndIsCapped) {
       "CREATE TABLE sec_hdr_outbox (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, "
       "type text NOT NULL, payload jsonb, headers jsonb)");
   create_topic(kafka.bootstrap(), "sec_hdr.E", 1);
-  create_topic(kafka.bootstrap(), "sec_hdr.dlq", 1);
+  create_topic(kafka.bootstrap(), "dlq-sec_hdr", 1);
   const auto config = write_yaml(
       "sec_hdr",
       {{"sec_hdr_outbox", "    topic: \"sec_hdr.${aggregatetype}\"\n    columns:\n      headers: headers\n"}},
-      "sec_hdr.dlq");
+      "dlq-sec_hdr");
   auto relay = start_pgoutbox(config);
   ASSERT_TRUE(
       eventually([&] { return !relay->running() || slot_active_pid(pg.dsn(), "sec_hdr_slot").has_value(); }, 60s) &&
@@ -188,7 +188,7 @@ TEST_F(HostileRowsTest, HeadersColumnCannotSpoofReservedHeadersAndIsCapped) {
   EXPECT_EQ(spoof.header("traceparent"), "00-abc-def-01") << "other headers pass";
   EXPECT_EQ(records[1].header("id"), "real-2");
 
-  const auto dead = read_topic(kafka.bootstrap(), "sec_hdr.dlq", 1, 60s);
+  const auto dead = read_topic(kafka.bootstrap(), "dlq-sec_hdr", 1, 60s);
   ASSERT_EQ(dead.size(), 1U) << log_tail();
   EXPECT_EQ(dead[0].header("id"), "many-1");
   EXPECT_EQ(dead[0].header("pgoutbox.dlq.error.code"), "TOO_MANY_HEADERS");

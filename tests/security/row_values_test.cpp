@@ -30,20 +30,20 @@ class RowValuesTest : public FaultTest {
   MockKafkaCluster mock{1};
 
   // A table `<name>_outbox` with a `json` headers column (jsonb refuses "\u0000", json keeps it),
-  // routed to `<name>.<aggregatetype>`, poison dead-lettered to `<name>.dlq`; no checkpoint
+  // routed to `<name>.<aggregatetype>`, poison dead-lettered to `dlq-<name>` (out of the template's reach: a reserved topic); no checkpoint
   // topic, so the outbox's records are the only Produce requests the mock sees.
   std::string setup(const std::string& name, const std::string& extra_yaml = "") {
     pg.exec("CREATE TABLE " + name +
             "_outbox (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT "
             "NULL, payload jsonb, headers json)");
-    for (const auto& topic : {name + ".E", name + ".dlq"}) mock.create_topic(topic, 1, 1);
+    for (const auto& topic : {name + ".E", "dlq-" + name}) mock.create_topic(topic, 1, 1);
     auto config = pipeline_config(pg.dsn(), mock.bootstrap(), name);
     config.tables.front().table = "public." + name + "_outbox";
     config.tables.front().extra_yaml = "    columns:\n      headers: headers\n";
     config.kafka_properties = {{"linger.ms", "5"}};
     config.log_format = "text";
-    config.extra_yaml = "poison:\n  policy: dead-letter\n  dead_letter_topic: " + name +
-                        ".dlq\n  max_retries: 2\n  retry_backoff: 100ms\ncheckpoint:\n  enabled: false\n" + extra_yaml;
+    config.extra_yaml = "poison:\n  policy: dead-letter\n  dead_letter_topic: dlq-" + name +
+                        "\n  max_retries: 2\n  retry_backoff: 100ms\ncheckpoint:\n  enabled: false\n" + extra_yaml;
     return write_config(name + ".yaml", config);
   }
 
@@ -107,7 +107,7 @@ TEST_F(RowValuesTest, ANulInAHeaderNameCannotSpoofIdOnTheRecordSentAgainAfterAFa
 
   // A NUL in a value is refused, never sent.
   insert(name, "nul-2", R"('{"tenant": "acme\u0000other"}'::json)");
-  const auto dead = read_topic(mock.bootstrap(), name + ".dlq", 1, 60s);
+  const auto dead = read_topic(mock.bootstrap(), "dlq-" + name, 1, 60s);
   ASSERT_EQ(dead.size(), 1U) << log_tail(name + ".log");
   EXPECT_EQ(dead[0].header("id"), "nul-2");
   EXPECT_EQ(dead[0].header("pgoutbox.dlq.error.code"), "INVALID_HEADERS");
@@ -125,7 +125,7 @@ TEST_F(RowValuesTest, A200MBHeadersValueIsPoisonWithoutBeingParsed) {
   insert(name, "big-1", "('{\"h\": [' || repeat('0,', " + std::to_string(kValueBytes / 2 - 8) + ") || '0]}')::json");
   insert(name, "after-1", R"('{"traceparent": "00-x"}'::json)");
 
-  const auto dead = read_topic(mock.bootstrap(), name + ".dlq", 1, 180s);
+  const auto dead = read_topic(mock.bootstrap(), "dlq-" + name, 1, 180s);
   ASSERT_EQ(dead.size(), 1U) << log_tail(name + ".log");
   EXPECT_EQ(dead[0].header("id"), "big-1");
   EXPECT_EQ(dead[0].header("pgoutbox.dlq.error.code"), "TOO_MANY_HEADERS");
@@ -159,7 +159,7 @@ TEST_F(RowValuesTest, A200MBEnvelopeIsPoisonWithoutBeingParsed) {
   pg.exec("SELECT pg_logical_emit_message(true, '" + name +
           ".outbox', '{\"id\": \"after-1\", \"aggregatetype\": \"E\", \"aggregateid\": \"k\", \"payload\": {}}')");
 
-  const auto dead = read_topic(mock.bootstrap(), name + ".dlq", 1, 180s);
+  const auto dead = read_topic(mock.bootstrap(), "dlq-" + name, 1, 180s);
   ASSERT_EQ(dead.size(), 1U) << log_tail(name + ".log");
   EXPECT_EQ(dead[0].header("pgoutbox.dlq.error.code"), "ENVELOPE_TOO_LARGE");
   EXPECT_EQ(dead[0].header("pgoutbox.dlq.table"), "message:" + name + ".outbox");

@@ -79,6 +79,9 @@ class Sink {
   // Sends what is queued without waiting out linger.ms (the stream is caught up: nothing more
   // is coming to batch it with). May serve reports, like poll().
   virtual void send_now() {}
+  // Sends everything queued and waits up to `timeout` for its reports (serving them); false on
+  // the timeout. Exactly-once sends a suspect record in a batch of its own between two flushes.
+  virtual bool flush(std::chrono::milliseconds /*timeout*/) { return true; }
   // Readable when poll() has work; drain_wakeup() empties it.
   virtual int wakeup_fd() const = 0;
   virtual void drain_wakeup() = 0;

@@ -62,7 +62,9 @@ struct Counters {
 // Exactly-once: records whose Kafka transaction was aborted because Kafka refused them, by
 // commit LSN and event id. A refusal ends the session (the whole transaction is published again
 // from the slot); this memory, kept across sessions by the caller, counts the attempts, so that
-// poison.max_retries and poison.policy apply as in at-least-once.
+// poison.max_retries and poison.policy apply as in at-least-once. As there, a refusal counts only
+// for a record sent alone (Kafka refuses a whole batch when one record of it is too large): a
+// record refused in a batch is a suspect (0 attempts), sent alone the next time.
 struct RefusedRecord {
   std::uint32_t attempts = 0;
   kafka::DeliveryError error;
@@ -202,6 +204,8 @@ class Relay : private ChangeHandler {
   Outcome fenced(const std::string& what) const;
   std::string refused_key(const outbox::Record& record, ConfirmTracker::TxnId txn) const;
   const RefusedRecord* refused_before(const outbox::Record& record, ConfirmTracker::TxnId txn) const;
+  void note_transaction_failure(const kafka::Delivery& delivery);
+  void send_alone_in_transaction(const outbox::Record& record, DeliveryCookie cookie);
 
   const config::Config& config_;
   boost::asio::io_context& io_;
@@ -268,6 +272,10 @@ class Relay : private ChangeHandler {
   std::uint64_t kafka_txn_produced_ = 0;  // records and the checkpoint, handed to the sink
   std::uint64_t kafka_txn_reported_ = 0;
   std::optional<kafka::Delivery> kafka_txn_failure_;  // the first failed report: the transaction aborts
+  // Every failed report of the transaction (up to kMaxFailuresKept): a refusal of a batch comes
+  // back for each of its records, and only those sent alone are known to be refused themselves.
+  std::vector<kafka::Delivery> kafka_txn_failures_;
+  static constexpr std::size_t kMaxFailuresKept = 10'000;
   Lsn last_boundary_;  // end LSN of the newest Postgres transaction in or before the Kafka transaction
   boost::asio::steady_timer commit_timer_;
   std::shared_ptr<RefusedRecords> refused_;
