@@ -204,11 +204,11 @@ void Relay::abort_kafka_transaction(const std::string& why) {
       ++refused.attempts;
       ++counters_.poison_retried;
       observer_.event_poison(record.table, record.topic, PoisonAction::retried);
-      log_event(spdlog::level::warn, record, failed.txn,
-                fmt::format("Kafka refused the record ({}: {}); its transaction is aborted and published again "
-                            "(attempt {} of {} before poison.policy applies)",
-                            failure.error->code, failure.error->text, refused.attempts,
-                            config_.poison.max_retries + 1));
+      log_event(
+          spdlog::level::warn, record, failed.txn,
+          fmt::format("Kafka refused the record ({}: {}); its transaction is aborted and published again "
+                      "(attempt {} of {} before poison.policy applies)",
+                      failure.error->code, failure.error->text, refused.attempts, config_.poison.max_retries + 1));
     }
     if (kafka_txn_failure_->record && cookie.dead_letter && error.kind == kafka::DeliveryFailure::permanent) {
       // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed, as

@@ -135,8 +135,8 @@ TEST_F(BackfillTest, ASecondInstanceNeverDropsASlotStillBackfilling) {
   std::thread writer([&] {
     // From the slot's consistent point on: what commits earlier and the predicate excludes is
     // rightly in neither the snapshot nor the stream.
-    const std::string consistent = "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
-                                   cfg.postgres.slot + "' AND confirmed_flush_lsn IS NOT NULL";
+    const std::string consistent = "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + cfg.postgres.slot +
+                                   "' AND confirmed_flush_lsn IS NOT NULL";
     while (writing && pg.query_value(consistent) != "1") std::this_thread::sleep_for(5ms);
     auto conn = pg.connect();
     while (writing) {
@@ -147,8 +147,8 @@ TEST_F(BackfillTest, ASecondInstanceNeverDropsASlotStillBackfilling) {
       PQclear(sent);
       // Inserted and deleted in one transaction: only the stream shows the insert.
       exec_on(conn.get(), "BEGIN");
-      const auto gone = PQexec(conn.get(),
-                               "INSERT INTO bf_two (aggregateid, payload) VALUES ('w', '{}') RETURNING id::text");
+      const auto gone =
+          PQexec(conn.get(), "INSERT INTO bf_two (aggregateid, payload) VALUES ('w', '{}') RETURNING id::text");
       const std::string gone_id = PQgetvalue(gone, 0, 0);
       PQclear(gone);
       exec_on(conn.get(), "DELETE FROM bf_two WHERE id = " + gone_id);

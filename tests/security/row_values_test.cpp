@@ -30,8 +30,8 @@ class RowValuesTest : public FaultTest {
   MockKafkaCluster mock{1};
 
   // A table `<name>_outbox` with a `json` headers column (jsonb refuses "\u0000", json keeps it),
-  // routed to `<name>.<aggregatetype>`, poison dead-lettered to `dlq-<name>` (out of the template's reach: a reserved topic); no checkpoint
-  // topic, so the outbox's records are the only Produce requests the mock sees.
+  // routed to `<name>.<aggregatetype>`, poison dead-lettered to `dlq-<name>` (out of the template's reach: a reserved
+  // topic); no checkpoint topic, so the outbox's records are the only Produce requests the mock sees.
   std::string setup(const std::string& name, const std::string& extra_yaml = "") {
     pg.exec("CREATE TABLE " + name +
             "_outbox (id text PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT "
