@@ -228,6 +228,11 @@ void Relay::abort_kafka_transaction(const std::string& why) {
       finish(fenced(error.code + ": " + error.text));
       return;
     }
+    // Records failed because the producer is fenced report librdkafka's _FATAL, not the fence.
+    if (auto fence = fence_shown()) {
+      finish(std::move(*fence));
+      return;
+    }
   }
   finish(
       Outcome::reconnect(fmt::format("Kafka transaction aborted: {}; nothing of it was confirmed, and it is "
@@ -246,6 +251,10 @@ bool Relay::on_transaction_failure(const kafka::TxnResult& result, const char* s
       return true;
     case kafka::TxnStatus::fatal:
       kafka_txn_open_ = false;
+      if (auto fence = fence_shown()) {
+        finish(std::move(*fence));
+        return true;
+      }
       finish(
           Outcome::reconnect(fmt::format("{}: the transactional producer failed ({}); rebuilding it and "
                                          "resuming from the slot's confirmed position",
@@ -264,6 +273,15 @@ Outcome Relay::fenced(const std::string& what) const {
   return Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took over "
                                                    "({}); this one writes nothing more",
                                                    start_.transactional_id, what));
+}
+
+// The producer's fatal state names a fence: whatever failure showed it first, this instance
+// stops writing with the fence's code (a reconnect would wait as a standby, saying nothing).
+std::optional<Outcome> Relay::fence_shown() const {
+  if (!main_.sink) return std::nullopt;
+  const auto fatal = main_.sink->fatal();
+  if (!fatal || fatal->kind != kafka::SinkFatal::Kind::fenced) return std::nullopt;
+  return fenced(fatal->text);
 }
 
 std::string Relay::refused_key(const outbox::Record& record, ConfirmTracker::TxnId txn) const {

@@ -227,6 +227,21 @@ TEST(ExactlyOnceStalls, OnlyAFenceIsAFence) {
     EXPECT_EQ(outcome.cause, Fatal::fenced);
     EXPECT_TRUE(h.script.committed.empty());
   }
+  {
+    // As librdkafka reports it: the records fail with _FATAL, and only the producer's fatal
+    // state names the fence (the fault suite's woken zombie under ASan took the reconnect).
+    Harness h(exactly_once());
+    h.script.verdict = [&h](const Produced&) -> std::optional<kafka::DeliveryError> {
+      h.script.fatal = kafka::SinkFatal{kafka::SinkFatal::Kind::fenced, "_FENCED: Producer fenced by newer instance"};
+      return kafka::DeliveryError{kafka::DeliveryFailure::fatal, "_FATAL", "Local: Fatal error", false};
+    };
+    h.stop_when_done = false;
+    h.source.push(relation());
+    h.txn(0x1000, 1);
+    const auto outcome = h.run();
+    ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
+    EXPECT_EQ(outcome.cause, Fatal::fenced);
+  }
 }
 
 }  // namespace

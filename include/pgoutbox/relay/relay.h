@@ -202,6 +202,7 @@ class Relay : private ChangeHandler {
   void abort_kafka_transaction(const std::string& why);
   bool on_transaction_failure(const kafka::TxnResult& result, const char* step);
   Outcome fenced(const std::string& what) const;
+  std::optional<Outcome> fence_shown() const;
   std::string refused_key(const outbox::Record& record, ConfirmTracker::TxnId txn) const;
   const RefusedRecord* refused_before(const outbox::Record& record, ConfirmTracker::TxnId txn) const;
   void note_transaction_failure(const kafka::Delivery& delivery);
