@@ -80,6 +80,15 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
     outcome_ = Outcome::fatal(Fatal::internal, std::string("internal error: ") + e.what());
   }
   observer_.session_ended();
+  if (eos_ && !closing_) {
+    // The stream ended by itself (the replication connection is gone): the open Kafka
+    // transaction is aborted here, and a fence that abort or librdkafka meets ends the instance.
+    closing_ = true;
+    if (kafka_txn_open_) abort_kafka_transaction("the replication stream ended");
+    if (outcome_->kind != Outcome::Kind::fatal) {
+      if (auto fence = fence_shown()) outcome_ = std::move(*fence);
+    }
+  }
   for (auto* timer : {&poll_timer_, &stop_deadline_, &retry_timer_, &queue_full_timer_, &pump_timer_,
                       &checkpoint_timer_, &commit_timer_})
     timer->cancel();
@@ -126,6 +135,11 @@ void Relay::finish(Outcome outcome) {
   closing_ = true;
   stop_deadline_.cancel();
   if (eos_ && kafka_txn_open_) abort_kafka_transaction("the session is closing");
+  // Whatever ends the session (a lost replication connection, say), a producer the abort or
+  // librdkafka found fenced ends the instance: a reconnect would wait as a standby, silent.
+  if (eos_ && outcome.kind != Outcome::Kind::fatal) {
+    if (auto fence = fence_shown()) outcome = std::move(*fence);
+  }
   // Confirm exactly what is durable, then close cleanly. Nothing unacknowledged is ever
   // confirmed, whatever the reason for closing (I2).
   update_flush();

@@ -177,6 +177,7 @@ void Relay::abort_kafka_transaction(const std::string& why) {
   if (kafka_txn_open_) {
     const auto aborted = main_.sink->abort_transaction(kAbortTimeout);
     if (!aborted.ok()) spdlog::warn("aborting the Kafka transaction: {}", aborted.message);
+    if (aborted.status == kafka::TxnStatus::fenced) fence_seen_ = "aborting the Kafka transaction: " + aborted.message;
     kafka_txn_open_ = false;
     ++counters_.kafka_transactions_aborted;
   }
@@ -278,6 +279,7 @@ Outcome Relay::fenced(const std::string& what) const {
 // The producer's fatal state names a fence: whatever failure showed it first, this instance
 // stops writing with the fence's code (a reconnect would wait as a standby, saying nothing).
 std::optional<Outcome> Relay::fence_shown() const {
+  if (fence_seen_) return fenced(*fence_seen_);
   if (!main_.sink) return std::nullopt;
   const auto fatal = main_.sink->fatal();
   if (!fatal || fatal->kind != kafka::SinkFatal::Kind::fenced) return std::nullopt;

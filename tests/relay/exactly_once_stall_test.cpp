@@ -242,6 +242,19 @@ TEST(ExactlyOnceStalls, OnlyAFenceIsAFence) {
     ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
     EXPECT_EQ(outcome.cause, Fatal::fenced);
   }
+  {
+    // The session ends for another reason (the replication connection is gone, as for an
+    // instance woken after a takeover) with a transaction open: its abort meets the fence.
+    Harness h(exactly_once());
+    h.script.hold = true;
+    h.script.abort_result = kafka::TxnResult{kafka::TxnStatus::fenced, "PRODUCER_FENCED: fenced"};
+    h.stop_when_done = false;
+    h.source.push(relation());
+    h.txn(0x1000, 1);
+    const auto outcome = h.run({[] {}, [&] { h.source.stop(); }});
+    ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
+    EXPECT_EQ(outcome.cause, Fatal::fenced);
+  }
 }
 
 }  // namespace

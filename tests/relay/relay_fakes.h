@@ -160,6 +160,7 @@ struct SinkScript {
   int txn_calls_inside_a_report = 0;
   std::function<kafka::TxnResult()> commit_result = [] { return kafka::TxnResult{}; };
   kafka::TxnResult init_result;
+  kafka::TxnResult abort_result;
   std::vector<outbox::Record> open_txn;
   std::vector<outbox::Record> committed;
   std::vector<Produced> produced;
@@ -272,7 +273,7 @@ class FakeSink final : public kafka::Sink {
     if (in_report_) ++script_.txn_calls_inside_a_report;
     script_.txn_calls.emplace_back("abort");
     script_.open_txn.clear();
-    return {};
+    return script_.abort_result;
   }
 
  private:

@@ -203,6 +203,7 @@ class Relay : private ChangeHandler {
   bool on_transaction_failure(const kafka::TxnResult& result, const char* step);
   Outcome fenced(const std::string& what) const;
   std::optional<Outcome> fence_shown() const;
+  std::optional<std::string> fence_seen_;  // an abort was answered "fenced"
   std::string refused_key(const outbox::Record& record, ConfirmTracker::TxnId txn) const;
   const RefusedRecord* refused_before(const outbox::Record& record, ConfirmTracker::TxnId txn) const;
   void note_transaction_failure(const kafka::Delivery& delivery);
