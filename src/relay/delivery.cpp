@@ -157,6 +157,19 @@ bool Relay::produce_now(const outbox::Record& record, DeliveryCookie cookie) {
   return true;
 }
 
+// The dead-letter topic refuses a dead-letter write too: nothing safe is left but to stop
+// without confirming it (either delivery mode).
+void Relay::stop_on_refused_dead_letter(const outbox::Record& record, ConfirmTracker::TxnId txn,
+                                        const kafka::DeliveryError& error) {
+  log_event(
+      spdlog::level::err, record, txn,
+      fmt::format("the dead-letter topic {} refused a poison record: {} ({})", record.topic, error.text, error.code));
+  const auto source = dead_letter_source(record);
+  observer_.event_poison(source.table, source.topic, PoisonAction::stopped);
+  finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})", record.event_id,
+                                                   record.topic, error.text, error.code)));
+}
+
 void Relay::arm_queue_full() {
   queue_full_timer_.expires_after(kQueueFullRetry);
   queue_full_timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -255,14 +268,7 @@ void Relay::on_failure(const outbox::Record& record, DeliveryCookie cookie, cons
       return;
     case Action::Kind::stop:
       if (cookie.dead_letter) {
-        // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed.
-        log_event(spdlog::level::err, record, cookie.txn,
-                  fmt::format("the dead-letter topic {} refused a poison record: {} ({})", record.topic, error.text,
-                              error.code));
-        const auto source = dead_letter_source(record);
-        observer_.event_poison(source.table, source.topic, PoisonAction::stopped);
-        finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})", record.event_id,
-                                                         record.topic, error.text, error.code)));
+        stop_on_refused_dead_letter(record, cookie.txn, error);
         return;
       }
       break;

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "dead_letter.h"
 #include "pgoutbox/relay/relay.h"
 
 namespace pgoutbox::relay {
@@ -214,14 +213,7 @@ void Relay::abort_kafka_transaction(const std::string& why) {
     if (kafka_txn_failure_->record && cookie.dead_letter && error.kind == kafka::DeliveryFailure::permanent) {
       // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed, as
       // at-least-once does. Retrying would abort the same transaction forever (issue 24 item 4).
-      const auto& record = *kafka_txn_failure_->record;
-      log_event(spdlog::level::err, record, cookie.txn,
-                fmt::format("the dead-letter topic {} refused a poison record: {} ({})", record.topic, error.text,
-                            error.code));
-      const auto source = dead_letter_source(record);
-      observer_.event_poison(source.table, source.topic, PoisonAction::stopped);
-      finish(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})", record.event_id,
-                                                       record.topic, error.text, error.code)));
+      stop_on_refused_dead_letter(*kafka_txn_failure_->record, cookie.txn, error);
       return;
     }
     cause = fmt::format("{} ({}: {})", why, error.code, error.text);

@@ -169,6 +169,8 @@ class Relay : private ChangeHandler {
   void pump(const std::string& topic);
   void apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn, const kafka::DeliveryError& error,
                     std::uint32_t attempts);
+  void stop_on_refused_dead_letter(const outbox::Record& record, ConfirmTracker::TxnId txn,
+                                   const kafka::DeliveryError& error);
   void schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay);
   void arm_retry();
   void log_event(spdlog::level::level_enum level, const outbox::Record& record, ConfirmTracker::TxnId txn,
