@@ -78,8 +78,9 @@ int republish(const std::string& config_path, const RepublishOptions& options) {
 
     boost::asio::io_context io;
     relay::Observer observer;
+    relay::AsioClock clock(io);
     relay::Relay publisher(
-        cfg, io,
+        cfg, io, clock,
         kafka::producer_sink_factory(kafka::SinkSettings{
             cfg.kafka.brokers, cfg.kafka.properties, cfg.limits.max_in_flight_records, cfg.limits.max_in_flight_bytes}),
         observer);

@@ -52,9 +52,8 @@ kafka::Checkpoint Relay::checkpoint_at(Lsn lsn) const {
 }
 
 void Relay::arm_checkpoint() {
-  checkpoint_timer_.expires_after(config_.checkpoint.interval);
-  checkpoint_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || closing_) return;
+  clock_.after(*checkpoint_timer_, config_.checkpoint.interval, [this] {
+    if (closing_) return;
     write_checkpoint();
     arm_checkpoint();
   });

@@ -25,9 +25,8 @@ bool is_batched(DeliveryCookie cookie) { return !cookie.isolated && !cookie.dead
 
 // A safety net beside the wake-up descriptors: serve the sinks and notice fatal errors.
 void Relay::arm_poll() {
-  poll_timer_.expires_after(200ms);
-  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || outcome_) return;
+  clock_.after(*poll_timer_, 200ms, [this] {
+    if (outcome_) return;
     for (auto* slot : {&main_, &isolated_, &checkpoint_sink_}) {
       if (slot->sink) slot->sink->poll();
     }
@@ -171,9 +170,8 @@ void Relay::stop_on_refused_dead_letter(const outbox::Record& record, ConfirmTra
 }
 
 void Relay::arm_queue_full() {
-  queue_full_timer_.expires_after(kQueueFullRetry);
-  queue_full_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || closing_) return;
+  clock_.after(*queue_full_timer_, kQueueFullRetry, [this] {
+    if (closing_) return;
     for (auto* slot : {&main_, &isolated_}) {
       if (slot->sink) slot->sink->poll();
     }
@@ -299,7 +297,7 @@ void Relay::hold(const outbox::Record& record, DeliveryCookie cookie, const kafk
         spdlog::level::warn, record, cookie.txn,
         fmt::format("delivery failed ({}: {}); sending it again after the records before it", error.code, error.text));
   }
-  Pending failed{record, DeliveryCookie::alone(cookie.txn, 0), std::chrono::steady_clock::now() + action.delay};
+  Pending failed{record, DeliveryCookie::alone(cookie.txn, 0), clock_.now() + action.delay};
   auto& state = topics_[record.topic];
   // A report comes after every earlier report of its partition, and before anything held was
   // sent; a refusal by produce() is the newest record of its topic that left the hold.
@@ -324,10 +322,9 @@ void Relay::post_pump(const std::string& topic) {
   to_pump_.insert(topic);
   if (pump_armed_) return;
   pump_armed_ = true;
-  pump_timer_.expires_after(0ms);
-  pump_timer_.async_wait([this](const boost::system::error_code& ec) {
+  clock_.after(*pump_timer_, 0ms, [this] {
     pump_armed_ = false;
-    if (ec || closing_) return;
+    if (closing_) return;
     const auto topics = std::move(to_pump_);
     to_pump_.clear();
     for (const auto& held : topics) pump(held);
@@ -350,7 +347,7 @@ void Relay::pump(const std::string& topic) {
       queue.pop_front();
       state.head_busy = true;
       const auto delay =
-          std::chrono::duration_cast<std::chrono::milliseconds>(head.due - std::chrono::steady_clock::now());
+          std::chrono::duration_cast<std::chrono::milliseconds>(head.due - clock_.now());
       schedule_retry(head.record, head.cookie, std::max(delay, std::chrono::milliseconds(0)));
       return;
     }
@@ -412,16 +409,15 @@ void Relay::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId txn
 }
 
 void Relay::schedule_retry(const outbox::Record& record, DeliveryCookie cookie, std::chrono::milliseconds delay) {
-  retries_.emplace(std::chrono::steady_clock::now() + delay, Pending{record, cookie});
+  retries_.emplace(clock_.now() + delay, Pending{record, cookie});
   arm_retry();
 }
 
 void Relay::arm_retry() {
   if (retries_.empty()) return;
-  retry_timer_.expires_at(retries_.begin()->first);
-  retry_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || closing_) return;
-    const auto now = std::chrono::steady_clock::now();
+  retry_timer_->at(retries_.begin()->first, [this] {
+    if (closing_) return;
+    const auto now = clock_.now();
     for (std::size_t sent = 0; sent < kSendsPerRound && !retries_.empty() && retries_.begin()->first <= now; ++sent) {
       auto node = retries_.extract(retries_.begin());
       send(node.mapped().record, node.mapped().cookie);

@@ -14,23 +14,24 @@ namespace pgoutbox::relay {
 
 using namespace std::chrono_literals;
 
-Relay::Relay(const config::Config& config, boost::asio::io_context& io, kafka::SinkFactory sinks, Observer& observer,
-             outbox::AncestryLookup ancestry)
+Relay::Relay(const config::Config& config, boost::asio::io_context& io, Clock& clock, kafka::SinkFactory sinks,
+             Observer& observer, outbox::AncestryLookup ancestry)
     : config_(config),
       io_(io),
+      clock_(clock),
       sinks_(std::move(sinks)),
       observer_(observer),
       rules_{config.poison, config.reconnect.max, 0},
       mapping_(config.tables, config.provenance_headers, std::move(ancestry)),
       messages_(config.messages, config.provenance_headers),
       reserved_topics_(config::reserved_topics(config)),
-      poll_timer_(io),
-      stop_deadline_(io),
-      retry_timer_(io),
-      queue_full_timer_(io),
-      pump_timer_(io),
-      checkpoint_timer_(io),
-      commit_timer_(io) {
+      poll_timer_(clock.timer()),
+      stop_deadline_(clock.timer()),
+      retry_timer_(clock.timer()),
+      queue_full_timer_(clock.timer()),
+      pump_timer_(clock.timer()),
+      checkpoint_timer_(clock.timer()),
+      commit_timer_(clock.timer()) {
   if (!config.checkpoint.signing_key.empty()) checkpoint_key_.emplace(config.checkpoint.signing_key);
 }
 
@@ -75,7 +76,7 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
   observer_.session_started();
   try {
     io_.restart();
-    while (!outcome_) io_.run_one();
+    while (!outcome_) clock_.run_one(io_);
   } catch (const std::exception& e) {
     outcome_ = Outcome::fatal(Fatal::internal, std::string("internal error: ") + e.what());
   }
@@ -91,7 +92,8 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
   }
   for (auto* timer : {&poll_timer_, &stop_deadline_, &retry_timer_, &queue_full_timer_, &pump_timer_,
                       &checkpoint_timer_, &commit_timer_})
-    timer->cancel();
+    (*timer)->cancel();
+  pump_armed_ = false;
   for (auto* slot : {&main_, &isolated_, &checkpoint_sink_}) {
     if (slot->wakeup) slot->wakeup->cancel();
   }
@@ -107,9 +109,7 @@ void Relay::stop() {
   // Exactly-once: a Postgres transaction is never split across Kafka transactions, so one half
   // read is read to its end, then committed with the rest.
   if (!eos_ || !tracker_.in_transaction()) source_->pause();
-  stop_deadline_.expires_after(config_.shutdown_timeout);
-  stop_deadline_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
+  clock_.after(*stop_deadline_, config_.shutdown_timeout, [this] {
     if (tracker_.outstanding_records() == 0) {
       spdlog::warn("shutdown timeout: the final checkpoint was not acknowledged; every record was");
       finish(Outcome::stopped());
@@ -133,7 +133,7 @@ void Relay::maybe_finish_stop() {
 void Relay::finish(Outcome outcome) {
   if (closing_) return;
   closing_ = true;
-  stop_deadline_.cancel();
+  stop_deadline_->cancel();
   if (eos_ && kafka_txn_open_) abort_kafka_transaction("the session is closing");
   // Whatever ends the session (a lost replication connection, say), a producer the abort or
   // librdkafka found fenced ends the instance: a reconnect would wait as a standby, silent.

@@ -332,7 +332,7 @@ Session::Session(const config::Config& config, Observer* observer, SessionOption
       options_(std::move(options)),
       sinks_(options_.sinks ? options_.sinks : real_sinks(config)),
       observer_(observer != nullptr ? observer : &no_observer_),
-      relay_(config, io_, sinks_, *observer_, ancestry_lookup(config.postgres)) {}
+      relay_(config, io_, clock_, sinks_, *observer_, ancestry_lookup(config.postgres)) {}
 
 Session::~Session() = default;
 
@@ -401,7 +401,7 @@ std::optional<Outcome> Session::backfill(const std::string& snapshot, SessionSta
   backfill_config_.emplace(config_);
   backfill_config_->provenance_headers = false;
   backfill_observer_ = std::make_unique<BackfillObserver>(*observer_);
-  backfill_relay_.emplace(*backfill_config_, io_, sinks_, *backfill_observer_);
+  backfill_relay_.emplace(*backfill_config_, io_, clock_, sinks_, *backfill_observer_);
   start.slot_confirmed = Lsn{};
   start.read_checkpoints = nullptr;  // the checkpoint is the slot's, written by the stream
   active_ = &*backfill_relay_;

@@ -33,7 +33,7 @@ bool Relay::ensure_kafka_transaction() {
     return false;
   }
   kafka_txn_open_ = true;
-  kafka_txn_started_ = std::chrono::steady_clock::now();
+  kafka_txn_started_ = clock_.now();
   return true;
 }
 
@@ -72,7 +72,7 @@ void Relay::maybe_commit(bool caught_up) {
   const auto& limits = config_.limits;
   const bool full =
       tracker_.outstanding_records() >= limits.max_in_flight_records || in_flight_bytes_ >= limits.max_in_flight_bytes;
-  const bool due = std::chrono::steady_clock::now() - kafka_txn_started_ >= config_.kafka.transaction_interval;
+  const bool due = clock_.now() - kafka_txn_started_ >= config_.kafka.transaction_interval;
   if (caught_up || full || due || stopping_) {
     spdlog::debug("committing the Kafka transaction: {} record(s), {}", kafka_txn_records_.size(),
                   caught_up ? "caught up"
@@ -114,19 +114,16 @@ void Relay::finish_commit() {
     abort_kafka_transaction("Kafka refused a record of it");
     return;
   }
-  const auto commit_started = std::chrono::steady_clock::now();
+  const auto commit_started = clock_.now();
   const auto committed = main_.sink->commit_transaction(kCommitTimeout);
   spdlog::debug(
       "commit_transaction took {} us ({} since the transaction began)",
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - commit_started).count(),
+      std::chrono::duration_cast<std::chrono::microseconds>(clock_.now() - commit_started).count(),
       std::chrono::duration_cast<std::chrono::microseconds>(commit_started - kafka_txn_started_).count());
   if (committed.status == kafka::TxnStatus::retry) {
     // Kafka is slow or away: the same commit resumes; nothing is confirmed meanwhile.
     spdlog::warn("committing the Kafka transaction is taking long ({}); trying again", committed.message);
-    commit_timer_.expires_after(kCommitRetry);
-    commit_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) finish_commit();
-    });
+    clock_.after(*commit_timer_, kCommitRetry, [this] { finish_commit(); });
     return;
   }
   if (!committed.ok()) {

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "../pgoutput/message_builder.h"
+#include "../support/virtual_clock.h"
 #include "pgoutbox/relay/relay.h"
 
 namespace pgoutbox::relay::testing {
@@ -300,31 +301,30 @@ inline config::Config test_config() {
   return c;
 }
 
-// One relay session on the test's thread; `steps` run one per millisecond while it streams,
-// then, once everything pushed is read and every report served, the relay is stopped (unless
-// stop_when_done is false: the relay must end the session itself); time_limit (3 s) stops it
-// whatever happens.
+// One relay session on the test's thread, on virtual time (nothing sleeps: time jumps to the
+// next timer whenever nothing is ready); `steps` run one per (virtual) millisecond while it
+// streams, then, once everything pushed is read and every report served, the relay is stopped
+// (unless stop_when_done is false: the relay must end the session itself); time_limit (3 s of
+// virtual time) stops it whatever happens.
 struct Harness {
   explicit Harness(config::Config c = test_config()) : config(std::move(c)) {}
 
   Outcome run(std::vector<std::function<void()>> steps = {}, Lsn slot_confirmed = Lsn{0x100}) {
     Observer observer;
     Relay relay(
-        config, io,
+        config, io, clock,
         [this](kafka::SinkOptions o) {
           ++script.sinks_opened;
           return std::make_unique<FakeSink>(script, std::move(o));
         },
         observer);
     relay_ = &relay;
-    boost::asio::steady_timer tick(io);
+    const auto tick = clock.timer();
     std::size_t next = 0;
-    const auto deadline = std::chrono::steady_clock::now() + time_limit;
+    const auto deadline = clock.now() + time_limit;
     std::function<void()> arm = [&] {
-      tick.expires_after(1ms);
-      tick.async_wait([&](const boost::system::error_code& ec) {
-        if (ec) return;
-        if (std::chrono::steady_clock::now() > deadline) {
+      clock.after(*tick, 1ms, [&] {
+        if (clock.now() > deadline) {
           timed_out = true;
           relay.stop();
           return;
@@ -364,6 +364,7 @@ struct Harness {
 
   config::Config config;
   boost::asio::io_context io;
+  test::VirtualClock clock;
   FakeSource source{io};
   SinkScript script;
   Counters counters;

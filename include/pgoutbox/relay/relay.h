@@ -12,7 +12,6 @@
 #include <spdlog/common.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -30,6 +29,7 @@
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/relay/change_source.h"
+#include "pgoutbox/relay/clock.h"
 #include "pgoutbox/relay/confirm_tracker.h"
 #include "pgoutbox/relay/delivery_cookie.h"
 #include "pgoutbox/relay/observer.h"
@@ -86,11 +86,11 @@ struct SessionStart {
 
 class Relay : private ChangeHandler {
  public:
-  // `observer` must outlive the Relay.
+  // `clock` and `observer` must outlive the Relay.
   // `ancestry` tells whose partition or inheritance child a relation is (outbox::Mapping); empty:
   // only relations named like a configured table are mapped.
-  Relay(const config::Config& config, boost::asio::io_context& io, kafka::SinkFactory sinks, Observer& observer,
-        outbox::AncestryLookup ancestry = {});
+  Relay(const config::Config& config, boost::asio::io_context& io, Clock& clock, kafka::SinkFactory sinks,
+        Observer& observer, outbox::AncestryLookup ancestry = {});
   ~Relay() override;
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
@@ -120,7 +120,7 @@ class Relay : private ChangeHandler {
   struct Pending {
     outbox::Record record;
     DeliveryCookie cookie;  // isolated: it failed and goes again alone; batched: a later record held
-    std::chrono::steady_clock::time_point due{};  // not sent before (a failed record's backoff)
+    Clock::time_point due{};  // not sent before (a failed record's backoff)
   };
   // Per-key order (docs/spec.md I4) around a failed record. Records already handed to librdkafka
   // cannot be recalled, and the relay learns a record's partition only from its report, so the
@@ -213,6 +213,7 @@ class Relay : private ChangeHandler {
 
   const config::Config& config_;
   boost::asio::io_context& io_;
+  Clock& clock_;
   kafka::SinkFactory sinks_;
   Observer& observer_;
   PoisonRules rules_;
@@ -224,14 +225,14 @@ class Relay : private ChangeHandler {
   ChangeSource* source_ = nullptr;
   SinkSlot main_;
   SinkSlot isolated_;  // batches of one, for retries and dead-letter writes; opened at first need
-  boost::asio::steady_timer poll_timer_;
-  boost::asio::steady_timer stop_deadline_;
-  boost::asio::steady_timer retry_timer_;
-  boost::asio::steady_timer queue_full_timer_;
-  boost::asio::steady_timer pump_timer_;  // runs pump() for to_pump_ from the io_context
+  std::unique_ptr<Timer> poll_timer_;
+  std::unique_ptr<Timer> stop_deadline_;
+  std::unique_ptr<Timer> retry_timer_;
+  std::unique_ptr<Timer> queue_full_timer_;
+  std::unique_ptr<Timer> pump_timer_;  // runs pump() for to_pump_ from the io_context
   std::set<std::string> to_pump_;
   bool pump_armed_ = false;
-  std::multimap<std::chrono::steady_clock::time_point, Pending> retries_;  // by due time
+  std::multimap<Clock::time_point, Pending> retries_;  // by due time
   std::deque<Pending> blocked_;  // refused with queue_full, in send order; sent before anything new
   std::map<std::string, TopicState, std::less<>> topics_;  // topics with records in flight or held
 
@@ -255,7 +256,7 @@ class Relay : private ChangeHandler {
   bool checkpointing_ = false;
   std::optional<kafka::CheckpointKey> checkpoint_key_;  // from checkpoint.signing_key; none: unsigned
   SinkSlot checkpoint_sink_;                            // at-least-once: checkpoints go alone, beside the records
-  boost::asio::steady_timer checkpoint_timer_;
+  std::unique_ptr<Timer> checkpoint_timer_;
   Lsn checkpoint_written_;
   std::optional<Lsn> checkpoint_sending_;
 
@@ -271,7 +272,7 @@ class Relay : private ChangeHandler {
   bool committing_ = false;         // the checkpoint is produced; waiting for the reports, then the commit
   bool checkpoint_in_txn_ = false;  // the commit's checkpoint is handed to the sink
   bool paused_for_commit_ = false;
-  std::chrono::steady_clock::time_point kafka_txn_started_;
+  Clock::time_point kafka_txn_started_;
   std::vector<InTransaction> kafka_txn_records_;
   std::uint64_t kafka_txn_produced_ = 0;  // records and the checkpoint, handed to the sink
   std::uint64_t kafka_txn_reported_ = 0;
@@ -281,7 +282,7 @@ class Relay : private ChangeHandler {
   std::vector<kafka::Delivery> kafka_txn_failures_;
   static constexpr std::size_t kMaxFailuresKept = 10'000;
   Lsn last_boundary_;  // end LSN of the newest Postgres transaction in or before the Kafka transaction
-  boost::asio::steady_timer commit_timer_;
+  std::unique_ptr<Timer> commit_timer_;
   std::shared_ptr<RefusedRecords> refused_;
   std::vector<outbox::Header> extra_headers_;
 };

@@ -55,6 +55,7 @@ class Session {
   std::optional<Outcome> backfill(const std::string& snapshot, SessionStart start);
 
   boost::asio::io_context io_;
+  AsioClock clock_{io_};
   const config::Config& config_;
   SessionOptions options_;
   kafka::SinkFactory sinks_;
