@@ -22,6 +22,8 @@ namespace {
 constexpr auto kCommitTimeout = 10s;
 constexpr auto kAbortTimeout = 5s;
 constexpr auto kCommitRetry = 100ms;
+// How long a record sent alone waits for what precedes it, and for its own verdict.
+constexpr auto kFlushTimeout = 10s;
 }  // namespace
 
 bool Relay::ensure_kafka_transaction() {
@@ -284,15 +286,29 @@ void Relay::note_transaction_failure(const kafka::Delivery& delivery) {
   if (kafka_txn_failures_.size() < kMaxFailuresKept) kafka_txn_failures_.push_back(delivery);
 }
 
-// A suspect goes in a batch of its own: everything queued before it is sent and reported first,
-// and nothing after it is queued until its own batch is sent, so Kafka's verdict is about it.
+// A suspect goes in a batch of its own: everything before it (in the producer's queue, and
+// what waits for room there) is sent and reported first, and nothing after it is queued until
+// its own batch is sent, so Kafka's verdict is about it. When Kafka does not take that in time,
+// the session ends instead (nothing is confirmed; the record is still a suspect next time): a
+// refusal of a batch it shared would be counted against it, and an innocent record
+// dead-lettered. The simulator found that case (docs/simulation.md).
 void Relay::send_alone_in_transaction(const outbox::Record& record, DeliveryCookie cookie) {
-  constexpr auto kFlushTimeout = std::chrono::seconds(10);
-  if (!main_.sink->flush(kFlushTimeout))
-    spdlog::warn("exactly-once: Kafka took over 10 s to take what precedes a record sent alone");
+  const auto give_up = [this](const char* what) {
+    finish(Outcome::reconnect(fmt::format("exactly-once: Kafka did not take {} within {} s; the record Kafka "
+                                          "refused with its batch is sent alone when its transaction is "
+                                          "published again",
+                                          what, kFlushTimeout.count())));
+  };
+  for (;;) {
+    if (!main_.sink->flush(kFlushTimeout)) return give_up("what precedes a record sent alone");
+    if (closing_) return;
+    while (!blocked_.empty() && try_send(blocked_.front().record, blocked_.front().cookie)) blocked_.pop_front();
+    if (closing_) return;
+    if (blocked_.empty()) break;
+  }
   send(record, cookie);
-  if (blocked_.empty() && !main_.sink->flush(kFlushTimeout))
-    spdlog::warn("exactly-once: Kafka took over 10 s to take a record sent alone");
+  if (closing_) return;
+  if (!blocked_.empty() || !main_.sink->flush(kFlushTimeout)) give_up("a record sent alone");
 }
 
 const RefusedRecord* Relay::refused_before(const outbox::Record& record, ConfirmTracker::TxnId txn) const {

@@ -1,0 +1,344 @@
+#include "sim_kafka.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace pgoutbox::sim {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+kafka::DeliveryError error_of(kafka::DeliveryFailure kind, std::string code, bool size_refusal = false) {
+  return {kind, code, "simulated: " + code, size_refusal};
+}
+
+// One producer: what librdkafka's does as far as the relay can tell. Records go out in produce
+// order; a record that fails with a retriable error fails every later queued record of its topic
+// too (the idempotent producer keeps a partition's order); a refused record fails its batch.
+class SimSink final : public kafka::Sink {
+ public:
+  SimSink(SimKafka& kafka, kafka::SinkOptions options)
+      : kafka_(kafka), options_(std::move(options)), fd_(::eventfd(0, EFD_NONBLOCK)), alive_(std::make_shared<bool>(true)) {}
+  ~SimSink() override {
+    *alive_ = false;
+    // A producer that goes away (a killed process, or a session's end) may have written a
+    // prefix of what it still held; a transactional one left it in its open transaction.
+    std::uniform_int_distribution<std::size_t> pick(0, queue_.size());
+    const auto written = pick(kafka_.rng());
+    if (!kafka_.down() && !fenced_ && !fatal_) {
+      for (std::size_t i = 0; i < written; ++i) {
+        if (!kafka_.refuses(queue_[i].record)) kafka_.write(queue_[i].record, txn_);
+      }
+    }
+    ::close(fd_);
+  }
+  SimSink(const SimSink&) = delete;
+  SimSink& operator=(const SimSink&) = delete;
+
+  Produced produce(const outbox::Record& record, std::uint64_t cookie, kafka::DeliveryError& error) override {
+    if (!fatal_ && kafka_.fatal_due()) break_idempotence();
+    if (fatal_ || fenced_) {
+      error = error_of(kafka::DeliveryFailure::fatal, "_FATAL");
+      return Produced::failed;
+    }
+    if (queue_.size() + ready_.size() >= kafka_.faults().queue_capacity) return Produced::queue_full;
+    const auto now = kafka_.clock().now();
+    if (now != batch_time_) {
+      batch_time_ = now;
+      ++batch_;
+    }
+    queue_.push_back({record, cookie, now, batch_});
+    spdlog::trace("sim kafka: produce {} to {} (txn {}, batch {})", record.event_id, record.topic, txn_, batch_);
+    schedule();
+    return Produced::ok;
+  }
+  void poll() override {
+    while (!ready_.empty()) {
+      const auto d = std::move(ready_.front());
+      ready_.pop_front();
+      options_.on_delivery(d);
+    }
+  }
+  bool flush(std::chrono::milliseconds /*timeout*/) override {
+    if (kafka_.down()) return false;
+    while (!queue_.empty()) advance();
+    poll();
+    return true;
+  }
+  int wakeup_fd() const override { return fd_; }
+  void drain_wakeup() override {
+    std::uint64_t n = 0;
+    while (::read(fd_, &n, sizeof n) > 0) {}
+  }
+  std::optional<kafka::SinkFatal> fatal() const override {
+    if (fenced_) return kafka::SinkFatal{kafka::SinkFatal::Kind::fenced, "PRODUCER_FENCED (simulated)"};
+    return fatal_;
+  }
+
+  kafka::TxnResult init_transactions(std::chrono::milliseconds /*timeout*/) override {
+    if (kafka_.down()) return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
+    epoch_ = kafka_.bump_epoch(options_.transactional_id);
+    return {};
+  }
+  kafka::TxnResult begin_transaction() override {
+    if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
+    txn_ = kafka_.begin_txn(options_.transactional_id, epoch_);
+    txn_failed_ = false;
+    return {};
+  }
+  kafka::TxnResult commit_transaction(std::chrono::milliseconds /*timeout*/) override {
+    if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
+    if (fatal_) return {kafka::TxnStatus::fatal, "simulated: fatal"};
+    if (kafka_.down()) return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
+    while (!queue_.empty()) advance();
+    poll();  // librdkafka serves the last reports inside the commit
+    if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
+    if (txn_failed_) return {kafka::TxnStatus::abort, "simulated: a record of the transaction failed"};
+    if (std::bernoulli_distribution(kafka_.faults().commit_aborts)(kafka_.rng()))
+      return {kafka::TxnStatus::abort, "simulated: the coordinator aborted the transaction"};
+    kafka_.end_txn(txn_, true);
+    txn_ = 0;
+    return {};
+  }
+  kafka::TxnResult abort_transaction(std::chrono::milliseconds /*timeout*/) override {
+    if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
+    if (kafka_.down()) return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
+    while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::retriable, "_PURGE_QUEUE"), false);
+    notify();
+    kafka_.end_txn(txn_, false);
+    txn_ = 0;
+    txn_failed_ = false;
+    return {};
+  }
+
+ private:
+  struct Queued {
+    outbox::Record record;
+    std::uint64_t cookie;
+    Time produced;
+    std::uint64_t batch;
+  };
+
+  bool transactional() const { return !options_.transactional_id.empty(); }
+  // A newer producer of the same transactional id was initialised: this one is fenced.
+  bool stale() {
+    if (transactional() && !fenced_ && epoch_ != kafka_.epoch(options_.transactional_id)) fenced_ = true;
+    return fenced_;
+  }
+  void break_idempotence() {
+    fatal_ = kafka::SinkFatal{kafka::SinkFatal::Kind::idempotence, "OUT_OF_ORDER_SEQUENCE_NUMBER (simulated)"};
+    while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::fatal, "_FATAL"), false);
+    notify();
+  }
+  void schedule() {
+    if (scheduled_ || queue_.empty()) return;
+    scheduled_ = true;
+    const auto latency = std::chrono::microseconds(std::uniform_int_distribution<int>(200, 4000)(kafka_.rng()));
+    kafka_.clock().schedule(kafka_.up_again() + latency, [alive = alive_, this] {
+      if (!*alive) return;
+      scheduled_ = false;
+      advance();
+      schedule();
+    });
+  }
+  void report(kafka::Delivery d) {
+    if (d.error && transactional()) txn_failed_ = true;
+    ready_.push_back(std::move(d));
+  }
+  void notify() {
+    if (ready_.empty()) return;
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(fd_, &one, sizeof one);
+  }
+  void fail_front(const kafka::DeliveryError& error, bool written) {
+    auto q = std::move(queue_.front());
+    queue_.pop_front();
+    spdlog::trace("sim kafka: {} of {} failed: {}", q.record.event_id, q.record.topic, error.code);
+    if (written) kafka_.write(q.record, txn_);
+    kafka::Delivery d;
+    d.cookie = q.cookie;
+    d.topic = q.record.topic;
+    d.weight = q.record.weight();
+    d.error = error;
+    d.record = std::move(q.record);
+    report(std::move(d));
+  }
+  // Moves the queue on: during an outage only timeouts; else writes (or refuses) what is queued.
+  void advance() {
+    // pgoutbox sets message.timeout.ms=0: during an outage records wait, and librdkafka sends
+    // them (again) when a broker is back; the idempotent producer's sequence numbers make the
+    // broker drop a retry of a write whose acknowledgement was lost.
+    if (kafka_.down()) return;
+    if (stale()) {
+      while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::fatal, "_FATAL"), false);
+      notify();
+      return;
+    }
+    std::size_t n = std::min<std::size_t>(queue_.size(), 256);
+    while (n-- > 0 && !queue_.empty()) {
+      const auto& front = queue_.front();
+      if (kafka_.refuses(front.record)) {
+        const auto refused = error_of(kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", true);
+        const auto batch = front.batch;
+        const auto topic = front.record.topic;
+        fail_front(refused, false);
+        // Kafka refuses the whole batch the record was in.
+        while (!queue_.empty() && queue_.front().batch == batch && queue_.front().record.topic == topic) {
+          kafka_.refused_with_batch.insert(queue_.front().record.event_id);
+          fail_front(refused, false);
+        }
+        continue;
+      }
+      auto q = std::move(queue_.front());
+      queue_.pop_front();
+      kafka_.write(q.record, txn_);
+      kafka::Delivery d;
+      d.cookie = q.cookie;
+      d.topic = q.record.topic;
+      d.weight = q.record.weight();
+      if (options_.isolated) d.record = std::move(q.record);
+      report(std::move(d));
+    }
+    notify();
+  }
+
+  SimKafka& kafka_;
+  kafka::SinkOptions options_;
+  int fd_;
+  std::shared_ptr<bool> alive_;  // the clock's callbacks outlive the sink
+  std::deque<Queued> queue_;
+  std::deque<kafka::Delivery> ready_;
+  bool scheduled_ = false;
+  Time batch_time_{};
+  std::uint64_t batch_ = 0;
+  std::uint32_t epoch_ = 0;
+  std::uint64_t txn_ = 0;
+  bool txn_failed_ = false;
+  bool fenced_ = false;
+  std::optional<kafka::SinkFatal> fatal_;
+};
+
+std::string visible_key(const std::string& topic, const std::string& event_id) { return topic + '\0' + event_id; }
+
+}  // namespace
+
+kafka::SinkFactory SimKafka::factory() {
+  return [this](kafka::SinkOptions options) -> std::unique_ptr<kafka::Sink> {
+    return std::make_unique<SimSink>(*this, std::move(options));
+  };
+}
+
+bool SimKafka::down() const {
+  const auto now = clock_.now();
+  return std::any_of(faults_.outages.begin(), faults_.outages.end(),
+                     [&](const auto& o) { return o.first <= now && now < o.second; });
+}
+
+Time SimKafka::up_again() const {
+  auto when = clock_.now();
+  for (bool moved = true; moved;) {  // outages may overlap
+    moved = false;
+    for (const auto& [from, to] : faults_.outages) {
+      if (from <= when && when < to) {
+        when = to;
+        moved = true;
+      }
+    }
+  }
+  return when;
+}
+
+bool SimKafka::refuses(const outbox::Record& record) const {
+  if (record.topic == faults_.dead_letter_topic) return faults_.dead_letter_refuses;
+  return record.value.find("POISON") != std::string::npos;
+}
+
+bool SimKafka::fatal_due() {
+  if (fatal_fired_ || clock_.now() < faults_.idempotence_fatal) return false;
+  fatal_fired_ = true;
+  return true;
+}
+
+void SimKafka::count_visible(const Entry& entry, int delta) {
+  visible_[visible_key(entry.record.topic, entry.record.event_id)] += delta;
+}
+
+void SimKafka::write(const outbox::Record& record, std::uint64_t txn) {
+  spdlog::trace("sim kafka: write {} to {} (txn {})", record.event_id, record.topic, txn);
+  auto& log = logs_[record.topic];
+  log.push_back({record, txn});
+  if (txn == 0) {
+    count_visible(log.back(), 1);
+  } else {
+    txns_[txn - 1].entries.emplace_back(record.topic, log.size() - 1);
+  }
+}
+
+std::uint64_t SimKafka::begin_txn(const std::string& transactional_id, std::uint32_t /*epoch*/) {
+  txns_.push_back({transactional_id, TxnState::open, {}});
+  return txns_.size();
+}
+
+void SimKafka::end_txn(std::uint64_t txn, bool commit) {
+  if (txn == 0) return;
+  auto& t = txns_[txn - 1];
+  if (t.state != TxnState::open) return;
+  spdlog::trace("sim kafka: txn {} {}", txn, commit ? "committed" : "aborted");
+  t.state = commit ? TxnState::committed : TxnState::aborted;
+  if (!commit) return;
+  for (const auto& [topic, index] : t.entries) count_visible(logs_[topic][index], 1);
+}
+
+std::uint32_t SimKafka::bump_epoch(const std::string& transactional_id) {
+  for (std::size_t i = 0; i < txns_.size(); ++i) {
+    if (txns_[i].transactional_id == transactional_id && txns_[i].state == TxnState::open) end_txn(i + 1, false);
+  }
+  return ++epochs_[transactional_id];
+}
+
+std::uint32_t SimKafka::epoch(const std::string& transactional_id) const {
+  const auto it = epochs_.find(transactional_id);
+  return it == epochs_.end() ? 0 : it->second;
+}
+
+std::vector<const outbox::Record*> SimKafka::visible(const std::string& topic) const {
+  std::vector<const outbox::Record*> out;
+  const auto it = logs_.find(topic);
+  if (it == logs_.end()) return out;
+  for (const auto& e : it->second) {
+    if (e.txn == 0 || txns_[e.txn - 1].state == TxnState::committed) out.push_back(&e.record);
+  }
+  return out;
+}
+
+int SimKafka::visible_copies(const std::string& topic, const std::string& event_id) const {
+  const auto it = visible_.find(visible_key(topic, event_id));
+  return it == visible_.end() ? 0 : it->second;
+}
+
+kafka::CheckpointScan SimKafka::read_checkpoints(const std::string& topic, const kafka::SlotIdentity& identity,
+                                                 const std::string& transactional_id,
+                                                 const kafka::CheckpointKey* key) const {
+  if (down()) throw std::runtime_error("simulated: Kafka unreachable while reading the checkpoint");
+  kafka::CheckpointScan scan;
+  std::int64_t offset = 0;
+  for (const auto* record : visible(topic)) {
+    std::optional<std::string_view> value;
+    if (!record->tombstone) value = record->value;
+    kafka::scan_record(scan, identity, transactional_id, key, record->key.value_or(""), value, 0, offset++);
+  }
+  return scan;
+}
+
+std::set<std::string> SimKafka::topics() const {
+  std::set<std::string> out;
+  for (const auto& [topic, log] : logs_) out.insert(topic);
+  return out;
+}
+
+}  // namespace pgoutbox::sim

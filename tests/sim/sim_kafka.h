@@ -1,0 +1,95 @@
+#pragma once
+
+// The simulator's Kafka: one partition per topic, idempotent and transactional producers with
+// fencing by epoch, per-record refusals, acknowledgements that get lost after the write, outages
+// during which nothing is written and records time out, a full producer queue, a fatal
+// idempotence error, coordinator aborts, and the records a killed producer still had in flight.
+// Everything happens on the simulation's virtual clock (tests/support/virtual_clock.h); a
+// seeded generator makes every choice, so a seed replays exactly.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../support/virtual_clock.h"
+#include "pgoutbox/kafka/checkpoint.h"
+#include "pgoutbox/kafka/sink.h"
+
+namespace pgoutbox::sim {
+
+using Rng = std::mt19937_64;
+using Time = relay::Clock::time_point;
+
+struct KafkaFaults {
+  std::vector<std::pair<Time, Time>> outages;  // brokers unreachable: nothing written, commits wait
+  double commit_aborts = 0;                    // a commit the coordinator answers with an abortable error
+  std::size_t queue_capacity = 100'000;        // records a producer holds unreported before "queue full"
+  Time idempotence_fatal = Time::max();        // from then on every producer open is fatally broken once
+  bool dead_letter_refuses = false;            // the dead-letter topic refuses every record
+  std::string dead_letter_topic;
+};
+
+class SimKafka {
+ public:
+  SimKafka(test::VirtualClock& clock, Rng& rng, KafkaFaults faults) : clock_(clock), rng_(rng), faults_(std::move(faults)) {}
+
+  struct Entry {
+    outbox::Record record;
+    std::uint64_t txn = 0;  // 0: not transactional
+  };
+
+  kafka::SinkFactory factory();
+  void add_outage(Time from, Time to) { faults_.outages.emplace_back(from, to); }
+  void break_idempotence_at(Time when) { faults_.idempotence_fatal = std::min(faults_.idempotence_fatal, when); }
+  bool down() const;
+  Time up_again() const;  // now, or when the outage under way ends
+  const KafkaFaults& faults() const { return faults_; }
+  test::VirtualClock& clock() { return clock_; }
+  Rng& rng() { return rng_; }
+
+  // What a read_committed consumer reads of `topic`, in log order.
+  std::vector<const outbox::Record*> visible(const std::string& topic) const;
+  // How many copies of `event_id` a read_committed consumer reads in `topic`.
+  int visible_copies(const std::string& topic, const std::string& event_id) const;
+  // A checkpoint reader under read_committed, as kafka::read_checkpoints does it.
+  kafka::CheckpointScan read_checkpoints(const std::string& topic, const kafka::SlotIdentity& identity,
+                                         const std::string& transactional_id, const kafka::CheckpointKey* key) const;
+  std::set<std::string> topics() const;
+
+  // The producers' side (sim_kafka.cpp's SimSink).
+  void write(const outbox::Record& record, std::uint64_t txn);
+  std::uint64_t begin_txn(const std::string& transactional_id, std::uint32_t epoch);
+  void end_txn(std::uint64_t txn, bool commit);
+  std::uint32_t bump_epoch(const std::string& transactional_id);  // aborts the id's open transaction
+  std::uint32_t epoch(const std::string& transactional_id) const;
+  bool refuses(const outbox::Record& record) const;
+  bool fatal_due();  // the idempotence fault fires now (once)
+  // Records refused only because their batch held a refused record (for the report).
+  std::set<std::string> refused_with_batch;
+
+ private:
+  enum class TxnState { open, committed, aborted };
+  struct Txn {
+    std::string transactional_id;
+    TxnState state = TxnState::open;
+    std::vector<std::pair<std::string, std::size_t>> entries;  // topic, index
+  };
+  void count_visible(const Entry& entry, int delta);
+
+  test::VirtualClock& clock_;
+  Rng& rng_;
+  KafkaFaults faults_;
+  std::map<std::string, std::vector<Entry>> logs_;
+  std::vector<Txn> txns_;  // txn id - 1
+  std::map<std::string, std::uint32_t> epochs_;
+  std::unordered_map<std::string, int> visible_;  // topic + '\0' + event id → copies
+  bool fatal_fired_ = false;
+};
+
+}  // namespace pgoutbox::sim

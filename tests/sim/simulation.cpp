@@ -1,0 +1,612 @@
+#include "simulation.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "../relay/relay_fakes.h"
+#include "pgoutbox/relay/relay.h"
+#include "sim_kafka.h"
+#include "sim_postgres.h"
+
+namespace pgoutbox::sim {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr auto kDrainBound = 60s;              // once faults and writes stop, everything is in Kafka by then
+constexpr auto kPostgresCheckpointEvery = 300ms;  // how often the slot's position is saved
+constexpr auto kReconnectDelay = 50ms;
+const std::string kDeadLetterTopic = "dlq";
+const std::string kCheckpointTopic = "pgoutbox.checkpoints";
+
+std::string topic_of(const Row& row) { return "outbox.event." + row.type; }
+
+const char* kind_name(Fault::Kind kind) {
+  switch (kind) {
+    case Fault::Kind::kafka_outage:
+      return "kafka-outage";
+    case Fault::Kind::relay_crash:
+      return "relay-crash";
+    case Fault::Kind::relay_stop:
+      return "relay-stop";
+    case Fault::Kind::postgres_crash:
+      return "postgres-crash";
+    case Fault::Kind::connection_lost:
+      return "connection-lost";
+    case Fault::Kind::idempotence_fatal:
+      return "idempotence-fatal";
+  }
+  return "?";
+}
+
+// Thrown through the relay's loop (not a std::exception, which the relay would catch) when the
+// schedule kills the process.
+struct Killed {};
+
+class Run {
+ public:
+  Run(const Schedule& s, bool strict) : strict_(strict), s_(s), rng_(s.seed), kafka_(clock_, rng_, kafka_faults(s)), config_(configure(s)) {}
+
+  Verdict go() {
+    // PGOUTBOX_SIM_LOG=debug shows the relay's log of a replayed schedule.
+    const char* log = std::getenv("PGOUTBOX_SIM_LOG");
+    spdlog::set_level(log != nullptr ? spdlog::level::from_str(log) : spdlog::level::off);
+    plan_workload();
+    plan_faults();
+    save_slot_periodically();
+    while (!done_ && verdict_.ok) {
+      run_process();
+      if (done_ || !verdict_.ok) break;
+      advance_to(restart_at_);
+    }
+    if (verdict_.ok) check_final();
+    verdict_.virtual_time = std::chrono::duration_cast<milliseconds>(clock_.now() - start_);
+    return verdict_;
+  }
+
+ private:
+  static KafkaFaults kafka_faults(const Schedule& s) {
+    KafkaFaults f;
+    f.commit_aborts = s.commit_aborts;
+    f.queue_capacity = s.queue_capacity;
+    f.dead_letter_refuses = s.dead_letter_refuses;
+    f.dead_letter_topic = kDeadLetterTopic;
+    return f;
+  }
+  static config::Config configure(const Schedule& s) {
+    auto c = relay::testing::test_config();
+    c.delivery = s.delivery;
+    c.poison.policy = s.policy;
+    c.poison.max_retries = s.max_retries;
+    c.poison.dead_letter_topic = kDeadLetterTopic;
+    c.poison.retry_backoff = 5ms;
+    c.reconnect.max = 100ms;
+    c.limits.max_in_flight_records = s.max_in_flight_records;
+    c.limits.max_in_flight_bytes = 1ULL << 40;
+    c.checkpoint.topic = kCheckpointTopic;
+    c.checkpoint.interval = s.checkpoint_interval;
+    c.kafka.transaction_interval = s.transaction_interval;
+    c.kafka.send_when_caught_up = s.send_when_caught_up;
+    c.shutdown_timeout = 5s;
+    return c;
+  }
+
+  void fail(std::string what) {
+    if (!verdict_.ok) return;
+    verdict_.ok = false;
+    verdict_.failure = fmt::format("at {} ms: {}", std::chrono::duration_cast<milliseconds>(clock_.now() - start_).count(),
+                                   what);
+    done_ = true;
+  }
+
+  // Transactions arrive over the first seconds, each committed at its own moment.
+  void plan_workload() {
+    Rng plan(s_.seed ^ 0x5eedULL);
+    std::uniform_int_distribution<int> arrival(0, 4000);
+    std::vector<int> times;
+    for (int i = 0; i < s_.transactions; ++i) times.push_back(arrival(plan));
+    std::sort(times.begin(), times.end());
+    std::uint64_t position = 0x1000;
+    int id = 0;
+    for (int i = 0; i < s_.transactions; ++i) {
+      WalTxn txn;
+      const bool huge = std::bernoulli_distribution(s_.huge)(plan);
+      const int rows = huge ? std::uniform_int_distribution<int>(200, 1500)(plan)
+                            : std::uniform_int_distribution<int>(1, s_.max_rows)(plan);
+      for (int r = 0; r < rows; ++r) {
+        Row row;
+        row.id = ++id;
+        row.event_id = fmt::format("00000000-0000-0000-0000-{:012d}", row.id);
+        row.key = fmt::format("k{}", std::uniform_int_distribution<int>(1, s_.keys)(plan));
+        row.type = std::bernoulli_distribution(0.5)(plan) ? "A" : "B";
+        row.poison = std::bernoulli_distribution(s_.poison)(plan);
+        if (row.poison) {
+          any_poison_ = true;
+          ++poison_rows_;
+        }
+        where_[row.event_id] = {static_cast<std::size_t>(i), static_cast<std::size_t>(r)};
+        txn.rows.push_back(std::move(row));
+      }
+      position += static_cast<std::uint64_t>(rows) * 64 + std::uniform_int_distribution<int>(8, 400)(plan);
+      txn.commit_lsn = Lsn{position};
+      txn.end_lsn = Lsn{position + 16};
+      // Other work (rolled back transactions, other tables) moves the server's WAL on.
+      position += 16 + std::uniform_int_distribution<int>(0, 200)(plan);
+      verdict_.rows += txn.rows.size();
+      wal_.push_back(std::move(txn));
+      const Lsn server_end{position};
+      clock_.schedule(start_ + milliseconds(times[static_cast<std::size_t>(i)]), [this, i, server_end] {
+        slot_.wal.push_back(wal_[static_cast<std::size_t>(i)]);
+        slot_.wal_end = server_end;
+        if (source_ != nullptr) source_->wake();
+      });
+    }
+    quiet_ = start_ + 4001ms;
+    slot_.confirmed = slot_.saved = slot_.wal_end = Lsn{0x100};
+  }
+
+  void plan_faults() {
+    for (const auto& f : s_.faults) {
+      const auto at = start_ + f.at;
+      quiet_ = std::max(quiet_, at + f.length);
+      switch (f.kind) {
+        case Fault::Kind::kafka_outage:
+          kafka_.add_outage(at, at + f.length);
+          break;
+        case Fault::Kind::relay_crash:
+        case Fault::Kind::relay_stop:
+          clock_.schedule(at, [this, f] {
+            if (relay_ == nullptr) return;
+            restart_at_ = clock_.now() + f.length;
+            if (f.kind == Fault::Kind::relay_crash) throw Killed{};
+            stopping_on_purpose_ = true;
+            relay_->stop();
+          });
+          break;
+        case Fault::Kind::postgres_crash:
+          clock_.schedule(at, [this] {
+            slot_.crash();
+            if (source_ != nullptr) source_->drop("simulated: Postgres crashed");
+          });
+          break;
+        case Fault::Kind::connection_lost:
+          clock_.schedule(at, [this] {
+            if (source_ != nullptr) source_->drop("simulated: the replication connection was lost");
+          });
+          break;
+        case Fault::Kind::idempotence_fatal:
+          kafka_.break_idempotence_at(at);
+          break;
+      }
+    }
+    // Exactly-once learns of a refused record by aborting the whole Kafka transaction: each
+    // poison row costs up to max_retries + 2 sessions, each publishing its transaction again.
+    auto bound = std::chrono::duration_cast<milliseconds>(kDrainBound);
+    if (s_.delivery == config::Delivery::exactly_once)
+      bound += poison_rows_ * (s_.max_retries + 2) * std::chrono::duration_cast<milliseconds>(kDrainBound) / 4;
+    drain_deadline_ = quiet_ + bound;
+    drain_bound_ = bound;
+  }
+
+  void save_slot_periodically() {
+    clock_.schedule_after(kPostgresCheckpointEvery, [this] {
+      slot_.saved = slot_.confirmed;
+      if (!done_) save_slot_periodically();
+    });
+  }
+
+  // Moves virtual time on (nothing of a relay runs) until `when`.
+  void advance_to(relay::Clock::time_point when) {
+    while (clock_.now() < when && clock_.next_due() <= when) {
+      try {
+        clock_.fire_next();
+      } catch (const Killed&) {
+        // nothing runs to be killed
+      }
+    }
+    if (clock_.now() < when) clock_.schedule(when, [] {});
+    while (clock_.now() < when) clock_.fire_next();
+  }
+
+  // One pgoutbox process: sessions until it is killed, stopped, or stops with a fatal error.
+  void run_process() {
+    ++verdict_.processes;
+    auto refused = std::make_shared<relay::RefusedRecords>();  // a process's memory
+    restart_at_ = clock_.now() + kReconnectDelay;
+    while (!done_) {
+      ++verdict_.sessions;
+      boost::asio::io_context io;
+      relay::Observer observer;
+      relay::Relay relay(config_, io, clock_, kafka_.factory(), observer);
+      SimSource source(slot_, clock_, rng_, [this](Lsn lsn) { on_flush(lsn); },
+                       [this, &relay] { check_caps(relay); });
+      relay::SessionStart start;
+      start.slot_confirmed = slot_.confirmed;
+      start.identity = identity_;
+      start.timeline = 1;
+      start.server_position = slot_.wal_end;
+      if (s_.delivery == config::Delivery::exactly_once) start.transactional_id = "pgoutbox-sim";
+      start.read_checkpoints = [this, tid = start.transactional_id] {
+        const kafka::CheckpointKey key(config_.checkpoint.signing_key);
+        return kafka_.read_checkpoints(kCheckpointTopic, identity_, tid, &key);
+      };
+      start.refused = refused;
+      relay::Outcome outcome;
+      relay_ = &relay;
+      source_ = &source;
+      stopping_on_purpose_ = false;
+      watch_drain();
+      try {
+        outcome = relay.run(source, std::move(start));
+      } catch (const Killed&) {
+        relay_ = nullptr;
+        source_ = nullptr;
+        return;
+      } catch (const test::VirtualClock::Idle&) {
+        relay_ = nullptr;
+        source_ = nullptr;
+        fail("deadlock: the relay waits for nothing that can ever come (no handler ready, no timer armed)");
+        return;
+      }
+      relay_ = nullptr;
+      source_ = nullptr;
+      spdlog::info("simulation: the session ended: {}", outcome.reason);
+      switch (outcome.kind) {
+        case relay::Outcome::Kind::stopped:
+          if (finishing_) {
+            done_ = true;
+            if (outcome.unacknowledged) fail("the final stop left records unacknowledged: " + outcome.reason);
+          } else if (!stopping_on_purpose_) {
+            fail("the session stopped by itself: " + outcome.reason);
+          }
+          return;
+        case relay::Outcome::Kind::fatal:
+          if (outcome.cause == relay::Fatal::poison &&
+              (any_poison_ && (s_.policy == config::PoisonPolicy::stop || s_.dead_letter_refuses))) {
+            stopped_for_poison_ = true;
+            done_ = true;
+            return;
+          }
+          fail(fmt::format("the relay exited with code {}: {}", relay::exit_code(outcome.cause), outcome.reason));
+          return;
+        case relay::Outcome::Kind::reconnect:
+          advance_to(clock_.now() + kReconnectDelay);
+          break;
+      }
+    }
+  }
+
+  // Once writes and faults are over, the relay must have everything in Kafka within the bound;
+  // then it is stopped gracefully (and must stop cleanly).
+  void watch_drain() {
+    if (drain_watch_armed_) return;
+    drain_watch_armed_ = true;
+    clock_.schedule(std::max(clock_.now(), quiet_) + 100ms, [this] {
+      drain_watch_armed_ = false;
+      if (done_ || finishing_) return;
+      if (drained()) {
+        if (relay_ != nullptr) {
+          finishing_ = true;
+          relay_->stop();
+        } else {
+          done_ = true;
+        }
+        return;
+      }
+      if (clock_.now() > drain_deadline_) {
+        fail(fmt::format("stall: {} s after the last write and fault, {}", drain_bound_.count() / 1000,
+                         what_is_missing()));
+        if (relay_ != nullptr) throw Killed{};
+        return;
+      }
+      watch_drain();
+    });
+  }
+
+  bool durable(const Row& row) const {
+    if (!row.poison) return kafka_.visible_copies(topic_of(row), row.event_id) > 0;
+    if (s_.policy == config::PoisonPolicy::dead_letter) return kafka_.visible_copies(kDeadLetterTopic, row.event_id) > 0;
+    return false;
+  }
+  bool drained() const {
+    if (slot_.wal.size() < wal_.size()) return false;
+    for (const auto& txn : wal_) {
+      for (const auto& row : txn.rows) {
+        if (!durable(row)) return false;
+      }
+    }
+    return slot_.confirmed >= wal_.back().end_lsn || wal_.empty();
+  }
+  std::string what_is_missing() const {
+    std::uint64_t missing = 0;
+    std::string first;
+    for (const auto& txn : wal_) {
+      for (const auto& row : txn.rows) {
+        if (!durable(row)) {
+          if (missing++ == 0) first = row.event_id;
+        }
+      }
+    }
+    return fmt::format("{} of {} row(s) not in Kafka (first {}), slot confirmed at {} of {}", missing, verdict_.rows,
+                       first, slot_.confirmed.to_string(), wal_.empty() ? "-" : wal_.back().end_lsn.to_string());
+  }
+
+  // I2: the slot is confirmed only past what Kafka holds.
+  void on_flush(Lsn lsn) {
+    while (verified_ < wal_.size() && wal_[verified_].end_lsn <= lsn) {
+      for (const auto& row : wal_[verified_].rows) {
+        if (!durable(row)) {
+          fail(fmt::format("loss (I2): the slot is confirmed at {} past event {} (transaction ending {}), which "
+                           "Kafka does not hold{}",
+                           lsn.to_string(), row.event_id, wal_[verified_].end_lsn.to_string(),
+                           row.poison ? " (a poison row)" : ""));
+          if (relay_ != nullptr) throw Killed{};
+          return;
+        }
+      }
+      ++verified_;
+    }
+  }
+
+  // I6: nothing is read past the in-flight caps (exactly-once: one Postgres transaction may
+  // exceed them, and its end commits).
+  void check_caps(const relay::Relay& relay) {
+    auto cap = s_.max_in_flight_records;
+    if (s_.delivery == config::Delivery::exactly_once) cap += largest_transaction();
+    if (relay.in_flight_records() > cap) {
+      fail(fmt::format("caps (I6): {} records in flight, the cap is {}", relay.in_flight_records(), cap));
+      throw Killed{};
+    }
+  }
+  std::uint64_t largest_transaction() {
+    if (largest_ == 0) {
+      for (const auto& t : wal_) largest_ = std::max<std::uint64_t>(largest_, t.rows.size());
+    }
+    return largest_;
+  }
+
+  // I3, I4 and I10 on what a read_committed consumer reads at the end.
+  void check_final() {
+    if (!stopped_for_poison_ && !drained()) {
+      fail("not drained at the end: " + what_is_missing());
+      return;
+    }
+    const bool exactly_once = s_.delivery == config::Delivery::exactly_once;
+    for (const auto& topic : kafka_.topics()) {
+      if (topic == kCheckpointTopic) continue;
+      std::set<std::string> seen;
+      std::map<std::string, std::pair<std::size_t, std::size_t>> last_of_key;
+      for (const auto* record : kafka_.visible(topic)) {
+        const auto it = where_.find(record->event_id);
+        if (it == where_.end()) {
+          fail(fmt::format("phantom (I3): {} holds event {} that no transaction wrote", topic, record->event_id));
+          return;
+        }
+        const auto& row = wal_[it->second.first].rows[it->second.second];
+        if (topic != kDeadLetterTopic && (topic != topic_of(row) || record->key != row.key)) {
+          fail(fmt::format("phantom (I3): event {} in {} with key {}", record->event_id, topic, record->key.value_or("")));
+          return;
+        }
+        if (!seen.insert(record->event_id).second) {
+          ++verdict_.duplicates;
+          if (exactly_once) {
+            fail(fmt::format("duplicate (I10): a read_committed consumer reads event {} twice in {}",
+                             record->event_id, topic));
+            return;
+          }
+          continue;
+        }
+        if (topic == kDeadLetterTopic) continue;
+        auto [previous, first] = last_of_key.try_emplace(row.key, it->second);
+        if (!first) {
+          if (it->second < previous->second && !strict_ && !exactly_once &&
+              kafka_.refused_with_batch.contains(record->event_id)) {
+            // Known and open (docs/simulation.md, "What it found"): at-least-once re-sends a
+            // record Kafka refused only with its batch after later records of its topic landed.
+            ++verdict_.known_reorders;
+            continue;
+          }
+          if (it->second < previous->second) {
+            fail(fmt::format("order (I4): in {}, event {} of key {} comes after a later event of that key{}", topic,
+                             record->event_id, row.key,
+                             kafka_.refused_with_batch.contains(record->event_id)
+                                 ? " (it was refused with a batch that held a record too large)"
+                                 : ""));
+            return;
+          }
+          previous->second = it->second;
+        }
+      }
+    }
+  }
+
+  const bool strict_;
+  const Schedule& s_;
+  test::VirtualClock clock_;
+  const relay::Clock::time_point start_ = clock_.now();
+  Rng rng_;
+  SimKafka kafka_;
+  config::Config config_;
+  SimSlot slot_;
+  std::vector<WalTxn> wal_;  // every transaction the schedule commits, arrived or not
+  std::map<std::string, std::pair<std::size_t, std::size_t>> where_;  // event id → transaction, row
+  const kafka::SlotIdentity identity_{"7000000000000000001", "shop", "pgoutbox"};
+  relay::Relay* relay_ = nullptr;
+  SimSource* source_ = nullptr;
+  relay::Clock::time_point quiet_{};
+  relay::Clock::time_point drain_deadline_{};
+  relay::Clock::time_point restart_at_{};
+  std::size_t verified_ = 0;
+  std::uint64_t largest_ = 0;
+  bool any_poison_ = false;
+  std::uint64_t poison_rows_ = 0;
+  milliseconds drain_bound_{0};
+  bool done_ = false;
+  bool finishing_ = false;
+  bool stopping_on_purpose_ = false;
+  bool stopped_for_poison_ = false;
+  bool drain_watch_armed_ = false;
+  Verdict verdict_;
+};
+
+}  // namespace
+
+Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
+  Rng rng(seed * 0x9E3779B97F4A7C15ULL + 1);
+  auto chance = [&](double p) { return std::bernoulli_distribution(p)(rng); };
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Schedule s;
+  s.seed = seed;
+  s.delivery = delivery;
+  s.transactions = uniform(1, 40);
+  s.max_rows = uniform(1, 20);
+  s.huge = chance(0.1) ? 0.03 : 0;
+  s.poison = chance(0.25) ? 0.02 : 0;
+  s.keys = uniform(1, 4);
+  s.policy = chance(0.85) ? config::PoisonPolicy::dead_letter : config::PoisonPolicy::stop;
+  s.max_retries = static_cast<std::uint32_t>(uniform(0, 2));
+  const std::uint64_t caps[] = {20, 200, 20'000};
+  s.max_in_flight_records = caps[uniform(0, 2)];
+  s.checkpoint_interval = milliseconds(chance(0.5) ? 50 : 1000);
+  s.transaction_interval = milliseconds(chance(0.5) ? 20 : 100);
+  s.send_when_caught_up = chance(0.8);
+  const std::size_t queues[] = {10, 100, 100'000};
+  s.queue_capacity = queues[uniform(0, 2)];
+  s.commit_aborts = chance(0.3) ? 0.05 : 0;
+  s.dead_letter_refuses = chance(0.05);
+  const int faults = uniform(0, 4);
+  for (int i = 0; i < faults; ++i) {
+    Fault f{static_cast<Fault::Kind>(uniform(0, 5)), milliseconds(uniform(0, 5000)), 0ms};
+    switch (f.kind) {
+      case Fault::Kind::kafka_outage:
+        f.length = milliseconds(uniform(100, 8000));
+        break;
+      case Fault::Kind::relay_crash:
+      case Fault::Kind::relay_stop:
+        f.length = milliseconds(uniform(10, 2000));
+        break;
+      default:
+        break;
+    }
+    s.faults.push_back(f);
+  }
+  return s;
+}
+
+Schedule Schedule::with_faults(std::uint64_t mask) const {
+  Schedule s = *this;
+  s.faults.clear();
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    if ((mask >> i) & 1U) s.faults.push_back(faults[i]);
+  }
+  return s;
+}
+
+std::string Schedule::describe() const {
+  std::string out = fmt::format(
+      "seed {} ({}): {} transaction(s) of 1..{} rows{}{}, {} key(s); policy {}, max_retries {}, "
+      "max_in_flight_records {}, checkpoint every {} ms, transaction_interval {} ms, send_when_caught_up {}; "
+      "producer queue {}, commit aborts {}{}",
+      seed, delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once", transactions, max_rows,
+      huge > 0 ? ", some of thousands" : "", poison > 0 ? ", poison rows" : "", keys,
+      policy == config::PoisonPolicy::stop ? "stop" : "dead-letter", max_retries, max_in_flight_records,
+      checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, queue_capacity,
+      commit_aborts, dead_letter_refuses ? ", the dead-letter topic refuses" : "");
+  for (const auto& f : faults) {
+    out += fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind));
+    if (f.length.count() > 0) out += fmt::format(" for {} ms", f.length.count());
+  }
+  if (faults.empty()) out += "\n  no faults";
+  return out;
+}
+
+std::string Schedule::replay_arguments() const {
+  // The faults kept after shrinking are named by their index in the seed's own list.
+  const auto full = from_seed(seed, delivery);
+  std::uint64_t mask = 0;
+  for (const auto& f : faults) {
+    for (std::size_t i = 0; i < full.faults.size(); ++i) {
+      if (full.faults[i].kind == f.kind && full.faults[i].at == f.at && full.faults[i].length == f.length)
+        mask |= 1ULL << i;
+    }
+  }
+  return fmt::format("--mode {} --seed {} --faults {} --transactions {}",
+                     delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once", seed, mask,
+                     transactions);
+}
+
+Verdict simulate(const Schedule& schedule, bool strict) { return Run(schedule, strict).go(); }
+
+Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::uint64_t count, bool strict) {
+  Campaign c;
+  for (std::uint64_t seed = first_seed; seed < first_seed + count; ++seed) {
+    const auto schedule = Schedule::from_seed(seed, delivery);
+    const auto verdict = simulate(schedule, strict);
+    ++c.schedules;
+    c.known_reorders += verdict.known_reorders;
+    c.rows += verdict.rows;
+    c.processes += verdict.processes;
+    c.sessions += verdict.sessions;
+    c.duplicates += verdict.duplicates;
+    c.virtual_time += verdict.virtual_time;
+    if (!verdict.ok) {
+      c.failed = shrink(schedule, strict);
+      c.failure = simulate(*c.failed, strict);
+      if (c.failure.ok) {  // cannot happen: a schedule replays exactly
+        c.failed = schedule;
+        c.failure = verdict;
+      }
+      break;
+    }
+  }
+  return c;
+}
+
+std::string report(const Campaign& c) {
+  std::string out = fmt::format(
+      "{} schedule(s): {} row(s), {} process(es), {} session(s), {} duplicate(s) read, {} s of virtual time", c.schedules,
+      c.rows, c.processes, c.sessions, c.duplicates, c.virtual_time.count() / 1000);
+  if (c.known_reorders > 0)
+    out += fmt::format("; known open defect: {} record(s) refused with a batch landed after a later record of their key",
+                       c.known_reorders);
+  if (c.failed) {
+    out += fmt::format("\nFAILED: {}\nminimal schedule: {}\nreplay: scripts/simulate.sh {}", c.failure.failure,
+                       c.failed->describe(), c.failed->replay_arguments());
+  }
+  return out;
+}
+
+Schedule shrink(const Schedule& failing, bool strict) {
+  Schedule best = failing;
+  bool smaller = true;
+  while (smaller) {
+    smaller = false;
+    for (std::size_t i = 0; i < best.faults.size(); ++i) {
+      auto candidate = best;
+      candidate.faults.erase(candidate.faults.begin() + static_cast<std::ptrdiff_t>(i));
+      if (!simulate(candidate, strict).ok) {
+        best = std::move(candidate);
+        smaller = true;
+        break;
+      }
+    }
+    if (!smaller && best.transactions > 1) {
+      auto candidate = best;
+      candidate.transactions = best.transactions / 2;
+      if (!simulate(candidate, strict).ok) {
+        best = std::move(candidate);
+        smaller = true;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace pgoutbox::sim
