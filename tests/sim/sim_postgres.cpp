@@ -10,6 +10,18 @@ namespace rt = relay::testing;
 namespace {
 constexpr std::size_t kMessagesPerRead = 64;  // what one read of the socket hands over
 constexpr auto kKeepaliveInterval = 500ms;
+
+rt::Bytes message(const Row& row, Lsn lsn) {
+  const std::string envelope =
+      fmt::format(R"({{"id":"{}","aggregatetype":"{}","aggregateid":"{}","payload":{}}})", row.event_id, row.type,
+                  row.key, row.poison ? R"({"POISON":true})" : "{}");
+  return rt::MessageBuilder('M')
+      .int8(row.kind == Row::Kind::message ? 1 : 0)
+      .int64(lsn.value)
+      .string("outbox")
+      .int32(static_cast<std::uint32_t>(envelope.size()))
+      .raw(envelope);
+}
 }  // namespace
 
 SimSource::SimSource(SimSlot& slot, test::VirtualClock& clock, Rng& rng, std::function<void(Lsn)> on_flush,
@@ -89,7 +101,12 @@ void SimSource::pump() {
     caught_up_told_ = false;
     ++handed;
     before_each_();
-    if (part_ == 0) {
+    if (txn.non_transactional_message()) {
+      const auto m = message(txn.rows[0], txn.end_lsn);
+      ++txn_;
+      if (txn.end_lsn > received_) received_ = txn.end_lsn;
+      handler_->on_data(replication::XLogData{txn.end_lsn, txn.end_lsn, 0, m});
+    } else if (part_ == 0) {
       if (!relation_sent_) {
         relation_sent_ = true;
         const auto r = rt::relation();
@@ -101,9 +118,11 @@ void SimSource::pump() {
       handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, b});
     } else if (part_ <= txn.rows.size()) {
       const auto& row = txn.rows[part_ - 1];
-      const auto i = rt::insert(row.id, row.key, row.poison ? R"({"POISON":true})" : "{}", row.type);
+      const auto change = row.kind == Row::Kind::message
+                              ? message(row, txn.commit_lsn)
+                              : rt::insert(row.id, row.key, row.poison ? R"({"POISON":true})" : "{}", row.type);
       ++part_;
-      handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, i});
+      handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, change});
     } else {
       const auto c = rt::commit(txn.commit_lsn.value, txn.end_lsn.value);
       part_ = 0;

@@ -20,12 +20,18 @@ struct Row {
   std::string key;
   std::string type;  // aggregatetype: the topic's suffix
   bool poison = false;
+  // A logical decoding message (pg_logical_emit_message) instead of an insert: transactional in
+  // its transaction; non-transactional, alone between transactions (poison NON_TRANSACTIONAL).
+  enum class Kind { insert, message, non_transactional_message } kind = Kind::insert;
 };
 
 struct WalTxn {
   Lsn commit_lsn;
-  Lsn end_lsn;
+  Lsn end_lsn;  // a non-transactional message's own LSN
   std::vector<Row> rows;
+  bool non_transactional_message() const {
+    return rows.size() == 1 && rows[0].kind == Row::Kind::non_transactional_message;
+  }
 };
 
 struct SimSlot {

@@ -95,6 +95,9 @@ class Run {
     c.kafka.transaction_interval = s.transaction_interval;
     c.kafka.send_when_caught_up = s.send_when_caught_up;
     c.shutdown_timeout = 5s;
+    config::MessageConfig m;
+    m.prefix = "outbox";
+    c.messages.push_back(m);
     return c;
   }
 
@@ -117,6 +120,30 @@ class Run {
     int id = 0;
     for (int i = 0; i < s_.transactions; ++i) {
       WalTxn txn;
+      if (std::bernoulli_distribution(s_.messages / 4)(plan)) {
+        // A non-transactional message: alone, between transactions.
+        Row row;
+        row.id = ++id;
+        row.event_id = fmt::format("00000000-0000-0000-0000-{:012d}", row.id);
+        row.key = "k1";
+        row.type = "A";
+        row.kind = Row::Kind::non_transactional_message;
+        any_poison_ = true;
+        where_[row.event_id] = {static_cast<std::size_t>(i), 0};
+        txn.rows.push_back(std::move(row));
+        position += std::uniform_int_distribution<int>(8, 400)(plan);
+        txn.commit_lsn = txn.end_lsn = Lsn{position};
+        position += std::uniform_int_distribution<int>(0, 200)(plan);
+        verdict_.rows += 1;
+        wal_.push_back(std::move(txn));
+        const Lsn server_end{position};
+        clock_.schedule(start_ + milliseconds(times[static_cast<std::size_t>(i)]), [this, i, server_end] {
+          slot_.wal.push_back(wal_[static_cast<std::size_t>(i)]);
+          slot_.wal_end = server_end;
+          if (source_ != nullptr) source_->wake();
+        });
+        continue;
+      }
       const bool huge = std::bernoulli_distribution(s_.huge)(plan);
       const int rows = huge ? std::uniform_int_distribution<int>(200, 1500)(plan)
                             : std::uniform_int_distribution<int>(1, s_.max_rows)(plan);
@@ -127,6 +154,7 @@ class Run {
         row.key = fmt::format("k{}", std::uniform_int_distribution<int>(1, s_.keys)(plan));
         row.type = std::bernoulli_distribution(0.5)(plan) ? "A" : "B";
         row.poison = std::bernoulli_distribution(s_.poison)(plan);
+        if (std::bernoulli_distribution(s_.messages)(plan)) row.kind = Row::Kind::message;
         if (row.poison) {
           any_poison_ = true;
           ++poison_rows_;
@@ -311,7 +339,7 @@ class Run {
   }
 
   bool durable(const Row& row) const {
-    if (!row.poison) return kafka_.visible_copies(topic_of(row), row.event_id) > 0;
+    if (!row.poison && row.kind != Row::Kind::non_transactional_message) return kafka_.visible_copies(topic_of(row), row.event_id) > 0;
     if (s_.policy == config::PoisonPolicy::dead_letter) return kafka_.visible_copies(kDeadLetterTopic, row.event_id) > 0;
     return false;
   }
@@ -470,6 +498,7 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
   s.huge = chance(0.1) ? 0.03 : 0;
   s.poison = chance(0.25) ? 0.02 : 0;
   s.keys = uniform(1, 4);
+  s.messages = chance(0.3) ? 0.2 : 0;
   s.policy = chance(0.85) ? config::PoisonPolicy::dead_letter : config::PoisonPolicy::stop;
   s.max_retries = static_cast<std::uint32_t>(uniform(0, 2));
   const std::uint64_t caps[] = {20, 200, 20'000};
@@ -511,11 +540,12 @@ Schedule Schedule::with_faults(std::uint64_t mask) const {
 
 std::string Schedule::describe() const {
   std::string out = fmt::format(
-      "seed {} ({}): {} transaction(s) of 1..{} rows{}{}, {} key(s); policy {}, max_retries {}, "
+      "seed {} ({}): {} transaction(s) of 1..{} rows{}{}{}, {} key(s); policy {}, max_retries {}, "
       "max_in_flight_records {}, checkpoint every {} ms, transaction_interval {} ms, send_when_caught_up {}; "
       "producer queue {}, commit aborts {}{}",
       seed, delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once", transactions, max_rows,
-      huge > 0 ? ", some of thousands" : "", poison > 0 ? ", poison rows" : "", keys,
+      huge > 0 ? ", some of thousands" : "", poison > 0 ? ", poison rows" : "",
+      messages > 0 ? ", logical decoding messages" : "", keys,
       policy == config::PoisonPolicy::stop ? "stop" : "dead-letter", max_retries, max_in_flight_records,
       checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, queue_capacity,
       commit_aborts, dead_letter_refuses ? ", the dead-letter topic refuses" : "");

@@ -39,6 +39,7 @@ struct Schedule {
   double huge = 0;           // share of transactions of thousands of rows
   double poison = 0;         // share of rows Kafka refuses (too large)
   int keys = 1;
+  double messages = 0;  // share of changes written as logical decoding messages
   // The configuration.
   config::PoisonPolicy policy = config::PoisonPolicy::dead_letter;
   std::uint32_t max_retries = 1;
