@@ -190,6 +190,13 @@ void Relay::apply_backpressure() {
       static_cast<double>(in_flight_bytes_) <= static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio) {
     source_->resume();
     observer_.paused(false);
+    return;
+  }
+  // Exactly-once, paused between transactions (the producer's queue was full at the end of one,
+  // and more is outstanding than the caps resume at): only a commit acknowledges those records,
+  // and a paused stream brings no boundary that would start it. The simulator found this stall.
+  if (eos_ && kafka_txn_open_ && !committing_) {
+    boost::asio::post(io_, [this] { maybe_commit(true); });
   }
 }
 
