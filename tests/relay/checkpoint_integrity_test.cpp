@@ -23,8 +23,15 @@ const kafka::SlotIdentity kSlot{"7000000000000000001", "shop", "pgoutbox"};
 const kafka::CheckpointKey kKey{std::string(kTestSigningKey)};
 
 kafka::Checkpoint checkpoint_at(std::uint64_t lsn) {
-  return kafka::Checkpoint{
-      .slot = kSlot, .timeline = 1, .lsn = Lsn{lsn}, .delivery = "at-least-once", .transactional_id = "", .mac = {}};
+  return kafka::Checkpoint{.slot = kSlot,
+                           .timeline = 1,
+                           .lsn = Lsn{lsn},
+                           .delivery = "at-least-once",
+                           .transactional_id = "",
+                           .mac = {},
+                           .xid = static_cast<std::uint32_t>(lsn),  // the harness's transaction ending there
+                           .commit_time = 0,
+                           .version = kafka::kCheckpointVersion};
 }
 
 kafka::Checkpoint signed_at(std::uint64_t lsn, const kafka::CheckpointKey& key = kKey) {
@@ -92,7 +99,7 @@ TEST(CheckpointScan, AForgedRecordUnderTheSlotsKeyIsRefusedAndTheGenuineOneKept)
   EXPECT_NE(scan.refused[2].reason.find("not a checkpoint"), std::string::npos) << scan.refused[2].reason;
 
   const auto resume = trust_checkpoint(scan, facts());
-  EXPECT_EQ(resume.skip_below, Lsn{0x2000});
+  EXPECT_EQ(resume.skip_below(), Lsn{0x2000});
   EXPECT_EQ(resume.refused_records, 3U);
   ASSERT_EQ(resume.warnings.size(), 3U);
   EXPECT_NE(resume.warnings[0].find("partition 0 offset 11"), std::string::npos) << resume.warnings[0];
@@ -139,7 +146,7 @@ TEST(CheckpointTrust, WithoutASigningKeyNothingIsSkipped) {
   feed(scan, kSlot.key(), kafka::encode(checkpoint_at(0x8000)), nullptr);
   ASSERT_TRUE(scan.mine);
   const auto resume = trust_checkpoint(scan, facts(false));
-  EXPECT_EQ(resume.skip_below, Lsn{});
+  EXPECT_EQ(resume.skip_below(), Lsn{});
   EXPECT_NE(resume.note.find("not signed"), std::string::npos) << resume.note;
 }
 
@@ -151,12 +158,12 @@ TEST(CheckpointTrust, EveryFieldMustAgreeWithThisInstance) {
     scan.mine = checkpoint_at(0x5000);
     change(*scan.mine);
     const auto resume = trust_checkpoint(scan, facts());
-    EXPECT_EQ(resume.skip_below, Lsn{}) << kafka::encode(*scan.mine);
+    EXPECT_EQ(resume.skip_below(), Lsn{}) << kafka::encode(*scan.mine);
     EXPECT_FALSE(resume.warnings.empty()) << kafka::encode(*scan.mine);
   }
   kafka::CheckpointScan scan;
   scan.mine = checkpoint_at(0x5000);
-  EXPECT_EQ(trust_checkpoint(scan, facts()).skip_below, Lsn{0x5000});
+  EXPECT_EQ(trust_checkpoint(scan, facts()).skip_below(), Lsn{0x5000});
 }
 
 TEST(ReservedTopics, ATemplateThatCanReachOneIsRefusedUnlessItsPatternExcludesIt) {

@@ -349,6 +349,7 @@ struct Harness {
     if (config.delivery == config::Delivery::exactly_once) start.transactional_id = "pgoutbox-test";
     start.read_checkpoints = checkpoints;
     start.refused = refused;
+    start.refused_checkpoints = refused_checkpoints;
     const auto outcome = relay.run(source, std::move(start));
     counters = relay.counters();
     relay_ = nullptr;
@@ -373,6 +374,8 @@ struct Harness {
   // What the checkpoint topic holds at start; empty: no checkpoint this session.
   std::function<kafka::CheckpointScan()> checkpoints;
   std::shared_ptr<RefusedRecords> refused = std::make_shared<RefusedRecords>();
+  // Checkpoints found written over another WAL history: kept across runs, as by one process.
+  std::shared_ptr<RefusedCheckpoints> refused_checkpoints = std::make_shared<RefusedCheckpoints>();
 
  private:
   Relay* relay_ = nullptr;

@@ -24,6 +24,7 @@ enum class Fatal : int {
   tls = 20,               // the server's TLS certificate failed verification
   server_version = 21,    // PostgreSQL 13 or older, or a feature the server's major lacks (failover slots before 17)
   fenced = 22,            // exactly-once: another instance with the same transactional.id took over
+  checkpoint_hidden = 23,  // exactly-once: an open Kafka transaction hides the end of the checkpoint topic
 };
 
 struct Outcome {
