@@ -250,8 +250,7 @@ std::optional<Checkpoint> decode(std::string_view json) {
   simdjson::dom::element root;
   if (parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS) return std::nullopt;
   std::int64_t version = 0;
-  if (root["version"].get(version) != simdjson::SUCCESS || version < kUnsignedVersion ||
-      version > kCheckpointVersion)
+  if (root["version"].get(version) != simdjson::SUCCESS || version < kUnsignedVersion || version > kCheckpointVersion)
     return std::nullopt;
   Checkpoint c;
   c.version = static_cast<int>(version);
@@ -414,9 +413,8 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
   }
   rd_kafka_assign(rk, nullptr);
   if (!scan.hidden.empty() || held_since) {
-    spdlog::log(scan.hidden.empty() ? spdlog::level::info : spdlog::level::warn,
-                "checkpoint topic {}: {}", settings.topic,
-                scan.hidden.empty() ? "the open transaction ended; read to the end" : scan.hidden);
+    spdlog::log(scan.hidden.empty() ? spdlog::level::info : spdlog::level::warn, "checkpoint topic {}: {}",
+                settings.topic, scan.hidden.empty() ? "the open transaction ended; read to the end" : scan.hidden);
   }
   return scan;
 }

@@ -308,14 +308,15 @@ struct Harness {
   explicit Harness(config::Config c = test_config()) : config(std::move(c)) {}
 
   Outcome run(std::vector<std::function<void()>> steps = {}, Lsn slot_confirmed = Lsn{0x100}) {
-    Observer observer;
+    Observer no_observer;
+    Observer& heard = observer != nullptr ? *observer : no_observer;
     Relay relay(
         config, io,
         [this](kafka::SinkOptions o) {
           ++script.sinks_opened;
           return std::make_unique<FakeSink>(script, std::move(o));
         },
-        observer);
+        heard);
     relay_ = &relay;
     boost::asio::steady_timer tick(io);
     std::size_t next = 0;
@@ -376,6 +377,7 @@ struct Harness {
   std::shared_ptr<RefusedRecords> refused = std::make_shared<RefusedRecords>();
   // Checkpoints found written over another WAL history: kept across runs, as by one process.
   std::shared_ptr<RefusedCheckpoints> refused_checkpoints = std::make_shared<RefusedCheckpoints>();
+  Observer* observer = nullptr;  // hears the relay when set
 
  private:
   Relay* relay_ = nullptr;
