@@ -47,9 +47,10 @@ std::optional<Outcome> Relay::resume_from_checkpoint() {
 // publishes everything after the slot's position.
 bool Relay::other_history(std::optional<std::string> why) {
   if (!why) return false;
-  spdlog::error("checkpoint: {}; it is refused for as long as this process runs, and the transactions after the "
-                "slot's position {} are published again (nothing skipped was confirmed)",
-                *why, start_.slot_confirmed.to_string());
+  spdlog::error(
+      "checkpoint: {}; it is refused for as long as this process runs, and the transactions after the "
+      "slot's position {} are published again (nothing skipped was confirmed)",
+      *why, start_.slot_confirmed.to_string());
   start_.refused_checkpoints->insert(*proof_.expected());
   observer_.checkpoints_refused(1);
   finish(Outcome::reconnect("the checkpoint was written over another WAL history: " + *why));

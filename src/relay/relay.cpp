@@ -246,7 +246,8 @@ void Relay::on_begin(const pgoutput::BeginData& begin) {
   if (!skipping_ && !skip_reported_ && counters_.checkpoint_skipped_transactions > 0) {
     skip_reported_ = true;
     spdlog::info("skipped {} transaction(s) ({} outbox row(s)) already in Kafka by the checkpoint at {}",
-                 counters_.checkpoint_skipped_transactions, counters_.checkpoint_skipped_rows, proof_.skip_below().to_string());
+                 counters_.checkpoint_skipped_transactions, counters_.checkpoint_skipped_rows,
+                 proof_.skip_below().to_string());
   }
 }
 
