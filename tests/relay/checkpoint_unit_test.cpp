@@ -59,9 +59,15 @@ TEST(Checkpoint, RecordRoundTripsAndIsKeyedBySlotIdentity) {
 }
 
 TEST(Checkpoint, AnythingButAVersionOneCheckpointIsNotOne) {
-  for (const std::string bad : {"", "{}", "null", "{\"version\":2}", "[1]", "{\"version\":1,\"lsn\":\"0/10\"}",
-                                R"({"version":1,"system_id":"1","database":"d","slot":"s","timeline":1,"lsn":"zz",)"
-                                R"("delivery":"at-least-once","transactional_id":""})"}) {
+  for (const std::string bad :
+       {"", "{}", "null", "{\"version\":2}", "[1]", "{\"version\":1,\"lsn\":\"0/10\"}",
+        R"({"version":1,"system_id":"1","database":"d","slot":"s","timeline":1,"lsn":"zz",)"
+        R"("delivery":"at-least-once","transactional_id":""})",
+        // version 3 names its transaction; without it, it is none
+        R"({"version":3,"system_id":"1","database":"d","slot":"s","timeline":1,"lsn":"0/10",)"
+        R"("delivery":"at-least-once","transactional_id":"","mac":""})",
+        R"({"version":4,"system_id":"1","database":"d","slot":"s","timeline":1,"lsn":"0/10",)"
+        R"("delivery":"at-least-once","transactional_id":"","mac":"","xid":1,"commit_time":1})"}) {
     EXPECT_FALSE(kafka::decode(bad)) << bad;
   }
 }
