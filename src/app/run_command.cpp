@@ -218,12 +218,14 @@ int run(const std::string& config_path) {
   bool ever_streamed = false;
   // Exactly-once: records Kafka refused, remembered across sessions (their retries are sessions).
   const auto refused_records = std::make_shared<relay::RefusedRecords>();
+  // Checkpoints a session found written over another WAL history: not trusted again.
+  const auto refused_checkpoints = std::make_shared<relay::RefusedCheckpoints>();
   while (!signals.stop_requested()) {
     const auto started = std::chrono::steady_clock::now();
     if (const auto refused = mapping_refused(cfg)) return *refused;
     relay::Outcome outcome;
     try {
-      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed, refused_records});
+      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed, refused_records, refused_checkpoints});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);

@@ -20,8 +20,8 @@
 namespace pgoutbox::kafka {
 namespace {
 
-constexpr int kVersion = 2;          // written: signed when a key is configured
 constexpr int kUnsignedVersion = 1;  // read: written before checkpoints were signed
+constexpr int kUnmarkedVersion = 2;  // read: signed, without the transaction it covers
 
 void field(std::string& out, std::string_view name, std::string_view value) {
   out += out.size() > 1 ? ",\"" : "\"";
@@ -51,9 +51,11 @@ struct MetadataDeleter {
 
 int millis(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
 
-// A consumer that reads only what is committed and never joins a group or commits offsets.
-// `authentication_fix` is what a refused login logs as its fix; it outlives the consumer.
-KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authentication_fix) {
+// A consumer that never joins a group or commits offsets, reading only what is committed unless
+// `uncommitted` (which only asks where the partitions end). `authentication_fix` is what a
+// refused login logs as its fix; it outlives the consumer.
+KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authentication_fix,
+                          bool uncommitted = false) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   std::map<std::string, std::string> props;
@@ -64,7 +66,7 @@ KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authe
   props["group.id"] = "pgoutbox-checkpoint-reader";
   props["enable.auto.commit"] = "false";
   props["enable.auto.offset.store"] = "false";
-  props["isolation.level"] = "read_committed";
+  props["isolation.level"] = uncommitted ? "read_uncommitted" : "read_committed";
   props["enable.partition.eof"] = "true";
   props["auto.offset.reset"] = "earliest";
   props["client.id"] = "pgoutbox-checkpoint";
@@ -117,6 +119,24 @@ int partitions_of(rd_kafka_t* rk, const std::string& topic, std::chrono::millise
   return t.partition_cnt;
 }
 
+// Each partition's high watermark: past every record written, committed or not. Asked with
+// read_uncommitted, as ListOffsets answers read_committed with the last stable offset.
+std::vector<std::int64_t> high_watermarks(const CheckpointSettings& settings, int partitions,
+                                          std::string& authentication_fix) {
+  const auto probe = open_consumer(settings, authentication_fix, true);
+  std::vector<std::int64_t> high(static_cast<std::size_t>(partitions));
+  for (int p = 0; p < partitions; ++p) {
+    std::int64_t low = 0;
+    const auto err = rd_kafka_query_watermark_offsets(probe.get(), settings.topic.c_str(), p, &low,
+                                                      &high[static_cast<std::size_t>(p)], millis(settings.timeout));
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      throw std::runtime_error(fmt::format("cannot ask where checkpoint topic {} partition {} ends: {}", settings.topic,
+                                           p, rd_kafka_err2str(err)));
+    }
+  }
+  return high;
+}
+
 // Creates the topic compacted, with one partition and the broker's replication factor. Returns
 // a warning when it cannot (an authoriser that refuses, a policy).
 std::string create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
@@ -153,9 +173,20 @@ std::string create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::
 
 }  // namespace
 
+Checkpoint checkpoint_of(const SlotIdentity& slot, const TransactionMark& last) {
+  Checkpoint c;
+  c.slot = slot;
+  c.lsn = last.end_lsn;
+  c.xid = last.xid;
+  c.commit_time = last.commit_time;
+  return c;
+}
+
 std::string signed_text(const Checkpoint& c) {
-  // Domain-separated, every field length-prefixed: no two checkpoints share a text.
-  std::string out = "pgoutbox checkpoint v2\n";
+  // Domain-separated by version, every field length-prefixed: no two checkpoints share a text,
+  // and a version-2 record (which has no transaction) keeps verifying as it was signed.
+  const bool marked = c.version >= kCheckpointVersion;
+  std::string out = marked ? "pgoutbox checkpoint v3\n" : "pgoutbox checkpoint v2\n";
   for (const std::string_view part :
        {std::string_view(c.slot.system_id), std::string_view(c.slot.database), std::string_view(c.slot.slot),
         std::string_view(c.delivery), std::string_view(c.transactional_id)}) {
@@ -164,6 +195,7 @@ std::string signed_text(const Checkpoint& c) {
     out += '\n';
   }
   out += fmt::format("timeline:{}\nlsn:{}\n", c.timeline, c.lsn.to_string());
+  if (marked) out += fmt::format("xid:{}\ncommit_time:{}\n", c.xid, c.commit_time);
   return out;
 }
 
@@ -199,7 +231,7 @@ bool CheckpointKey::verifies(const Checkpoint& c) const {
 
 std::string encode(const Checkpoint& c) {
   std::string out = "{";
-  out += fmt::format("\"version\":{}", kVersion);
+  out += fmt::format("\"version\":{}", c.version);
   field(out, "system_id", c.slot.system_id);
   field(out, "database", c.slot.database);
   field(out, "slot", c.slot.slot);
@@ -207,7 +239,8 @@ std::string encode(const Checkpoint& c) {
   field(out, "lsn", c.lsn.to_string());
   field(out, "delivery", c.delivery);
   field(out, "transactional_id", c.transactional_id);
-  field(out, "mac", c.mac);
+  if (c.version >= kCheckpointVersion) out += fmt::format(",\"xid\":{},\"commit_time\":{}", c.xid, c.commit_time);
+  if (c.version >= kUnmarkedVersion) field(out, "mac", c.mac);
   out += '}';
   return out;
 }
@@ -217,9 +250,10 @@ std::optional<Checkpoint> decode(std::string_view json) {
   simdjson::dom::element root;
   if (parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS) return std::nullopt;
   std::int64_t version = 0;
-  if (root["version"].get(version) != simdjson::SUCCESS || (version != kVersion && version != kUnsignedVersion))
+  if (root["version"].get(version) != simdjson::SUCCESS || version < kUnsignedVersion || version > kCheckpointVersion)
     return std::nullopt;
   Checkpoint c;
+  c.version = static_cast<int>(version);
   std::string_view text;
   const auto string_field = [&](const char* name, std::string& into) {
     if (root[name].get(text) != simdjson::SUCCESS) return false;
@@ -233,7 +267,14 @@ std::optional<Checkpoint> decode(std::string_view json) {
       !string_field("transactional_id", c.transactional_id) || root["timeline"].get(timeline) != simdjson::SUCCESS) {
     return std::nullopt;
   }
-  if (version == kVersion && !string_field("mac", c.mac)) return std::nullopt;
+  if (version >= kUnmarkedVersion && !string_field("mac", c.mac)) return std::nullopt;
+  if (version >= kCheckpointVersion) {
+    std::uint64_t xid = 0;
+    if (root["xid"].get(xid) != simdjson::SUCCESS || xid > UINT32_MAX ||
+        root["commit_time"].get(c.commit_time) != simdjson::SUCCESS)
+      return std::nullopt;
+    c.xid = static_cast<std::uint32_t>(xid);
+  }
   const auto parsed = Lsn::parse(lsn);
   if (!parsed || timeline < 0 || timeline > INT32_MAX) return std::nullopt;
   c.lsn = *parsed;
@@ -302,6 +343,10 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
     scan.warning = create_topic(rk, settings.topic, settings.timeout);
     return scan;  // a topic just created holds nothing
   }
+  // Where this read must get to: what was written before it began. read_committed ends at the
+  // last stable offset instead, before the first record of a transaction still open there; a
+  // record of this slot after it is hidden until that transaction ends (docs/spec.md I11).
+  const auto high = high_watermarks(settings, partitions, fix);
   const std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionsDeleter> assignment(
       rd_kafka_topic_partition_list_new(partitions));
   for (int p = 0; p < partitions; ++p)
@@ -309,12 +354,24 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
   if (const auto err = rd_kafka_assign(rk, assignment.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
     throw std::runtime_error(fmt::format("cannot read checkpoint topic {}: {}", settings.topic, rd_kafka_err2str(err)));
 
-  // read_committed: the end of each partition is its last stable offset, past any transaction
-  // still open (init_transactions has aborted this slot's own before this is called).
   std::set<int> at_end;
+  std::map<int, std::int64_t> held;  // partitions read to their last stable offset, short of `high`
+  std::optional<std::chrono::steady_clock::time_point> held_since;
   const auto deadline = std::chrono::steady_clock::now() + settings.timeout;
   while (static_cast<int>(at_end.size()) < partitions) {
-    if (std::chrono::steady_clock::now() > deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool only_held = static_cast<int>(at_end.size() + held.size()) == partitions;
+    if (only_held && now > *held_since + settings.hidden_wait) {
+      const auto& [p, stable] = *held.begin();
+      scan.hidden = fmt::format(
+          "partition {} of checkpoint topic {} ends at offset {} for read_committed, short of {}, for {} ms: a "
+          "Kafka transaction opened there is still open (an exactly-once instance killed while writing, whose "
+          "transaction the coordinator aborts transaction.timeout.ms after it began), and a newer checkpoint of "
+          "this slot may be behind it",
+          p, settings.topic, stable, high[static_cast<std::size_t>(p)], settings.hidden_wait.count());
+      break;
+    }
+    if (!only_held && now > deadline) {
       rd_kafka_assign(rk, nullptr);
       throw std::runtime_error(fmt::format("reading checkpoint topic {} to its end took longer than {} ms",
                                            settings.topic, settings.timeout.count()));
@@ -324,7 +381,18 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
     const std::unique_ptr<rd_kafka_message_t, decltype(&rd_kafka_message_destroy)> owned(msg,
                                                                                          &rd_kafka_message_destroy);
     if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      at_end.insert(msg->partition);
+      if (msg->offset >= high[static_cast<std::size_t>(msg->partition)]) {
+        at_end.insert(msg->partition);
+        held.erase(msg->partition);
+      } else if (held.emplace(msg->partition, msg->offset).second && !held_since) {
+        held_since = now;
+        spdlog::warn(
+            "checkpoint topic {} partition {}: read_committed ends at offset {}, short of the {} written before "
+            "this read began: a Kafka transaction there is still open, and a newer checkpoint of this slot may be "
+            "behind it; waiting up to {} ms for it to be committed or aborted",
+            settings.topic, msg->partition, msg->offset, high[static_cast<std::size_t>(msg->partition)],
+            settings.hidden_wait.count());
+      }
       continue;
     }
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -337,13 +405,32 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
       spdlog::debug("checkpoint reader: {}", rd_kafka_message_errstr(msg));
       continue;
     }
+    held.erase(msg->partition);  // it moves again: its end is read anew
     const std::string_view record_key(msg->key != nullptr ? static_cast<const char*>(msg->key) : "", msg->key_len);
     std::optional<std::string_view> value;
     if (msg->payload != nullptr) value = std::string_view(static_cast<const char*>(msg->payload), msg->len);
     scan_record(scan, identity, transactional_id, key, record_key, value, msg->partition, msg->offset);
   }
   rd_kafka_assign(rk, nullptr);
+  if (!scan.hidden.empty() || held_since) {
+    spdlog::log(scan.hidden.empty() ? spdlog::level::info : spdlog::level::warn, "checkpoint topic {}: {}",
+                settings.topic, scan.hidden.empty() ? "the open transaction ended; read to the end" : scan.hidden);
+  }
   return scan;
+}
+
+std::chrono::milliseconds hidden_end_wait(const std::map<std::string, std::string>& properties, bool exactly_once) {
+  using namespace std::chrono_literals;
+  if (!exactly_once) return 10s;
+  std::chrono::milliseconds timeout = 60s;  // librdkafka's transaction.timeout.ms
+  if (const auto it = properties.find("transaction.timeout.ms"); it != properties.end()) {
+    try {
+      timeout = std::chrono::milliseconds(std::stoll(it->second));
+    } catch (const std::exception&) {
+      // librdkafka refuses it when the producer is created, with the property's name.
+    }
+  }
+  return timeout + 15s;
 }
 
 }  // namespace pgoutbox::kafka

@@ -55,6 +55,26 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
                     facts.transactional_id, other.slot.slot, other.slot.database, other.slot.system_id));
     return resume;
   }
+  if (!scan.hidden.empty()) {
+    if (facts.delivery == config::Delivery::exactly_once) {
+      // An older checkpoint would publish again transactions whose Kafka transactions committed,
+      // which a read_committed consumer would see twice.
+      resume.refused = Outcome::fatal(
+          Fatal::checkpoint_hidden,
+          fmt::format("exactly-once cannot start without this slot's newest checkpoint: {}. Fix: start again once "
+                      "the transaction coordinator has aborted that transaction (after the transaction.timeout.ms of "
+                      "the producer that opened it; start that instance again to abort it at once), and give each "
+                      "slot's instances a checkpoint.topic of their own so one cannot hide another's",
+                      scan.hidden));
+      return resume;
+    }
+    // At-least-once: every checkpoint of this slot claims only what Kafka acknowledged, so an
+    // older one skips less; only duplicates can follow.
+    resume.warnings.push_back(fmt::format(
+        "{}; the newest checkpoint before it is used, which covers less: after a Postgres crash more events may "
+        "be published again",
+        scan.hidden));
+  }
   if (!scan.mine) {
     resume.note = "no checkpoint for this slot yet: nothing to skip";
     return resume;
@@ -72,6 +92,23 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
         "checkpoint at {} does not belong to this instance ({}): it is not used, and events after the slot's "
         "position {} may be published again",
         c.lsn.to_string(), why, facts.slot_confirmed.to_string()));
+    return resume;
+  }
+  if (c.version < kafka::kCheckpointVersion) {
+    // Its LSN may be a keepalive's position, past transactions that differ on a restored copy of
+    // the database, and it names no transaction the stream could prove the history by.
+    resume.warnings.push_back(fmt::format(
+        "checkpoint at {} was written by an older pgoutbox (checkpoint version {}), without the transaction it "
+        "covers: it is not used, and events after the slot's position {} may be published again; the next "
+        "checkpoint written replaces it",
+        c.lsn.to_string(), c.version, facts.slot_confirmed.to_string()));
+    return resume;
+  }
+  if (facts.refused != nullptr && facts.refused->contains(c.covers())) {
+    resume.warnings.push_back(fmt::format(
+        "checkpoint at {} was found written over another WAL history by an earlier session: it is not used, and "
+        "events after the slot's position {} are published again",
+        c.lsn.to_string(), facts.slot_confirmed.to_string()));
     return resume;
   }
   if (c.timeline != facts.timeline) {
@@ -93,10 +130,11 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
                               facts.slot_confirmed.to_string());
     return resume;
   }
-  resume.skip_below = c.lsn;
+  resume.skip_through = c.covers();
   resume.note = fmt::format(
-      "checkpoint at {} is ahead of the slot ({}): transactions up to it are already in Kafka and are skipped",
-      c.lsn.to_string(), facts.slot_confirmed.to_string());
+      "checkpoint at {} is ahead of the slot ({}): transactions up to it are already in Kafka and are skipped, "
+      "confirmed once the stream shows its transaction (xid {}) there",
+      c.lsn.to_string(), facts.slot_confirmed.to_string(), c.xid);
   return resume;
 }
 

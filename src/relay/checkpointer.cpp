@@ -29,24 +29,39 @@ std::optional<Outcome> Relay::resume_from_checkpoint() {
                                                          .server_position = start_.server_position,
                                                          .delivery = config_.delivery,
                                                          .transactional_id = start_.transactional_id,
-                                                         .signing = checkpoint_key_.has_value()});
+                                                         .signing = checkpoint_key_.has_value(),
+                                                         .refused = start_.refused_checkpoints.get()});
   for (const auto& warning : resume.warnings) spdlog::warn("checkpoint: {}", warning);
   if (resume.refused_records > 0) observer_.checkpoints_refused(resume.refused_records);
   if (resume.refused) return resume.refused;
   if (!resume.note.empty()) spdlog::info("checkpoint: {}", resume.note);
-  skip_below_ = resume.skip_below;
-  checkpoint_written_ = std::max(resume.skip_below, start_.slot_confirmed);
+  if (resume.skip_through) proof_ = SkipProof(*resume.skip_through, start_.slot_confirmed);
+  // Nothing at or below it is written again; nothing past it comes before the proof (SkipProof).
+  checkpoint_written_ = std::max(resume.skip_below(), start_.slot_confirmed);
   checkpointing_ = true;
   return std::nullopt;
 }
 
-kafka::Checkpoint Relay::checkpoint_at(Lsn lsn) const {
-  kafka::Checkpoint checkpoint{.slot = start_.identity,
-                               .timeline = start_.timeline,
-                               .lsn = lsn,
-                               .delivery = eos_ ? "exactly-once" : "at-least-once",
-                               .transactional_id = start_.transactional_id,
-                               .mac = {}};
+// The stream is not the WAL history the trusted checkpoint was written over (SkipProof): nothing
+// skipped was confirmed, so the session ends, and the next one, which no longer trusts it,
+// publishes everything after the slot's position.
+bool Relay::other_history(std::optional<std::string> why) {
+  if (!why) return false;
+  spdlog::error(
+      "checkpoint: {}; it is refused for as long as this process runs, and the transactions after the "
+      "slot's position {} are published again (nothing skipped was confirmed)",
+      *why, start_.slot_confirmed.to_string());
+  start_.refused_checkpoints->insert(*proof_.expected());
+  observer_.checkpoints_refused(1);
+  finish(Outcome::reconnect("the checkpoint was written over another WAL history: " + *why));
+  return true;
+}
+
+kafka::Checkpoint Relay::checkpoint_at(const TransactionMark& last) const {
+  auto checkpoint = kafka::checkpoint_of(start_.identity, last);
+  checkpoint.timeline = start_.timeline;
+  checkpoint.delivery = eos_ ? "exactly-once" : "at-least-once";
+  checkpoint.transactional_id = start_.transactional_id;
   if (checkpoint_key_) checkpoint_key_->sign(checkpoint);
   return checkpoint;
 }
@@ -59,11 +74,13 @@ void Relay::arm_checkpoint() {
   });
 }
 
-// Writes the confirmed position: everything below it is acknowledged, so the checkpoint never
-// claims a record Kafka does not have. One write at a time.
+// Writes the newest transaction of the confirmed position: everything up to it is acknowledged,
+// so the checkpoint never claims a record Kafka does not have. Not a keepalive's position past
+// it: a transaction the checkpoint names is what the next session proves the history by. One
+// write at a time.
 void Relay::write_checkpoint() {
-  const Lsn durable = tracker_.durable();
-  if (checkpoint_sending_ || durable <= checkpoint_written_) return;
+  const auto& durable = tracker_.durable_transaction();
+  if (checkpoint_sending_ || !durable || durable->end_lsn <= checkpoint_written_) return;
   if (!checkpoint_sink_.sink) {
     kafka::SinkOptions options;
     options.isolated = true;
@@ -73,10 +90,10 @@ void Relay::write_checkpoint() {
     wait_wakeup(checkpoint_sink_);
   }
   kafka::DeliveryError error;
-  const auto record = kafka::checkpoint_record(config_.checkpoint.topic, checkpoint_at(durable));
+  const auto record = kafka::checkpoint_record(config_.checkpoint.topic, checkpoint_at(*durable));
   const auto produced = checkpoint_sink_.sink->produce(record, DeliveryCookie::checkpoint().pack(), error);
   if (produced == kafka::Sink::Produced::ok) {
-    checkpoint_sending_ = durable;
+    checkpoint_sending_ = durable->end_lsn;
   } else if (produced == kafka::Sink::Produced::failed) {
     spdlog::warn("checkpoint: Kafka refused it ({}: {}); trying again in {} ms", error.code, error.text,
                  config_.checkpoint.interval.count());
@@ -102,7 +119,8 @@ void Relay::on_checkpoint_delivery(const kafka::Delivery& delivery) {
 bool Relay::final_checkpoint_pending() {
   if (!checkpointing_ || eos_ || closing_) return false;
   if (checkpoint_sending_) return true;
-  if (tracker_.durable() <= checkpoint_written_) return false;
+  const auto& durable = tracker_.durable_transaction();
+  if (!durable || durable->end_lsn <= checkpoint_written_) return false;
   write_checkpoint();
   return checkpoint_sending_.has_value();
 }

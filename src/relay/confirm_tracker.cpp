@@ -37,11 +37,15 @@ void ConfirmTracker::add_record(TxnId txn) {
   ++outstanding_;
 }
 
-void ConfirmTracker::commit(TxnId txn, Lsn end_lsn) {
+void ConfirmTracker::commit(TxnId txn, Lsn end_lsn, std::optional<TransactionMark> mark) {
   if (open_ != txn) throw std::logic_error("ConfirmTracker: Commit of a transaction that is not open");
   auto& t = at(txn);
   t.committed = true;
   t.end_lsn = end_lsn;
+  if (mark) {
+    t.mark = mark;
+    newest_mark_ = mark;
+  }
   open_.reset();
   // A transaction with nothing outstanding behind one that still waits for Kafka adds nothing
   // but its end position: it is confirmable exactly when its predecessor is. Folding it in
@@ -51,6 +55,7 @@ void ConfirmTracker::commit(TxnId txn, Lsn end_lsn) {
   if (t.outstanding == 0 && txns_.size() >= 2) {
     auto& predecessor = txns_[txns_.size() - 2];
     if (end_lsn > predecessor.end_lsn) predecessor.end_lsn = end_lsn;
+    if (t.mark) predecessor.mark = t.mark;
     txns_.pop_back();
     --next_id_;
   }
@@ -78,6 +83,7 @@ void ConfirmTracker::idle_position(Lsn wal_end) {
 void ConfirmTracker::advance() {
   while (!txns_.empty() && txns_.front().committed && txns_.front().outstanding == 0) {
     if (txns_.front().end_lsn > durable_) durable_ = txns_.front().end_lsn;
+    if (txns_.front().mark) durable_mark_ = txns_.front().mark;
     txns_.pop_front();
     ++first_id_;
   }

@@ -49,7 +49,8 @@ void Relay::on_message(const pgoutput::MessageData& message) {
   if (txn_) throw std::logic_error("non-transactional logical message inside a transaction in the replication stream");
   ++counters_.messages_non_transactional;
   // The message's LSN is the end of its WAL record: a checkpoint at or past it covers it (I10).
-  if (message.lsn <= skip_below_) {
+  if (other_history(proof_.on_position(message.lsn))) return;
+  if (message.lsn <= proof_.skip_below()) {
     ++counters_.checkpoint_skipped_rows;
     return;
   }

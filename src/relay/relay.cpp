@@ -46,11 +46,11 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
   start_ = std::move(start);
   eos_ = config_.delivery == config::Delivery::exactly_once;
   refused_ = start_.refused ? start_.refused : std::make_shared<RefusedRecords>();
+  if (!start_.refused_checkpoints) start_.refused_checkpoints = std::make_shared<RefusedCheckpoints>();
   // The slot is already confirmed up to here: a keepalive during catch-up, below it, must not
   // move it back (docs/spec.md I7).
   tracker_.idle_position(start_.slot_confirmed);
   reported_flush_ = tracker_.durable();
-  last_boundary_ = start_.slot_confirmed;
   source.set_flush(start_.slot_confirmed);
   try {
     open_sink(main_, false);
@@ -149,7 +149,7 @@ void Relay::finish(Outcome outcome) {
 
 void Relay::update_flush() {
   if (source_ == nullptr) return;
-  const Lsn durable = tracker_.durable();
+  const Lsn durable = proof_.confirmable(tracker_.durable());
   if (durable != reported_flush_) {
     reported_flush_ = durable;
     observer_.confirmed_lsn(durable);
@@ -201,7 +201,7 @@ void Relay::apply_backpressure() {
 }
 
 void Relay::on_keepalive(const replication::Keepalive& keepalive) {
-  if (closing_) return;
+  if (closing_ || other_history(proof_.on_position(keepalive.wal_end))) return;
   tracker_.idle_position(keepalive.wal_end);
   observer_.received_lsn(source_->received());  // follows keepalives too
   update_flush();
@@ -244,32 +244,35 @@ void Relay::on_data(const replication::XLogData& data) {
 }
 
 void Relay::on_begin(const pgoutput::BeginData& begin) {
+  if (other_history(proof_.on_begin(begin.final_lsn, begin.xid))) return;
   txn_ = tracker_.begin(pgoutput::to_unix_micros(begin.commit_time), begin.final_lsn);
   txn_context_ = {begin.final_lsn, pgoutput::to_unix_micros(begin.commit_time), begin.xid};
   // The commit record starts at final_lsn; below the checkpoint, the whole transaction (which
   // ends before it) is in Kafka already (I10).
-  skipping_ = begin.final_lsn < skip_below_;
+  skipping_ = proof_.skips(begin.final_lsn);
   if (!skipping_ && !skip_reported_ && counters_.checkpoint_skipped_transactions > 0) {
     skip_reported_ = true;
     spdlog::info("skipped {} transaction(s) ({} outbox row(s)) already in Kafka by the checkpoint at {}",
-                 counters_.checkpoint_skipped_transactions, counters_.checkpoint_skipped_rows, skip_below_.to_string());
+                 counters_.checkpoint_skipped_transactions, counters_.checkpoint_skipped_rows,
+                 proof_.skip_below().to_string());
   }
 }
 
 void Relay::on_commit(const pgoutput::CommitData& commit) {
   if (!txn_) throw std::logic_error("Commit without Begin in the replication stream");
+  const TransactionMark mark{txn_context_.xid, commit.commit_time, commit.end_lsn};
+  if (other_history(proof_.on_commit(mark))) return;
   ++counters_.transactions;
   if (skipping_) ++counters_.checkpoint_skipped_transactions;
-  end_unit(commit.end_lsn);
+  end_unit(commit.end_lsn, mark);
 }
 
 // The end of a unit the tracker confirms as a whole: a transaction at its Commit, or a
 // non-transactional message (messages.cpp).
-void Relay::end_unit(Lsn end_lsn) {
-  tracker_.commit(*txn_, end_lsn);
+void Relay::end_unit(Lsn end_lsn, std::optional<TransactionMark> mark) {
+  tracker_.commit(*txn_, end_lsn, mark);
   txn_.reset();
   skipping_ = false;
-  last_boundary_ = end_lsn;
   update_flush();
   if (!eos_) return;
   if (stopping_) {

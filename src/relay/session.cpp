@@ -248,6 +248,8 @@ class Session::Setup {
       s.transactional_id = transactional_id_of(config_, s.identity);
     if (config_.checkpoint.enabled) {
       kafka::CheckpointSettings settings{config_.kafka.brokers, config_.kafka.properties, config_.checkpoint.topic};
+      settings.hidden_wait =
+          kafka::hidden_end_wait(config_.kafka.properties, config_.delivery == config::Delivery::exactly_once);
       std::optional<kafka::CheckpointKey> key;
       if (!config_.checkpoint.signing_key.empty()) key.emplace(config_.checkpoint.signing_key);
       s.read_checkpoints = [settings = std::move(settings), identity = s.identity, id = s.transactional_id,
@@ -376,6 +378,7 @@ Outcome Session::run() {
   streaming_ = true;
   auto start = setup.start();
   start.refused = options_.refused;
+  start.refused_checkpoints = options_.refused_checkpoints;
   if (options_.sinks) start.read_checkpoints = nullptr;  // a test's sinks: no real Kafka to read
   auto outcome = relay_.run(source, std::move(start));
   streaming_ = false;

@@ -96,7 +96,16 @@ void Relay::start_commit() {
   // Behind any record of the transaction that still waits for room in the producer's queue: a
   // checkpoint committed without a record it covers would make the next start skip that record
   // (issue 24 item 5).
-  const auto checkpoint = kafka::checkpoint_record(config_.checkpoint.topic, checkpoint_at(last_boundary_));
+  // It names the newest Postgres transaction in or before this Kafka transaction. With none yet
+  // in this session (only non-transactional messages, dead-lettered), none is written: a
+  // checkpoint names a transaction the next session can prove the history by (docs/spec.md I11).
+  const auto& last = tracker_.newest_transaction();
+  if (!last) {
+    checkpoint_in_txn_ = true;
+    if (!closing_ && commit_ready()) finish_commit();
+    return;
+  }
+  const auto checkpoint = kafka::checkpoint_record(config_.checkpoint.topic, checkpoint_at(*last));
   if (!blocked_.empty() || !produce_now(checkpoint, DeliveryCookie::checkpoint())) {
     blocked_.push_back({checkpoint, DeliveryCookie::checkpoint()});
     if (blocked_.size() == 1) arm_queue_full();
@@ -133,8 +142,10 @@ void Relay::finish_commit() {
     return;
   }
   ++counters_.kafka_transactions;
-  ++counters_.checkpoints_written;
-  checkpoint_written_ = last_boundary_;
+  if (const auto& last = tracker_.newest_transaction()) {
+    ++counters_.checkpoints_written;
+    checkpoint_written_ = last->end_lsn;  // the source is paused from start_commit() to here
+  }
   kafka_txn_open_ = false;
   committing_ = false;
   checkpoint_in_txn_ = false;

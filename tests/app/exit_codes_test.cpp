@@ -60,6 +60,7 @@ Codes fatal_codes() {
       case Fatal::tls:
       case Fatal::server_version:
       case Fatal::fenced:
+      case Fatal::checkpoint_hidden:
         codes.insert(i);
         break;
     }

@@ -23,8 +23,15 @@ const kafka::SlotIdentity kSlot{"7000000000000000001", "shop", "pgoutbox"};
 const kafka::CheckpointKey kKey{std::string(kTestSigningKey)};
 
 kafka::Checkpoint checkpoint_at(std::uint64_t lsn) {
-  return kafka::Checkpoint{
-      .slot = kSlot, .timeline = 1, .lsn = Lsn{lsn}, .delivery = "at-least-once", .transactional_id = "", .mac = {}};
+  return kafka::Checkpoint{.slot = kSlot,
+                           .timeline = 1,
+                           .lsn = Lsn{lsn},
+                           .delivery = "at-least-once",
+                           .transactional_id = "",
+                           .mac = {},
+                           .xid = static_cast<std::uint32_t>(lsn),  // the harness's transaction ending there
+                           .commit_time = 0,
+                           .version = kafka::kCheckpointVersion};
 }
 
 kafka::Checkpoint signed_at(std::uint64_t lsn, const kafka::CheckpointKey& key = kKey) {
@@ -63,6 +70,7 @@ TEST(CheckpointSignature, VerifiesOnlyTheFieldsItSignedWithItsKey) {
            [](auto& x) { x.lsn = Lsn{0x5001}; }, [](auto& x) { x.timeline = 2; },
            [](auto& x) { x.slot.slot = "other"; }, [](auto& x) { x.slot.system_id = "1"; },
            [](auto& x) { x.delivery = "exactly-once"; }, [](auto& x) { x.transactional_id = "t"; },
+           [](auto& x) { x.xid = 1; }, [](auto& x) { x.commit_time = 1; }, [](auto& x) { x.version = 2; },
            [](auto& x) { x.mac[0] = x.mac[0] == 'a' ? 'b' : 'a'; }, [](auto& x) { x.mac.clear(); }}) {
     auto changed = c;
     change(changed);
@@ -92,7 +100,7 @@ TEST(CheckpointScan, AForgedRecordUnderTheSlotsKeyIsRefusedAndTheGenuineOneKept)
   EXPECT_NE(scan.refused[2].reason.find("not a checkpoint"), std::string::npos) << scan.refused[2].reason;
 
   const auto resume = trust_checkpoint(scan, facts());
-  EXPECT_EQ(resume.skip_below, Lsn{0x2000});
+  EXPECT_EQ(resume.skip_below(), Lsn{0x2000});
   EXPECT_EQ(resume.refused_records, 3U);
   ASSERT_EQ(resume.warnings.size(), 3U);
   EXPECT_NE(resume.warnings[0].find("partition 0 offset 11"), std::string::npos) << resume.warnings[0];
@@ -139,7 +147,7 @@ TEST(CheckpointTrust, WithoutASigningKeyNothingIsSkipped) {
   feed(scan, kSlot.key(), kafka::encode(checkpoint_at(0x8000)), nullptr);
   ASSERT_TRUE(scan.mine);
   const auto resume = trust_checkpoint(scan, facts(false));
-  EXPECT_EQ(resume.skip_below, Lsn{});
+  EXPECT_EQ(resume.skip_below(), Lsn{});
   EXPECT_NE(resume.note.find("not signed"), std::string::npos) << resume.note;
 }
 
@@ -151,12 +159,211 @@ TEST(CheckpointTrust, EveryFieldMustAgreeWithThisInstance) {
     scan.mine = checkpoint_at(0x5000);
     change(*scan.mine);
     const auto resume = trust_checkpoint(scan, facts());
-    EXPECT_EQ(resume.skip_below, Lsn{}) << kafka::encode(*scan.mine);
+    EXPECT_EQ(resume.skip_below(), Lsn{}) << kafka::encode(*scan.mine);
     EXPECT_FALSE(resume.warnings.empty()) << kafka::encode(*scan.mine);
   }
   kafka::CheckpointScan scan;
   scan.mine = checkpoint_at(0x5000);
-  EXPECT_EQ(trust_checkpoint(scan, facts()).skip_below, Lsn{0x5000});
+  EXPECT_EQ(trust_checkpoint(scan, facts()).skip_below(), Lsn{0x5000});
+}
+
+// A signed record of version 2 (its LSN maybe a keepalive's, no transaction named) is still this
+// slot's genuine checkpoint, and is not trusted to skip: nothing could prove its history.
+TEST(CheckpointTrust, AVersionTwoCheckpointIsKeptButNotTrustedToSkip) {
+  auto old = checkpoint_at(0x5000);
+  old.version = 2;
+  old.xid = 0;
+  kKey.sign(old);
+  const auto encoded = kafka::encode(old);
+  EXPECT_EQ(encoded.find("xid"), std::string::npos) << encoded;
+  kafka::CheckpointScan scan;
+  feed(scan, kSlot.key(), encoded);
+  ASSERT_TRUE(scan.mine);
+  EXPECT_EQ(scan.refused_count, 0U);
+  EXPECT_EQ(scan.mine->version, 2);
+  const auto resume = trust_checkpoint(scan, facts());
+  EXPECT_EQ(resume.skip_below(), Lsn{});
+  ASSERT_EQ(resume.warnings.size(), 1U);
+  EXPECT_NE(resume.warnings[0].find("version 2"), std::string::npos) << resume.warnings[0];
+}
+
+// A newer checkpoint may be hidden behind an open Kafka transaction (docs/spec.md I11):
+// exactly-once, which would publish committed transactions again on an older one, refuses to
+// start with its own exit code; at-least-once takes the older one, which skips less.
+TEST(CheckpointTrust, AHiddenEndStopsExactlyOnceAndLetsAtLeastOnceTakeTheOlderCheckpoint) {
+  kafka::CheckpointScan scan;
+  scan.mine = signed_at(0x2000);
+  scan.hidden = "partition 0 ends at offset 3 for read_committed, short of 5";
+  auto at_least_once = trust_checkpoint(scan, facts());
+  EXPECT_FALSE(at_least_once.refused);
+  EXPECT_EQ(at_least_once.skip_below(), Lsn{0x2000});
+  ASSERT_FALSE(at_least_once.warnings.empty());
+  EXPECT_NE(at_least_once.warnings[0].find("short of 5"), std::string::npos) << at_least_once.warnings[0];
+
+  auto eos_facts = facts();
+  eos_facts.delivery = config::Delivery::exactly_once;
+  const auto exactly_once = trust_checkpoint(scan, eos_facts);
+  ASSERT_TRUE(exactly_once.refused);
+  EXPECT_EQ(exactly_once.refused->cause, Fatal::checkpoint_hidden);
+  EXPECT_EQ(exit_code(exactly_once.refused->cause), 23);
+  EXPECT_NE(exactly_once.refused->reason.find("Fix:"), std::string::npos) << exactly_once.refused->reason;
+  EXPECT_EQ(exactly_once.skip_below(), Lsn{});
+}
+
+// Counts what the relay reports of the checkpoint topic.
+struct RefusalCounter : Observer {
+  void checkpoints_refused(std::uint64_t records) override { refused += records; }
+  std::uint64_t refused = 0;
+};
+
+std::vector<std::string> published_ids(const SinkScript& script) {
+  std::vector<std::string> ids;
+  for (const auto& p : script.produced)
+    if (p.record.topic != "pgoutbox.checkpoints") ids.push_back(p.record.event_id);
+  return ids;
+}
+
+// A database restored from a storage snapshot onto the same timeline (docs/spec.md I11): same
+// system, timeline and slot, its WAL past the checkpoint's LSN, other transactions there. The
+// checkpoint names the transaction ending at 0x2000 (xid 0x2000); the stream shows another
+// history before or at it. Nothing skipped is confirmed, the session ends, the checkpoint is
+// refused and counted, and the next session of the process publishes everything after the slot.
+TEST(RestoredSnapshot, AnotherHistoryAtTheCheckpointConfirmsNothingSkippedAndTheNextSessionReplaysAll) {
+  struct Case {
+    const char* what;
+    std::function<void(FakeSource&)> diverge;  // after the first transaction, skipped
+  };
+  const std::vector<Case> cases = {
+      {"another transaction ends where the checkpoint's did",
+       [](FakeSource& s) {
+         s.push(begin(0x2000 - 8, 0x1234));
+         s.push(insert(3));
+         s.push(commit(0x2000 - 8, 0x2000), Lsn{0x2000});
+       }},
+      {"the same xid and end, another commit time",
+       [](FakeSource& s) {
+         s.push(MessageBuilder('B').int64(0x2000 - 8).int64(777).int32(0x2000));
+         s.push(insert(3));
+         s.push(MessageBuilder('C').int8(0).int64(0x2000 - 8).int64(0x2000).int64(777), Lsn{0x2000});
+       }},
+      {"a transaction commits past it, the checkpoint's never came",
+       [](FakeSource& s) {
+         s.push(begin(0x2400 - 8, 0x2400));
+         s.push(insert(3));
+         s.push(commit(0x2400 - 8, 0x2400), Lsn{0x2400});
+       }},
+      {"a keepalive passes it", [](FakeSource& s) { s.keepalive(Lsn{0x2400}); }},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const auto checkpoints = [] {
+      kafka::CheckpointScan scan;
+      scan.mine = signed_at(0x2000);
+      return scan;
+    };
+    const auto stream = [&](FakeSource& s) {
+      s.push(relation());
+      s.push(begin(0x1000 - 8, 0x1000));  // below the checkpoint: skipped
+      s.push(insert(1));
+      s.push(insert(2));
+      s.push(commit(0x1000 - 8, 0x1000), Lsn{0x1000});
+      s.keepalive(Lsn{0x1800});  // below it: no difference shows yet
+      c.diverge(s);
+    };
+    RefusalCounter counter;
+    Harness first;
+    first.observer = &counter;
+    first.checkpoints = checkpoints;
+    first.stop_when_done = false;
+    stream(first.source);
+    const auto ended = first.run();
+    EXPECT_EQ(ended.kind, Outcome::Kind::reconnect) << ended.reason;
+    EXPECT_NE(ended.reason.find("another WAL history"), std::string::npos) << ended.reason;
+    EXPECT_FALSE(first.timed_out);
+    EXPECT_EQ(first.counters.checkpoint_skipped_transactions, 1U);
+    EXPECT_LE(first.source.flush, Lsn{0x100}) << "a skipped transaction was confirmed";
+    EXPECT_EQ(counter.refused, 1U);
+    EXPECT_EQ(first.refused_checkpoints->size(), 1U);
+
+    Harness next;  // the next session of the same process
+    next.refused_checkpoints = first.refused_checkpoints;
+    next.checkpoints = checkpoints;
+    stream(next.source);
+    next.source.push(begin(0x3000 - 8, 0x3000));
+    next.source.push(insert(9));
+    next.source.push(commit(0x3000 - 8, 0x3000), Lsn{0x3000});
+    const auto replayed = next.run();
+    EXPECT_EQ(replayed.kind, Outcome::Kind::stopped) << replayed.reason;
+    EXPECT_EQ(next.counters.checkpoint_skipped_transactions, 0U);
+    const auto ids = published_ids(next.script);
+    ASSERT_GE(ids.size(), 3U);
+    EXPECT_EQ(ids[0], "00000000-0000-0000-0000-000000000001");
+    EXPECT_EQ(ids[1], "00000000-0000-0000-0000-000000000002");
+    EXPECT_EQ(ids.back(), "00000000-0000-0000-0000-000000000009");
+    EXPECT_EQ(next.source.flush, Lsn{0x3000});
+  }
+}
+
+// Exactly-once: the same; nothing is committed to Kafka past the skipped transactions, and no
+// checkpoint is written before the proof.
+TEST(RestoredSnapshot, ExactlyOnceConfirmsAndCommitsNothingOnAnotherHistory) {
+  auto config = test_config();
+  config.delivery = config::Delivery::exactly_once;
+  Harness h(config);
+  h.checkpoints = [] {
+    kafka::CheckpointScan scan;
+    auto c = checkpoint_at(0x2000);
+    c.delivery = "exactly-once";
+    c.transactional_id = "pgoutbox-test";
+    kKey.sign(c);
+    scan.mine = c;
+    return scan;
+  };
+  h.stop_when_done = false;
+  h.source.push(relation());
+  h.txn(0x1000, 2, 1);
+  h.source.push(begin(0x2000 - 8, 0x1234));
+  h.source.push(insert(3));
+  h.source.push(commit(0x2000 - 8, 0x2000), Lsn{0x2000});
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+  EXPECT_TRUE(h.script.committed.empty());
+  EXPECT_LE(h.source.flush, Lsn{0x100});
+  EXPECT_EQ(h.refused_checkpoints->size(), 1U);
+}
+
+// The matching transaction proves the history: what was skipped is confirmed, and the
+// checkpoint written next names a transaction, never a keepalive's position past it.
+TEST(RestoredSnapshot, TheCheckpointsOwnTransactionProvesTheHistoryAndCheckpointsNameTransactions) {
+  Harness h;
+  h.config.checkpoint.interval = 2ms;
+  h.checkpoints = [] {
+    kafka::CheckpointScan scan;
+    scan.mine = signed_at(0x2000);
+    return scan;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 2, 1);
+  h.txn(0x2000, 1, 3);
+  h.txn(0x3000, 1, 4);
+  h.source.keepalive(Lsn{0x5000});
+  std::vector<std::function<void()>> steps(30, [] {});
+  const auto outcome = h.run(steps);
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(published_ids(h.script), (std::vector<std::string>{"00000000-0000-0000-0000-000000000004"}));
+  EXPECT_EQ(h.source.flush, Lsn{0x5000});
+  std::vector<kafka::Checkpoint> written;
+  for (const auto& r : h.script.landed) {
+    if (r.topic != "pgoutbox.checkpoints") continue;
+    const auto c = kafka::decode(r.value);
+    ASSERT_TRUE(c);
+    EXPECT_TRUE(kKey.verifies(*c));
+    written.push_back(*c);
+  }
+  ASSERT_FALSE(written.empty());
+  EXPECT_EQ(written.back().lsn, Lsn{0x3000});
+  EXPECT_EQ(written.back().xid, 0x3000U);
+  EXPECT_EQ(written.back().version, kafka::kCheckpointVersion);
 }
 
 TEST(ReservedTopics, ATemplateThatCanReachOneIsRefusedUnlessItsPatternExcludesIt) {

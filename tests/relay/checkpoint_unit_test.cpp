@@ -23,7 +23,10 @@ kafka::Checkpoint at(std::uint64_t lsn, int timeline = 1, config::Delivery deliv
                            .lsn = Lsn{lsn},
                            .delivery = eos ? "exactly-once" : "at-least-once",
                            .transactional_id = eos ? "pgoutbox-test" : "",
-                           .mac = {}};
+                           .mac = {},
+                           .xid = static_cast<std::uint32_t>(lsn),  // the harness's transaction ending there
+                           .commit_time = 0,
+                           .version = kafka::kCheckpointVersion};
 }
 
 ResumeFacts facts_at(int timeline, std::uint64_t slot_confirmed, std::uint64_t server_position,
@@ -56,9 +59,15 @@ TEST(Checkpoint, RecordRoundTripsAndIsKeyedBySlotIdentity) {
 }
 
 TEST(Checkpoint, AnythingButAVersionOneCheckpointIsNotOne) {
-  for (const std::string bad : {"", "{}", "null", "{\"version\":2}", "[1]", "{\"version\":1,\"lsn\":\"0/10\"}",
-                                R"({"version":1,"system_id":"1","database":"d","slot":"s","timeline":1,"lsn":"zz",)"
-                                R"("delivery":"at-least-once","transactional_id":""})"}) {
+  for (const std::string bad :
+       {"", "{}", "null", "{\"version\":2}", "[1]", "{\"version\":1,\"lsn\":\"0/10\"}",
+        R"({"version":1,"system_id":"1","database":"d","slot":"s","timeline":1,"lsn":"zz",)"
+        R"("delivery":"at-least-once","transactional_id":""})",
+        // version 3 names its transaction; without it, it is none
+        R"({"version":3,"system_id":"1","database":"d","slot":"s","timeline":1,"lsn":"0/10",)"
+        R"("delivery":"at-least-once","transactional_id":"","mac":""})",
+        R"({"version":4,"system_id":"1","database":"d","slot":"s","timeline":1,"lsn":"0/10",)"
+        R"("delivery":"at-least-once","transactional_id":"","mac":"","xid":1,"commit_time":1})"}) {
     EXPECT_FALSE(kafka::decode(bad)) << bad;
   }
 }
@@ -85,7 +94,7 @@ TEST(CheckpointTrust, SkipsOnlyOverTheSameHistory) {
     kafka::CheckpointScan scan;
     scan.mine = c.mine;
     const auto resume = trust_checkpoint(scan, facts_at(c.timeline, c.slot_confirmed, c.server_position));
-    EXPECT_EQ(resume.skip_below, Lsn{c.skip_below}) << c.what;
+    EXPECT_EQ(resume.skip_below(), Lsn{c.skip_below}) << c.what;
     EXPECT_EQ(!resume.warnings.empty(), c.warned) << c.what;
     EXPECT_FALSE(resume.refused) << c.what;
   }
@@ -100,7 +109,7 @@ TEST(CheckpointTrust, AnotherSystemsCheckpointIsReportedAndASharedTransactionalI
   auto resume = trust_checkpoint(scan, facts);
   ASSERT_EQ(resume.warnings.size(), 1U);
   EXPECT_NE(resume.warnings[0].find("7999"), std::string::npos) << resume.warnings[0];
-  EXPECT_EQ(resume.skip_below, Lsn{});
+  EXPECT_EQ(resume.skip_below(), Lsn{});
 
   auto sharer = at(0x5000);
   sharer.slot.slot = "other_slot";

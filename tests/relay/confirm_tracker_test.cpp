@@ -180,5 +180,32 @@ TEST(ConfirmTracker, RandomAckOrdersNeverConfirmPastAHole) {
   }
 }
 
+// What a checkpoint names (docs/spec.md I11): the newest transaction at or below the confirmed
+// position, also when empty transactions were folded into one that waited for Kafka, and never
+// a keepalive's position.
+TEST(ConfirmTracker, TheDurableTransactionIsTheNewestConfirmedOneNotAKeepalive) {
+  ConfirmTracker t;
+  const TransactionMark a{10, 100, Lsn{0x100}}, b{11, 110, Lsn{0x200}}, c{12, 120, Lsn{0xA00}};
+  const auto ta = t.begin();
+  t.add_record(ta);
+  t.commit(ta, a.end_lsn, a);
+  const auto tb = t.begin();  // empty: folded into a, which waits for Kafka
+  t.commit(tb, b.end_lsn, b);
+  EXPECT_FALSE(t.durable_transaction());
+  EXPECT_EQ(t.newest_transaction(), b);
+  t.ack(ta);
+  EXPECT_EQ(t.durable(), Lsn{0x200});
+  EXPECT_EQ(t.durable_transaction(), b);
+  t.idle_position(Lsn{0x900});
+  EXPECT_EQ(t.durable(), Lsn{0x900});
+  EXPECT_EQ(t.durable_transaction(), b);
+  const auto unit = t.begin();  // a unit that is no Postgres transaction (a message) names none
+  t.commit(unit, Lsn{0x950});
+  EXPECT_EQ(t.durable_transaction(), b);
+  const auto tc = t.begin();
+  t.commit(tc, c.end_lsn, c);
+  EXPECT_EQ(t.durable_transaction(), c);
+}
+
 }  // namespace
 }  // namespace pgoutbox::relay

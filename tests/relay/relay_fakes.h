@@ -310,14 +310,15 @@ struct Harness {
   explicit Harness(config::Config c = test_config()) : config(std::move(c)) {}
 
   Outcome run(std::vector<std::function<void()>> steps = {}, Lsn slot_confirmed = Lsn{0x100}) {
-    Observer observer;
+    Observer no_observer;
+    Observer& heard = observer != nullptr ? *observer : no_observer;
     Relay relay(
         config, io, clock,
         [this](kafka::SinkOptions o) {
           ++script.sinks_opened;
           return std::make_unique<FakeSink>(script, std::move(o));
         },
-        observer);
+        heard);
     relay_ = &relay;
     const auto tick = clock.timer();
     std::size_t next = 0;
@@ -349,6 +350,7 @@ struct Harness {
     if (config.delivery == config::Delivery::exactly_once) start.transactional_id = "pgoutbox-test";
     start.read_checkpoints = checkpoints;
     start.refused = refused;
+    start.refused_checkpoints = refused_checkpoints;
     const auto outcome = relay.run(source, std::move(start));
     counters = relay.counters();
     relay_ = nullptr;
@@ -374,6 +376,9 @@ struct Harness {
   // What the checkpoint topic holds at start; empty: no checkpoint this session.
   std::function<kafka::CheckpointScan()> checkpoints;
   std::shared_ptr<RefusedRecords> refused = std::make_shared<RefusedRecords>();
+  // Checkpoints found written over another WAL history: kept across runs, as by one process.
+  std::shared_ptr<RefusedCheckpoints> refused_checkpoints = std::make_shared<RefusedCheckpoints>();
+  Observer* observer = nullptr;  // hears the relay when set
 
  private:
   Relay* relay_ = nullptr;

@@ -246,7 +246,10 @@ class Run {
   // One pgoutbox process: sessions until it is killed, stopped, or stops with a fatal error.
   void run_process() {
     ++verdict_.processes;
-    auto refused = std::make_shared<relay::RefusedRecords>();  // a process's memory
+    // A process's memory: what Kafka refused (exactly-once), and the checkpoints the stream
+    // showed were not its history.
+    auto refused = std::make_shared<relay::RefusedRecords>();
+    auto refused_checkpoints = std::make_shared<relay::RefusedCheckpoints>();
     restart_at_ = clock_.now() + kReconnectDelay;
     while (!done_) {
       ++verdict_.sessions;
@@ -266,6 +269,7 @@ class Run {
         return kafka_.read_checkpoints(kCheckpointTopic, identity_, tid, &key);
       };
       start.refused = refused;
+      start.refused_checkpoints = refused_checkpoints;
       relay::Outcome outcome;
       relay_ = &relay;
       source_ = &source;

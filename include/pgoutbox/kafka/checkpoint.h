@@ -1,11 +1,14 @@
 #pragma once
 
 // The durable checkpoint in Kafka (docs/spec.md I10): one record per slot in a compacted topic,
-// keyed by the slot's identity, holding the end LSN of the newest transaction whose records
-// Kafka has all acknowledged (at-least-once) or committed (exactly-once, where the checkpoint is
-// written inside the same Kafka transaction). On start pgoutbox reads it back and skips every
-// transaction it covers: a Postgres crash rewinds the slot to its last checkpointed position,
-// and what lies between that and this checkpoint is already in Kafka.
+// keyed by the slot's identity, naming the newest transaction whose records Kafka has all
+// acknowledged (at-least-once) or committed (exactly-once, where the checkpoint is written inside
+// the same Kafka transaction): its end LSN, xid and commit timestamp. On start pgoutbox reads it
+// back and skips every transaction it covers: a Postgres crash rewinds the slot to its last
+// checkpointed position, and what lies between that and this checkpoint is already in Kafka. The
+// skipped transactions are confirmed only once the stream has shown that transaction again
+// (relay/skip_proof.h): a restored copy of the database on the same timeline has other
+// transactions there.
 //
 // Anyone who can write to the topic can write a record under a slot's key, so a record proves
 // nothing by where it sits (docs/spec.md I11): pgoutbox signs each checkpoint with HMAC-SHA256
@@ -24,6 +27,7 @@
 #include "pgoutbox/config/config.h"
 #include "pgoutbox/lsn.h"
 #include "pgoutbox/outbox/record.h"
+#include "pgoutbox/transaction_mark.h"
 
 namespace pgoutbox::kafka {
 
@@ -36,6 +40,10 @@ struct SlotIdentity {
   std::string key() const { return system_id + "/" + database + "/" + slot; }
 };
 
+// The version written. Versions 1 (unsigned) and 2 (signed, its LSN maybe a keepalive's) are
+// still read, and never trusted to skip (relay/checkpoint_trust.h).
+inline constexpr int kCheckpointVersion = 3;
+
 struct Checkpoint {
   SlotIdentity slot;
   int timeline = 0;              // the server's timeline when it was written
@@ -43,9 +51,20 @@ struct Checkpoint {
   std::string delivery;          // "at-least-once" or "exactly-once"
   std::string transactional_id;  // exactly-once: the producer that wrote it
   std::string mac;               // hex HMAC-SHA256 of signed_text() under the signing key; empty: unsigned
+  // Version 3: that transaction's xid and commit timestamp (0 in older versions).
+  std::uint32_t xid = 0;
+  std::int64_t commit_time = 0;
+  int version = kCheckpointVersion;
+
+  // The transaction it names as the last one it covers.
+  TransactionMark covers() const { return {xid, commit_time, lsn}; }
 };
 
-// The bytes a checkpoint's signature covers: every field but the signature, in a fixed order.
+// A checkpoint of `slot` covering `last` (version 3, unsigned).
+Checkpoint checkpoint_of(const SlotIdentity& slot, const TransactionMark& last);
+
+// The bytes a checkpoint's signature covers: every field of its version but the signature, in a
+// fixed order, after a line naming the version.
 std::string signed_text(const Checkpoint& checkpoint);
 
 // The secret that proves a checkpoint was written by pgoutbox.
@@ -63,9 +82,9 @@ class CheckpointKey {
   std::string secret_;
 };
 
-// The record's value: a small JSON object (version 2; version 1, unsigned, is still read).
+// The record's value: a small JSON object of the checkpoint's version.
 std::string encode(const Checkpoint& checkpoint);
-// nullopt when `json` is not a version-1 or version-2 checkpoint.
+// nullopt when `json` is not a checkpoint of version 1, 2 or 3.
 std::optional<Checkpoint> decode(std::string_view json);
 outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& checkpoint);
 
@@ -92,6 +111,11 @@ struct CheckpointScan {
   // configurations sharing one id fence each other). Kept by the same rules as mine.
   std::vector<Checkpoint> same_transactional_id;
   std::string warning;  // set when the topic could not be created as compacted, or read whole
+  // Set when a newer checkpoint may be hidden: an open Kafka transaction held a partition's last
+  // stable offset (where read_committed ends) below the high watermark seen at the start of the
+  // read for all of CheckpointSettings::hidden_wait. `mine` is then the newest checkpoint before
+  // it, maybe not the newest one (docs/spec.md I11).
+  std::string hidden;
 };
 
 struct CheckpointSettings {
@@ -99,7 +123,18 @@ struct CheckpointSettings {
   std::map<std::string, std::string> properties;  // the user's librdkafka properties (TLS, SASL)
   std::string topic;
   std::chrono::milliseconds timeout{30'000};
+  // How long to wait for an open transaction that hides the end of the topic (hidden_end_wait).
+  std::chrono::milliseconds hidden_wait{0};
 };
+
+// How long the reader waits for an open transaction to stop hiding the end of the topic: in
+// exactly-once, where an older checkpoint would publish committed transactions again, as long as
+// the transaction coordinator may leave a dead producer's transaction open (the
+// transaction.timeout.ms of `properties`, librdkafka's 60 s by default; the same configuration is
+// assumed for every instance sharing the topic) plus a margin for its abort (the coordinator
+// looks for expired transactions every 10 s by default); in at-least-once, where an older one is
+// safe, as long as a live instance keeps one open (kafka.transaction_interval, at most 10 s).
+std::chrono::milliseconds hidden_end_wait(const std::map<std::string, std::string>& properties, bool exactly_once);
 
 // Sorts one record of the checkpoint topic into `scan` (the reading loop's step, apart so that
 // it can be tested without a broker). `key`: the signing key; null when none is configured, and
@@ -108,9 +143,12 @@ void scan_record(CheckpointScan& scan, const SlotIdentity& identity, const std::
                  const CheckpointKey* key, std::string_view record_key, std::optional<std::string_view> value,
                  int partition, std::int64_t offset);
 
-// Creates the topic (one partition, cleanup.policy=compact) when it is missing, then reads it to
-// its end with isolation.level=read_committed. Throws std::runtime_error when Kafka cannot be
-// reached or the topic cannot be read within the timeout.
+// Creates the topic (one partition, cleanup.policy=compact) when it is missing, then reads it with
+// isolation.level=read_committed up to the high watermark each partition had when the read began:
+// read_committed stops at the last stable offset, before any transaction still open (another
+// slot's instance killed in a transaction), and a newer checkpoint of this slot may lie past it.
+// While one does, it waits up to settings.hidden_wait, saying why, then sets scan.hidden. Throws
+// std::runtime_error when Kafka cannot be reached or the topic cannot be read within the timeout.
 CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
                                 const std::string& transactional_id, const CheckpointKey* key);
 

@@ -4,13 +4,19 @@
 // pgoutbox's own proof may: a checkpoint signed with this instance's key, whose every field
 // agrees with this instance (system, database, slot, timeline, delivery mode, transactional id).
 // Skipping is also only safe over WAL history that is the same as when the checkpoint was
-// written: the same timeline, and a server that has really written WAL up to it. Anything else
-// (no signing key, a forged or foreign record, a restored backup, a promoted standby on a new
-// timeline, a recreated cluster) is reported and nothing is skipped: at-least-once stays, only
-// the duplicates are not bounded.
+// written: the same timeline, a server that has really written WAL up to it, and, once streaming,
+// the transaction it names (SkipProof, which holds back the confirmation until then). Anything
+// else (no signing key, a forged or foreign record, a record of an older version that names no
+// transaction, a restored backup, a promoted standby on a new timeline, a recreated cluster, a
+// checkpoint an earlier session of this process found written over another history) is reported
+// and nothing is skipped: at-least-once stays, only the duplicates are not bounded. A checkpoint
+// topic read short of its end (an open transaction hides it) stops exactly-once, which would
+// publish committed transactions again on an older checkpoint; at-least-once takes the newest one
+// it read, which covers less.
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,8 +24,13 @@
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/lsn.h"
 #include "pgoutbox/relay/outcome.h"
+#include "pgoutbox/transaction_mark.h"
 
 namespace pgoutbox::relay {
+
+// The transactions named by checkpoints that a session found written over another WAL history
+// (SkipProof): no checkpoint naming one is trusted again by this process.
+using RefusedCheckpoints = std::set<TransactionMark>;
 
 struct ResumeFacts {
   kafka::SlotIdentity identity;
@@ -29,13 +40,18 @@ struct ResumeFacts {
   config::Delivery delivery = config::Delivery::at_least_once;
   std::string transactional_id;
   bool signing = false;  // a signing key is configured, and the scan kept only what it verified
+  const RefusedCheckpoints* refused = nullptr;
 };
 
 struct Resume {
-  Lsn skip_below;                     // transactions whose commit record starts below this are already in Kafka
+  // The last transaction the trusted checkpoint covers: those whose commit record starts below
+  // its end are already in Kafka, once the stream has shown it (SkipProof).
+  std::optional<TransactionMark> skip_through;
+  Lsn skip_below() const { return skip_through ? skip_through->end_lsn : Lsn{}; }
   std::vector<std::string> warnings;  // logged at warn
   std::string note;                   // logged at info
-  std::optional<Outcome> refused;     // do not start (exactly-once with an id shared by two slots)
+  // Do not start (exactly-once with an id shared by two slots, or its checkpoint hidden).
+  std::optional<Outcome> refused;
   std::uint64_t refused_records = 0;  // records under this slot's key not taken as its checkpoint
 };
 

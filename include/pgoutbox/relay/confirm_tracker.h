@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "pgoutbox/lsn.h"
+#include "pgoutbox/transaction_mark.h"
 
 namespace pgoutbox::relay {
 
@@ -30,7 +31,8 @@ class ConfirmTracker {
   // One more record of the open transaction was handed to the producer.
   void add_record(TxnId txn);
   // The open transaction's Commit: it becomes confirmable once its records are acknowledged.
-  void commit(TxnId txn, Lsn end_lsn);
+  // `mark`: what the Commit names it by (none for a unit that is not a Postgres transaction).
+  void commit(TxnId txn, Lsn end_lsn, std::optional<TransactionMark> mark = std::nullopt);
   // Kafka acknowledged (or the dead-letter path durably handled) one record of `txn`.
   void ack(TxnId txn);
 
@@ -43,6 +45,12 @@ class ConfirmTracker {
 
   // Where the slot may be confirmed up to. Never decreases.
   Lsn durable() const { return durable_; }
+  // The newest transaction with a mark at or below durable(): what a checkpoint of the confirmed
+  // position names (docs/spec.md I11), as durable() may be a keepalive's position. Nullopt until
+  // one is confirmed.
+  const std::optional<TransactionMark>& durable_transaction() const { return durable_mark_; }
+  // The newest transaction with a mark committed, confirmed or not.
+  const std::optional<TransactionMark>& newest_transaction() const { return newest_mark_; }
   bool idle() const { return txns_.empty(); }
   std::uint64_t outstanding_records() const { return outstanding_; }
   std::size_t pending_transactions() const { return txns_.size(); }
@@ -55,6 +63,7 @@ class ConfirmTracker {
     Lsn end_lsn;
     std::int64_t commit_time_us = 0;
     Lsn commit_lsn;
+    std::optional<TransactionMark> mark;  // the newest transaction folded into it
   };
   Txn& at(TxnId txn);
   const Txn& at(TxnId txn) const;
@@ -67,6 +76,8 @@ class ConfirmTracker {
   std::uint64_t outstanding_ = 0;
   Lsn durable_;
   Lsn idle_pending_;  // the newest keepalive position not yet confirmable
+  std::optional<TransactionMark> durable_mark_;
+  std::optional<TransactionMark> newest_mark_;
 };
 
 }  // namespace pgoutbox::relay

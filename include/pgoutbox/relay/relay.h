@@ -30,11 +30,13 @@
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/relay/change_source.h"
 #include "pgoutbox/relay/clock.h"
+#include "pgoutbox/relay/checkpoint_trust.h"
 #include "pgoutbox/relay/confirm_tracker.h"
 #include "pgoutbox/relay/delivery_cookie.h"
 #include "pgoutbox/relay/observer.h"
 #include "pgoutbox/relay/outcome.h"
 #include "pgoutbox/relay/poison.h"
+#include "pgoutbox/relay/skip_proof.h"
 
 namespace pgoutbox::relay {
 
@@ -82,6 +84,9 @@ struct SessionStart {
   // no checkpoint is read or written this session.
   std::function<kafka::CheckpointScan()> read_checkpoints;
   std::shared_ptr<RefusedRecords> refused;  // exactly-once; empty: a memory for this session only
+  // Checkpoints found written over another WAL history, kept across sessions by the caller;
+  // empty: a memory for this session only.
+  std::shared_ptr<RefusedCheckpoints> refused_checkpoints;
 };
 
 class Relay : private ChangeHandler {
@@ -151,7 +156,7 @@ class Relay : private ChangeHandler {
   void on_insert(const pgoutput::InsertData& insert);
   void relay_built(std::variant<outbox::Record, outbox::Poison> built, const std::string& from);
   bool reserved_topic(std::string_view topic) const;
-  void end_unit(Lsn end_lsn);
+  void end_unit(Lsn end_lsn, std::optional<TransactionMark> mark = std::nullopt);
   // Logical decoding messages (messages.cpp).
   void on_message(const pgoutput::MessageData& message);
   void on_delivery(const kafka::Delivery& delivery);
@@ -187,7 +192,8 @@ class Relay : private ChangeHandler {
 
   // The checkpoint (checkpointer.cpp).
   std::optional<Outcome> resume_from_checkpoint();
-  kafka::Checkpoint checkpoint_at(Lsn lsn) const;
+  bool other_history(std::optional<std::string> why);
+  kafka::Checkpoint checkpoint_at(const TransactionMark& last) const;
   void arm_checkpoint();
   void write_checkpoint();
   void on_checkpoint_delivery(const kafka::Delivery& delivery);
@@ -249,8 +255,8 @@ class Relay : private ChangeHandler {
 
   SessionStart start_;
   bool eos_ = false;  // delivery: exactly-once
-  // The checkpoint: transactions whose commit starts below skip_below_ are already in Kafka.
-  Lsn skip_below_;
+  // The checkpoint: which transactions are already in Kafka, and the proof the stream owes.
+  SkipProof proof_;
   bool skipping_ = false;  // the open transaction is one of those
   bool skip_reported_ = false;
   bool checkpointing_ = false;
@@ -281,7 +287,6 @@ class Relay : private ChangeHandler {
   // back for each of its records, and only those sent alone are known to be refused themselves.
   std::vector<kafka::Delivery> kafka_txn_failures_;
   static constexpr std::size_t kMaxFailuresKept = 10'000;
-  Lsn last_boundary_;  // end LSN of the newest Postgres transaction in or before the Kafka transaction
   std::unique_ptr<Timer> commit_timer_;
   std::shared_ptr<RefusedRecords> refused_;
   std::vector<outbox::Header> extra_headers_;

@@ -24,6 +24,8 @@ struct SessionOptions {
   bool ever_streamed = false;  // an earlier session of this process streamed (see pg_failure.h)
   // Exactly-once: what Kafka refused in earlier sessions (relay.h), shared by them.
   std::shared_ptr<RefusedRecords> refused;
+  // Checkpoints found written over another WAL history (relay.h), shared by them.
+  std::shared_ptr<RefusedCheckpoints> refused_checkpoints;
 };
 
 class Session {

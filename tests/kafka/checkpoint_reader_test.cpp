@@ -1,0 +1,117 @@
+// The checkpoint reader against a real Kafka (docs/spec.md I11): read_committed ends at the last
+// stable offset, so another slot's instance killed inside a Kafka transaction on the shared
+// checkpoint topic hides every record written after that transaction began, among them this
+// slot's newer checkpoint. The reader must get to the high watermark it saw when it began, wait
+// for the transaction to end, and say so when it does not.
+
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "kafka_broker.h"
+#include "kafka_client.h"
+#include "pgoutbox/kafka/checkpoint.h"
+
+namespace pgoutbox::kafka {
+namespace {
+
+using namespace std::chrono_literals;
+
+const SlotIdentity kSlot{"7000000000000000001", "shop", "pgoutbox"};
+const SlotIdentity kOtherSlot{"7000000000000000001", "shop", "other_slot"};
+const CheckpointKey kKey{std::string(40, 'k')};
+constexpr const char* kTopic = "pgoutbox.checkpoints";
+
+std::string signed_value(const SlotIdentity& slot, std::uint64_t lsn) {
+  auto c = checkpoint_of(slot, TransactionMark{static_cast<std::uint32_t>(lsn), 0, Lsn{lsn}});
+  c.timeline = 1;
+  c.delivery = "at-least-once";
+  kKey.sign(c);
+  return encode(c);
+}
+
+void expect_ok(rd_kafka_error_t* error, const char* what) {
+  if (error == nullptr) return;
+  ADD_FAILURE() << what << ": " << rd_kafka_error_string(error);
+  rd_kafka_error_destroy(error);
+}
+
+void produce(rd_kafka_t* rk, const SlotIdentity& slot, std::uint64_t lsn) {
+  const auto key = slot.key();
+  const auto value = signed_value(slot, lsn);
+  ASSERT_EQ(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(kTopic), RD_KAFKA_V_KEY(key.data(), key.size()),
+                              RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_EQ(rd_kafka_flush(rk, 30'000), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+class CheckpointReader : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    broker_ = new test::KafkaBroker();
+    broker_->start();
+  }
+  static void TearDownTestSuite() {
+    delete broker_;
+    broker_ = nullptr;
+  }
+
+  CheckpointSettings settings(std::chrono::milliseconds hidden_wait) const {
+    CheckpointSettings s;
+    s.brokers = broker_->bootstrap();
+    s.topic = kTopic;
+    s.timeout = 30s;
+    s.hidden_wait = hidden_wait;
+    return s;
+  }
+
+  static test::KafkaBroker* broker_;
+};
+test::KafkaBroker* CheckpointReader::broker_ = nullptr;
+
+TEST_F(CheckpointReader, AnOpenTransactionOfAnotherSlotDoesNotHideThisSlotsNewerCheckpoint) {
+  test::create_topic(broker_->bootstrap(), kTopic, 1, {{"cleanup.policy", "compact"}});
+  const auto writer = test::make_client(RD_KAFKA_PRODUCER,
+                                        {{"bootstrap.servers", broker_->bootstrap()}, {"enable.idempotence", "true"}});
+  produce(writer.get(), kSlot, 0x1000);  // this slot's older checkpoint
+
+  // Another slot's exactly-once instance, killed inside a Kafka transaction on the shared topic:
+  // nothing commits or aborts it until the coordinator's timeout.
+  const auto killed = test::make_client(
+      RD_KAFKA_PRODUCER, {{"bootstrap.servers", broker_->bootstrap()}, {"transactional.id", "pgoutbox-other-slot"}});
+  expect_ok(rd_kafka_init_transactions(killed.get(), 30'000), "init_transactions");
+  expect_ok(rd_kafka_begin_transaction(killed.get()), "begin_transaction");
+  produce(killed.get(), kOtherSlot, 0x9000);
+
+  produce(writer.get(), kSlot, 0x2000);  // this slot's newer checkpoint, after it
+
+  // The transaction stays open: the end is hidden, and the reader says so rather than take the
+  // older checkpoint for the newest.
+  const auto hidden = read_checkpoints(settings(1s), kSlot, "", &kKey);
+  EXPECT_FALSE(hidden.hidden.empty()) << "the read stopped at the last stable offset without a word";
+  EXPECT_NE(hidden.hidden.find("still open"), std::string::npos) << hidden.hidden;
+  ASSERT_TRUE(hidden.mine);
+  EXPECT_EQ(hidden.mine->lsn, Lsn{0x1000});  // what was visible; the caller decides (checkpoint_trust)
+
+  // The transaction ends while the reader waits: it reads on to the newer checkpoint.
+  const auto started = std::chrono::steady_clock::now();
+  auto aborter = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(2s);
+    expect_ok(rd_kafka_abort_transaction(killed.get(), 30'000), "abort_transaction");
+  });
+  const auto waited = read_checkpoints(settings(60s), kSlot, "", &kKey);
+  aborter.get();
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 2s);
+  EXPECT_TRUE(waited.hidden.empty()) << waited.hidden;
+  ASSERT_TRUE(waited.mine);
+  EXPECT_EQ(waited.mine->lsn, Lsn{0x2000});
+  EXPECT_EQ(waited.mine->covers(), (TransactionMark{0x2000, 0, Lsn{0x2000}}));
+}
+
+}  // namespace
+}  // namespace pgoutbox::kafka
