@@ -225,7 +225,11 @@ int run(const std::string& config_path) {
     if (const auto refused = mapping_refused(cfg)) return *refused;
     relay::Outcome outcome;
     try {
-      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed, refused_records, refused_checkpoints});
+      relay::Session relay(cfg, &relay_probe,
+                           {.sinks = {},
+                            .ever_streamed = ever_streamed,
+                            .refused = refused_records,
+                            .refused_checkpoints = refused_checkpoints});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);

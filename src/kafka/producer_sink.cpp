@@ -6,9 +6,11 @@ namespace pgoutbox::kafka {
 namespace {
 
 DeliveryError delivery_error(rd_kafka_resp_err_t error) {
-  return DeliveryError{
-      classify(error), rd_kafka_err2name(error), rd_kafka_err2str(error),
-      error == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || error == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE};
+  return DeliveryError{.kind = classify(error),
+                       .code = rd_kafka_err2name(error),
+                       .text = rd_kafka_err2str(error),
+                       .size_refusal = error == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+                                       error == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE};
 }
 
 class ProducerSink final : public Sink {
@@ -35,8 +37,10 @@ class ProducerSink final : public Sink {
         // would never make room for it.
         if (record_bytes(record) > queue_bytes_) {
           error =
-              DeliveryError{DeliveryFailure::permanent, "_QUEUE_FULL",
-                            "the record is larger than the producer's whole queue (queue.buffering.max.kbytes)", true};
+              DeliveryError{.kind = DeliveryFailure::permanent,
+                            .code = "_QUEUE_FULL",
+                            .text = "the record is larger than the producer's whole queue (queue.buffering.max.kbytes)",
+                            .size_refusal = true};
           return Produced::failed;
         }
         return Produced::queue_full;

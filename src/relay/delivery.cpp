@@ -346,8 +346,7 @@ void Relay::pump(const std::string& topic) {
       auto head = std::move(queue.front());
       queue.pop_front();
       state.head_busy = true;
-      const auto delay =
-          std::chrono::duration_cast<std::chrono::milliseconds>(head.due - clock_.now());
+      const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(head.due - clock_.now());
       schedule_retry(head.record, head.cookie, std::max(delay, std::chrono::milliseconds(0)));
       return;
     }

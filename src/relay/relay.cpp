@@ -315,7 +315,7 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
     finish(classify(replication::PgError(fmt::format("looking up the ancestry of relation {}.{}: {}", relation->nspname,
                                                      relation->relname, e.what()),
                                          e.sqlstate()),
-                    SessionContext{0, true}));
+                    SessionContext{.server_version = 0, .ever_streamed = true}));
     return;
   }
   if (table == nullptr) {
@@ -346,8 +346,10 @@ void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, cons
     // A row (or message) that cannot become a record is handled by the policy at once: sending
     // it again would not change it. Like any record it is outstanding until handled (I2).
     track(*txn_, poison->record);
-    const kafka::DeliveryError error{kafka::DeliveryFailure::permanent, poison->code,
-                                     fmt::format("{} ({})", poison->reason, from), false};
+    const kafka::DeliveryError error{.kind = kafka::DeliveryFailure::permanent,
+                                     .code = poison->code,
+                                     .text = fmt::format("{} ({})", poison->reason, from),
+                                     .size_refusal = false};
     apply_policy(poison->record, *txn_, error, 0);
     return;
   }

@@ -127,10 +127,9 @@ void Relay::finish_commit() {
   }
   const auto commit_started = clock_.now();
   const auto committed = main_.sink->commit_transaction(kCommitTimeout);
-  spdlog::debug(
-      "commit_transaction took {} us ({} since the transaction began)",
-      std::chrono::duration_cast<std::chrono::microseconds>(clock_.now() - commit_started).count(),
-      std::chrono::duration_cast<std::chrono::microseconds>(commit_started - kafka_txn_started_).count());
+  spdlog::debug("commit_transaction took {} us ({} since the transaction began)",
+                std::chrono::duration_cast<std::chrono::microseconds>(clock_.now() - commit_started).count(),
+                std::chrono::duration_cast<std::chrono::microseconds>(commit_started - kafka_txn_started_).count());
   if (committed.status == kafka::TxnStatus::retry) {
     // Kafka is slow or away: the same commit resumes; nothing is confirmed meanwhile.
     spdlog::warn("committing the Kafka transaction is taking long ({}); trying again", committed.message);
@@ -305,10 +304,11 @@ void Relay::note_transaction_failure(const kafka::Delivery& delivery) {
 // dead-lettered. The simulator found that case (docs/simulation.md).
 void Relay::send_alone_in_transaction(const outbox::Record& record, DeliveryCookie cookie) {
   const auto give_up = [this](const char* what) {
-    finish(Outcome::reconnect(fmt::format("exactly-once: Kafka did not take {} within {} s; the record Kafka "
-                                          "refused with its batch is sent alone when its transaction is "
-                                          "published again",
-                                          what, kFlushTimeout.count())));
+    finish(
+        Outcome::reconnect(fmt::format("exactly-once: Kafka did not take {} within {} s; the record Kafka "
+                                       "refused with its batch is sent alone when its transaction is "
+                                       "published again",
+                                       what, kFlushTimeout.count())));
   };
   for (;;) {
     if (!main_.sink->flush(kFlushTimeout)) return give_up("what precedes a record sent alone");

@@ -23,7 +23,10 @@ kafka::DeliveryError error_of(kafka::DeliveryFailure kind, std::string code, boo
 class SimSink final : public kafka::Sink {
  public:
   SimSink(SimKafka& kafka, kafka::SinkOptions options)
-      : kafka_(kafka), options_(std::move(options)), fd_(::eventfd(0, EFD_NONBLOCK)), alive_(std::make_shared<bool>(true)) {}
+      : kafka_(kafka),
+        options_(std::move(options)),
+        fd_(::eventfd(0, EFD_NONBLOCK)),
+        alive_(std::make_shared<bool>(true)) {}
   ~SimSink() override {
     *alive_ = false;
     // A producer that goes away (a killed process, or a session's end) may have written a

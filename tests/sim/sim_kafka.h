@@ -37,7 +37,8 @@ struct KafkaFaults {
 
 class SimKafka {
  public:
-  SimKafka(test::VirtualClock& clock, Rng& rng, KafkaFaults faults) : clock_(clock), rng_(rng), faults_(std::move(faults)) {}
+  SimKafka(test::VirtualClock& clock, Rng& rng, KafkaFaults faults)
+      : clock_(clock), rng_(rng), faults_(std::move(faults)) {}
 
   struct Entry {
     outbox::Record record;

@@ -12,9 +12,8 @@ constexpr std::size_t kMessagesPerRead = 64;  // what one read of the socket han
 constexpr auto kKeepaliveInterval = 500ms;
 
 rt::Bytes message(const Row& row, Lsn lsn) {
-  const std::string envelope =
-      fmt::format(R"({{"id":"{}","aggregatetype":"{}","aggregateid":"{}","payload":{}}})", row.event_id, row.type,
-                  row.key, row.poison ? R"({"POISON":true})" : "{}");
+  const std::string envelope = fmt::format(R"({{"id":"{}","aggregatetype":"{}","aggregateid":"{}","payload":{}}})",
+                                           row.event_id, row.type, row.key, row.poison ? R"({"POISON":true})" : "{}");
   return rt::MessageBuilder('M')
       .int8(row.kind == Row::Kind::message ? 1 : 0)
       .int64(lsn.value)

@@ -36,9 +36,9 @@ struct WalTxn {
 
 struct SimSlot {
   std::vector<WalTxn> wal;
-  Lsn wal_end;       // the server's WAL position (past gaps of other work)
-  Lsn confirmed;     // confirmed_flush_lsn
-  Lsn saved;         // what the last Postgres checkpoint saved of it
+  Lsn wal_end;    // the server's WAL position (past gaps of other work)
+  Lsn confirmed;  // confirmed_flush_lsn
+  Lsn saved;      // what the last Postgres checkpoint saved of it
   void crash() { confirmed = saved; }
 };
 

@@ -1,6 +1,6 @@
 // scripts/simulate.sh: runs the simulator (docs/simulation.md) over many seeds, or replays one.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <optional>

@@ -20,7 +20,7 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr auto kDrainBound = 60s;              // once faults and writes stop, everything is in Kafka by then
+constexpr auto kDrainBound = 60s;                 // once faults and writes stop, everything is in Kafka by then
 constexpr auto kPostgresCheckpointEvery = 300ms;  // how often the slot's position is saved
 constexpr auto kReconnectDelay = 50ms;
 const std::string kDeadLetterTopic = "dlq";
@@ -52,7 +52,8 @@ struct Killed {};
 
 class Run {
  public:
-  Run(const Schedule& s, bool strict) : strict_(strict), s_(s), rng_(s.seed), kafka_(clock_, rng_, kafka_faults(s)), config_(configure(s)) {}
+  Run(const Schedule& s, bool strict)
+      : strict_(strict), s_(s), rng_(s.seed), kafka_(clock_, rng_, kafka_faults(s)), config_(configure(s)) {}
 
   Verdict go() {
     // PGOUTBOX_SIM_LOG=debug shows the relay's log of a replayed schedule.
@@ -104,8 +105,8 @@ class Run {
   void fail(std::string what) {
     if (!verdict_.ok) return;
     verdict_.ok = false;
-    verdict_.failure = fmt::format("at {} ms: {}", std::chrono::duration_cast<milliseconds>(clock_.now() - start_).count(),
-                                   what);
+    verdict_.failure =
+        fmt::format("at {} ms: {}", std::chrono::duration_cast<milliseconds>(clock_.now() - start_).count(), what);
     done_ = true;
   }
 
@@ -256,8 +257,8 @@ class Run {
       boost::asio::io_context io;
       relay::Observer observer;
       relay::Relay relay(config_, io, clock_, kafka_.factory(), observer);
-      SimSource source(slot_, clock_, rng_, [this](Lsn lsn) { on_flush(lsn); },
-                       [this, &relay] { check_caps(relay); });
+      SimSource source(
+          slot_, clock_, rng_, [this](Lsn lsn) { on_flush(lsn); }, [this, &relay] { check_caps(relay); });
       relay::SessionStart start;
       start.slot_confirmed = slot_.confirmed;
       start.identity = identity_;
@@ -343,8 +344,10 @@ class Run {
   }
 
   bool durable(const Row& row) const {
-    if (!row.poison && row.kind != Row::Kind::non_transactional_message) return kafka_.visible_copies(topic_of(row), row.event_id) > 0;
-    if (s_.policy == config::PoisonPolicy::dead_letter) return kafka_.visible_copies(kDeadLetterTopic, row.event_id) > 0;
+    if (!row.poison && row.kind != Row::Kind::non_transactional_message)
+      return kafka_.visible_copies(topic_of(row), row.event_id) > 0;
+    if (s_.policy == config::PoisonPolicy::dead_letter)
+      return kafka_.visible_copies(kDeadLetterTopic, row.event_id) > 0;
     return false;
   }
   bool drained() const {
@@ -375,10 +378,10 @@ class Run {
     while (verified_ < wal_.size() && wal_[verified_].end_lsn <= lsn) {
       for (const auto& row : wal_[verified_].rows) {
         if (!durable(row)) {
-          fail(fmt::format("loss (I2): the slot is confirmed at {} past event {} (transaction ending {}), which "
-                           "Kafka does not hold{}",
-                           lsn.to_string(), row.event_id, wal_[verified_].end_lsn.to_string(),
-                           row.poison ? " (a poison row)" : ""));
+          fail(fmt::format(
+              "loss (I2): the slot is confirmed at {} past event {} (transaction ending {}), which "
+              "Kafka does not hold{}",
+              lsn.to_string(), row.event_id, wal_[verified_].end_lsn.to_string(), row.poison ? " (a poison row)" : ""));
           if (relay_ != nullptr) throw Killed{};
           return;
         }
@@ -423,14 +426,15 @@ class Run {
         }
         const auto& row = wal_[it->second.first].rows[it->second.second];
         if (topic != kDeadLetterTopic && (topic != topic_of(row) || record->key != row.key)) {
-          fail(fmt::format("phantom (I3): event {} in {} with key {}", record->event_id, topic, record->key.value_or("")));
+          fail(fmt::format("phantom (I3): event {} in {} with key {}", record->event_id, topic,
+                           record->key.value_or("")));
           return;
         }
         if (!seen.insert(record->event_id).second) {
           ++verdict_.duplicates;
           if (exactly_once) {
-            fail(fmt::format("duplicate (I10): a read_committed consumer reads event {} twice in {}",
-                             record->event_id, topic));
+            fail(fmt::format("duplicate (I10): a read_committed consumer reads event {} twice in {}", record->event_id,
+                             topic));
             return;
           }
           continue;
@@ -551,8 +555,8 @@ std::string Schedule::describe() const {
       huge > 0 ? ", some of thousands" : "", poison > 0 ? ", poison rows" : "",
       messages > 0 ? ", logical decoding messages" : "", keys,
       policy == config::PoisonPolicy::stop ? "stop" : "dead-letter", max_retries, max_in_flight_records,
-      checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, queue_capacity,
-      commit_aborts, dead_letter_refuses ? ", the dead-letter topic refuses" : "");
+      checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, queue_capacity, commit_aborts,
+      dead_letter_refuses ? ", the dead-letter topic refuses" : "");
   for (const auto& f : faults) {
     out += fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind));
     if (f.length.count() > 0) out += fmt::format(" for {} ms", f.length.count());
@@ -605,11 +609,12 @@ Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::
 
 std::string report(const Campaign& c) {
   std::string out = fmt::format(
-      "{} schedule(s): {} row(s), {} process(es), {} session(s), {} duplicate(s) read, {} s of virtual time", c.schedules,
-      c.rows, c.processes, c.sessions, c.duplicates, c.virtual_time.count() / 1000);
+      "{} schedule(s): {} row(s), {} process(es), {} session(s), {} duplicate(s) read, {} s of virtual time",
+      c.schedules, c.rows, c.processes, c.sessions, c.duplicates, c.virtual_time.count() / 1000);
   if (c.known_reorders > 0)
-    out += fmt::format("; known open defect: {} record(s) refused with a batch landed after a later record of their key",
-                       c.known_reorders);
+    out +=
+        fmt::format("; known open defect: {} record(s) refused with a batch landed after a later record of their key",
+                    c.known_reorders);
   if (c.failed) {
     out += fmt::format("\nFAILED: {}\nminimal schedule: {}\nreplay: scripts/simulate.sh {}", c.failure.failure,
                        c.failed->describe(), c.failed->replay_arguments());

@@ -35,9 +35,9 @@ struct Schedule {
   config::Delivery delivery = config::Delivery::at_least_once;
   // The workload: transactions of outbox rows, arriving over the first seconds.
   int transactions = 0;
-  int max_rows = 0;          // per ordinary transaction
-  double huge = 0;           // share of transactions of thousands of rows
-  double poison = 0;         // share of rows Kafka refuses (too large)
+  int max_rows = 0;   // per ordinary transaction
+  double huge = 0;    // share of transactions of thousands of rows
+  double poison = 0;  // share of rows Kafka refuses (too large)
   int keys = 1;
   double messages = 0;  // share of changes written as logical decoding messages
   // The configuration.

@@ -29,8 +29,8 @@
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/relay/change_source.h"
-#include "pgoutbox/relay/clock.h"
 #include "pgoutbox/relay/checkpoint_trust.h"
+#include "pgoutbox/relay/clock.h"
 #include "pgoutbox/relay/confirm_tracker.h"
 #include "pgoutbox/relay/delivery_cookie.h"
 #include "pgoutbox/relay/observer.h"
@@ -124,7 +124,7 @@ class Relay : private ChangeHandler {
  private:
   struct Pending {
     outbox::Record record;
-    DeliveryCookie cookie;  // isolated: it failed and goes again alone; batched: a later record held
+    DeliveryCookie cookie;    // isolated: it failed and goes again alone; batched: a later record held
     Clock::time_point due{};  // not sent before (a failed record's backoff)
   };
   // Per-key order (docs/spec.md I4) around a failed record. Records already handed to librdkafka
