@@ -25,11 +25,11 @@
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/metrics/endpoints.h"
 #include "pgoutbox/metrics/http_server.h"
-#include "pgoutbox/metrics/periodic.h"
 #include "pgoutbox/metrics/relay_probe.h"
 #include "pgoutbox/metrics/slot_monitor.h"
 #include "pgoutbox/metrics/slot_probe.h"
 #include "pgoutbox/metrics/summary.h"
+#include "pgoutbox/periodic.h"
 #include "pgoutbox/relay/session.h"
 #include "pgoutbox/replication/connection.h"
 #include "pgoutbox/secrets.h"
@@ -209,7 +209,7 @@ int run(const std::string& config_path) {
     metrics::Summary& summary;
     ~LastSummary() { spdlog::info("{}", summary.next_line()); }
   } last_summary{summary};
-  const metrics::Periodic summary_timer(
+  const Periodic summary_timer(
       kSummaryInterval, [&summary] { spdlog::info("{}", summary.next_line()); }, false);
 
   SignalWatcher signals;
@@ -223,7 +223,7 @@ int run(const std::string& config_path) {
     if (const auto refused = mapping_refused(cfg)) return *refused;
     relay::Outcome outcome;
     try {
-      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed, refused_records});
+      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed, refused_records, config_path});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);
