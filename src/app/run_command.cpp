@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -212,6 +213,11 @@ int run(const std::string& config_path) {
   const Periodic summary_timer(
       kSummaryInterval, [&summary] { spdlog::info("{}", summary.next_line()); }, false);
 
+  // The commands a fatal message names (`pgoutbox republish -c …`) work from any directory.
+  std::error_code cwd_unknown;
+  auto absolute_config = std::filesystem::absolute(config_path, cwd_unknown).string();
+  if (cwd_unknown) absolute_config = config_path;
+
   SignalWatcher signals;
   Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
   bool standby = false;
@@ -223,7 +229,7 @@ int run(const std::string& config_path) {
     if (const auto refused = mapping_refused(cfg)) return *refused;
     relay::Outcome outcome;
     try {
-      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed, refused_records, config_path});
+      relay::Session relay(cfg, &relay_probe, {{}, ever_streamed, refused_records, absolute_config});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);

@@ -8,6 +8,9 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
+#include <thread>
+
 #include "eventually.h"
 #include "fault_fixture.h"
 #include "kafka_client.h"
@@ -144,6 +147,31 @@ TEST_F(PublicationFaultTest, APublicationNoLongerPublishingInsertsStopsPgoutboxW
   change_publication_then_follow_the_fix("pubnoins", "ALTER PUBLICATION {0} SET (publish = 'update, delete')",
                                          "ALTER PUBLICATION {0} SET (publish = 'insert')",
                                          "ALTER PUBLICATION {0} SET (publish = 'insert')");
+}
+
+// The watch's query to a frozen server blocks its thread, never the session: a stop still ends
+// pgoutbox, whose watch shuts its socket down instead of waiting for the answer. Only the watch's
+// own backend is frozen (SIGSTOP): the stream goes on, so nothing else can hold the stop.
+TEST_F(PublicationFaultTest, AStopWhileTheWatchWaitsOnAFrozenBackendIsNotHeldByIt) {
+  const auto p = make_pipeline("pubfrozen");
+  for (const auto& t : p.topics()) create_topic(kafka.bootstrap(), t, 3);
+  auto config = config_for(p, kafka.bootstrap());
+  config.extra_yaml = "shutdown_timeout: 2s\n";
+  auto relay = start_pgoutbox(write_config("pubfrozen.yaml", config));
+  ASSERT_TRUE(wait_streaming(p, *relay)) << log_tail();
+  const auto watch_backend = [&] {
+    return pg.query_value("SELECT pid::text FROM pg_stat_activity WHERE application_name LIKE '%-publication'");
+  };
+  PGOUTBOX_ASSERT_EVENTUALLY(watch_backend().has_value(), 30s);
+  const pid_t backend = std::stoi(*watch_backend());
+  ASSERT_EQ(::kill(backend, SIGSTOP), 0);
+  std::this_thread::sleep_for(7s);  // time, not a condition: the next check's query meets the frozen backend
+  relay->signal(SIGTERM);
+  const auto code = relay->wait_exit(20s);
+  ::kill(backend, SIGCONT);
+  ASSERT_TRUE(code.has_value()) << "pgoutbox did not exit within 20 s of SIGTERM while its watch waited:\n"
+                                << log_tail();
+  EXPECT_EQ(*code, 0) << log_tail();
 }
 
 }  // namespace
