@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -25,11 +26,11 @@
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/metrics/endpoints.h"
 #include "pgoutbox/metrics/http_server.h"
-#include "pgoutbox/metrics/periodic.h"
 #include "pgoutbox/metrics/relay_probe.h"
 #include "pgoutbox/metrics/slot_monitor.h"
 #include "pgoutbox/metrics/slot_probe.h"
 #include "pgoutbox/metrics/summary.h"
+#include "pgoutbox/periodic.h"
 #include "pgoutbox/relay/session.h"
 #include "pgoutbox/replication/connection.h"
 #include "pgoutbox/secrets.h"
@@ -209,8 +210,13 @@ int run(const std::string& config_path) {
     metrics::Summary& summary;
     ~LastSummary() { spdlog::info("{}", summary.next_line()); }
   } last_summary{summary};
-  const metrics::Periodic summary_timer(
+  const Periodic summary_timer(
       kSummaryInterval, [&summary] { spdlog::info("{}", summary.next_line()); }, false);
+
+  // The commands a fatal message names (`pgoutbox republish -c …`) work from any directory.
+  std::error_code cwd_unknown;
+  auto absolute_config = std::filesystem::absolute(config_path, cwd_unknown).string();
+  if (cwd_unknown) absolute_config = config_path;
 
   SignalWatcher signals;
   Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
@@ -229,7 +235,8 @@ int run(const std::string& config_path) {
                            {.sinks = {},
                             .ever_streamed = ever_streamed,
                             .refused = refused_records,
-                            .refused_checkpoints = refused_checkpoints});
+                            .refused_checkpoints = refused_checkpoints,
+                            .config_path = absolute_config});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);

@@ -124,6 +124,17 @@ void Relay::stop() {
   maybe_finish_stop();
 }
 
+void Relay::fail(Outcome outcome) {
+  if (source_ == nullptr || outcome_) return;
+  finish(std::move(outcome));
+}
+
+std::optional<std::int64_t> Relay::newest_row_commit(std::string_view label) const {
+  const auto it = newest_row_commit_.find(label);
+  if (it == newest_row_commit_.end()) return std::nullopt;
+  return it->second;
+}
+
 void Relay::maybe_finish_stop() {
   if (!stopping_ || closing_ || tracker_.outstanding_records() != 0 || committing_) return;
   if (final_checkpoint_pending()) return;  // its report finishes the stop
@@ -224,6 +235,7 @@ void Relay::on_data(const replication::XLogData& data) {
           on_commit(m);
         } else if constexpr (std::is_same_v<T, pgoutput::RelationData>) {
           relations_.apply(m);
+          if (start_.relation_arrived) start_.relation_arrived();
         } else if constexpr (std::is_same_v<T, pgoutput::InsertData>) {
           on_insert(m);
         } else if constexpr (std::is_same_v<T, pgoutput::MessageData>) {
@@ -323,6 +335,8 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
     return;
   }
   ++counters_.rows_received;
+  auto& newest = newest_row_commit_[table->label()];
+  newest = std::max(newest, txn_context_.commit_time_unix_us);
   relay_built(table->build(insert.new_tuple, txn_context_),
               fmt::format("table {}.{}", relation->nspname, relation->relname));
 }

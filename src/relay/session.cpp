@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include "pg_failure.h"
 #include "pgoutbox/kafka/checkpoint.h"
@@ -10,9 +11,16 @@
 #include "pgoutbox/replication/catalog.h"
 #include "pgoutbox/replication/server_features.h"
 #include "pgoutbox/replication/stream.h"
+#include "publication_watch.h"
 
 namespace pgoutbox::relay {
 namespace {
+
+using namespace std::chrono_literals;
+
+// How often the publication is checked while streaming: the slot monitor's interval
+// (app/run_command.cpp), so a changed publication is seen about as soon as a slot going bad.
+constexpr auto kPublicationCheckInterval = 5s;
 
 kafka::SinkFactory real_sinks(const config::Config& config) {
   return kafka::producer_sink_factory(kafka::SinkSettings{config.kafka.brokers, config.kafka.properties,
@@ -65,6 +73,28 @@ outbox::AncestryLookup ancestry_lookup(const config::PostgresConfig& pg) {
 std::vector<replication::TableName> table_names(const config::Config& config) {
   std::vector<replication::TableName> out;
   for (const auto& t : config.tables) out.push_back({t.schema, t.name});
+  return out;
+}
+
+PublicationWatch::Settings watch_settings(const config::Config& config) {
+  const auto& pg = config.postgres;
+  return {pg.dsn,
+          pg.password,
+          pg.application_name + "-publication",
+          pg.publication,
+          table_names(config),
+          kPublicationCheckInterval,
+          std::chrono::duration_cast<std::chrono::seconds>(kPublicationCheckInterval)};
+}
+
+// Where each lost table's window starts: the newest row of it this session, which pgoutput sent
+// while the table was published; without one, the check at connect, which found it published.
+std::vector<WindowStart> windows_of(const Relay& relay, const PublicationLoss& loss, std::int64_t checked_at) {
+  std::vector<WindowStart> out;
+  for (const auto& t : loss.tables) {
+    const auto newest = relay.newest_row_commit(t.schema + "." + t.name);
+    out.push_back({t, newest.value_or(checked_at), newest.has_value()});
+  }
   return out;
 }
 
@@ -153,6 +183,10 @@ class Session::Setup {
       spdlog::info("creating publication {} for {} table(s)", pg.publication, tables.size());
       connection->create_publication(pg.publication, tables);
     }
+    // Before the check: the publication covered the tables at least until this time, where the
+    // window of rows a change while streaming may skip starts when no row of a table arrives
+    // (publication_watch.h).
+    checked_at = replication::server_time_unix_micros(*connection);
     if (auto problem = replication::check_publication_covers(*connection, pg.publication, tables)) {
       return Outcome::fatal(problem->cause == replication::PublicationProblem::Cause::table_missing
                                 ? Fatal::table_missing
@@ -262,6 +296,7 @@ class Session::Setup {
 
   std::optional<replication::Connection> connection;
   SessionContext context;
+  std::int64_t checked_at = 0;  // the server's time (Unix µs) just before the publication check
   Lsn slot_confirmed;
   replication::SystemIdentity identity;
   std::string snapshot;  // exported by the slot just created, for the backfill
@@ -380,7 +415,19 @@ Outcome Session::run() {
   start.refused = options_.refused;
   start.refused_checkpoints = options_.refused_checkpoints;
   if (options_.sinks) start.read_checkpoints = nullptr;  // a test's sinks: no real Kafka to read
+  // A message outbox needs nothing of the publication: pgoutput sends logical decoding messages
+  // whatever it lists.
+  std::optional<PublicationWatch> watch;
+  if (!config_.tables.empty()) {
+    watch.emplace(watch_settings(config_), [this, checked_at = setup.checked_at](PublicationLoss loss) {
+      boost::asio::post(io_, [this, loss = std::move(loss), checked_at] {
+        relay_.fail(publication_lost(loss, config_, windows_of(relay_, loss, checked_at), options_.config_path));
+      });
+    });
+    start.relation_arrived = [&watch] { watch->check_now(); };
+  }
   auto outcome = relay_.run(source, std::move(start));
+  watch.reset();
   streaming_ = false;
   return outcome;
 }

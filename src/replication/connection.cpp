@@ -57,25 +57,25 @@ std::string TableName::quoted() const {
 }
 
 Connection Connection::open(const std::string& dsn, bool replication, const std::string& application_name,
-                            const std::string& password) {
+                            const std::string& password, std::chrono::seconds connect_timeout) {
   // Later keywords override the DSN's. The settings travel in the startup packet: a walsender
   // need not accept SET, and startup options outrank postgresql.conf, ALTER DATABASE and
   // ALTER ROLE settings.
-  const char* keys[] = {"dbname",
-                        "replication",
-                        "application_name",
-                        "client_encoding",
-                        "options",
-                        password.empty() ? nullptr : "password",
-                        nullptr};
-  const char* values[] = {dsn.c_str(),
-                          replication ? "database" : "false",
-                          application_name.c_str(),
-                          kClientEncoding,
-                          kSessionOptions,
-                          password.empty() ? nullptr : password.c_str(),
-                          nullptr};
-  PGconn* raw = PQconnectdbParams(keys, values, 1);
+  std::vector<const char*> keys = {"dbname", "replication", "application_name", "client_encoding", "options"};
+  std::vector<const char*> values = {dsn.c_str(), replication ? "database" : "false", application_name.c_str(),
+                                     kClientEncoding, kSessionOptions};
+  const std::string timeout = std::to_string(connect_timeout.count());
+  if (connect_timeout.count() > 0) {
+    keys.push_back("connect_timeout");
+    values.push_back(timeout.c_str());
+  }
+  if (!password.empty()) {
+    keys.push_back("password");
+    values.push_back(password.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* raw = PQconnectdbParams(keys.data(), values.data(), 1);
   Connection conn(raw);
   if (raw == nullptr) throw PgError("out of memory creating a libpq connection", "");
   if (PQstatus(raw) != CONNECTION_OK) {
@@ -215,7 +215,7 @@ void Connection::create_publication(const std::string& name, const std::vector<T
 }
 
 std::optional<PublicationProblem> check_publication_covers(const Connection& conn, const std::string& publication,
-                                                           const std::vector<TableName>& tables) {
+                                                           const std::vector<TableName>& tables, bool describe) {
   using Cause = PublicationProblem::Cause;
   const auto pub = conn.publication(publication);
   if (!pub) {
@@ -259,9 +259,15 @@ std::optional<PublicationProblem> check_publication_covers(const Connection& con
                       "created after the publication, or excluded with ONLY, is not published)",
                       publication, names, table.schema, table.name, publication, names)};
     }
-    spdlog::info("table {}.{} {}", table.schema, table.name, describe_relaying(publication, *pub, table, layout));
+    if (describe)
+      spdlog::info("table {}.{} {}", table.schema, table.name, describe_relaying(publication, *pub, table, layout));
   }
   return std::nullopt;
+}
+
+std::int64_t server_time_unix_micros(const Connection& conn) {
+  auto res = conn.exec("SELECT (extract(epoch FROM pg_catalog.now()) * 1000000)::bigint");
+  return std::stoll(PQgetvalue(res.get(), 0, 0));
 }
 
 std::optional<std::chrono::milliseconds> parse_show_duration(const std::string& text) {

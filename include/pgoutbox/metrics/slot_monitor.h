@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "pgoutbox/metrics/periodic.h"
 #include "pgoutbox/metrics/slot_probe.h"
+#include "pgoutbox/periodic.h"
 
 namespace pgoutbox::metrics {
 

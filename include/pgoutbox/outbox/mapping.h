@@ -46,6 +46,8 @@ class ResolvedTable {
 
   std::variant<Record, Poison> build(const pgoutput::TupleData& tuple, const TxnContext& txn) const;
   std::uint64_t relation_generation() const { return generation_; }
+  // The configured table, as schema.name (each record's `table`).
+  const std::string& label() const { return label_; }
 
  private:
   struct TopicPart {

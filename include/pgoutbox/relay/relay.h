@@ -15,11 +15,13 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pgoutbox/config/config.h"
@@ -87,6 +89,10 @@ struct SessionStart {
   // Checkpoints found written over another WAL history, kept across sessions by the caller;
   // empty: a memory for this session only.
   std::shared_ptr<RefusedCheckpoints> refused_checkpoints;
+  // Called at every Relation message. pgoutput sends one before a relation's first change of
+  // the session and again after its description changed: the publication watch checks then
+  // (session.cpp). Empty: nothing is called.
+  std::function<void()> relation_arrived;
 };
 
 class Relay : private ChangeHandler {
@@ -115,6 +121,15 @@ class Relay : private ChangeHandler {
   // Graceful stop: stop reading, wait up to shutdown_timeout for outstanding acks, confirm, close.
   // Call on the io_context's thread.
   void stop();
+  // Ends the session with `outcome`, found outside the stream (the publication watch): what
+  // Kafka acknowledged is confirmed, nothing else (I2). Call on the io_context's thread.
+  void fail(Outcome outcome);
+
+  // The commit time (Unix microseconds) of the newest transaction that brought a row of the
+  // configured table `label` (schema.name) this session: pgoutput sent it, so the publication
+  // still carried the table when that transaction committed (docs/spec.md I9). nullopt before
+  // the first.
+  std::optional<std::int64_t> newest_row_commit(std::string_view label) const;
 
   const Counters& counters() const { return counters_; }
   Lsn confirmed() const { return tracker_.durable(); }
@@ -290,6 +305,7 @@ class Relay : private ChangeHandler {
   std::unique_ptr<Timer> commit_timer_;
   std::shared_ptr<RefusedRecords> refused_;
   std::vector<outbox::Header> extra_headers_;
+  std::map<std::string, std::int64_t, std::less<>> newest_row_commit_;  // by configured table
 };
 
 }  // namespace pgoutbox::relay

@@ -2,7 +2,8 @@
 
 // One replication session: connect, identify the system, check (or create) the publication and
 // the slot, validate the slot (replication::validate_slot), start streaming from it, and hand
-// the ready stream to the Relay. Each session has an io_context of its own: the replication
+// the ready stream to the Relay, with the publication watched while it streams
+// (publication_watch.h). Each session has an io_context of its own: the replication
 // socket, the sink's wake-up descriptors and the timers are all waited on there, so nothing of
 // a finished session can run after it.
 
@@ -10,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "pgoutbox/config/config.h"
 #include "pgoutbox/kafka/sink.h"
@@ -26,6 +28,8 @@ struct SessionOptions {
   std::shared_ptr<RefusedRecords> refused;
   // Checkpoints found written over another WAL history (relay.h), shared by them.
   std::shared_ptr<RefusedCheckpoints> refused_checkpoints;
+  // The configuration file, for the commands a fatal message names; empty: "FILE".
+  std::string config_path;
 };
 
 class Session {

@@ -7,6 +7,7 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -98,9 +99,11 @@ class Connection {
   // Connects with `dsn` (libpq conninfo or URI). With `replication`, the session is a logical
   // walsender (replication=database): replication commands and simple-protocol SQL only.
   // `password`, when not empty, is passed apart from the DSN so that it never sits in a string
-  // that might be logged.
+  // that might be logged. A `connect_timeout` above zero bounds the connection's establishment
+  // (libpq's connect_timeout, over the DSN's own).
   static Connection open(const std::string& dsn, bool replication, const std::string& application_name,
-                         const std::string& password = "");
+                         const std::string& password = "",
+                         std::chrono::seconds connect_timeout = std::chrono::seconds(0));
 
   Connection(Connection&&) noexcept = default;
   Connection& operator=(Connection&&) noexcept = default;
@@ -173,9 +176,15 @@ struct PublicationProblem {
 };
 
 // nullopt when `publication` exists and publishes the inserts of every table in `tables` (and
-// of their inheritance children); a failed query throws PgError.
+// of their inheritance children); a failed query throws PgError. With `describe`, each covered
+// table's layout is logged (describe_relaying): at connect, not at every check while streaming.
 [[nodiscard]] std::optional<PublicationProblem> check_publication_covers(const Connection& conn,
                                                                          const std::string& publication,
-                                                                         const std::vector<TableName>& tables);
+                                                                         const std::vector<TableName>& tables,
+                                                                         bool describe = true);
+
+// The server's clock (now()) in microseconds since the Unix epoch, the scale of the commit times
+// the relay keeps (pgoutput::to_unix_micros).
+std::int64_t server_time_unix_micros(const Connection& conn);
 
 }  // namespace pgoutbox::replication

@@ -1,10 +1,10 @@
-#include "pgoutbox/metrics/periodic.h"
+#include "pgoutbox/periodic.h"
 
 #include <spdlog/spdlog.h>
 
 #include <exception>
 
-namespace pgoutbox::metrics {
+namespace pgoutbox {
 
 Periodic::Periodic(std::chrono::milliseconds interval, std::function<void()> task, bool run_at_start)
     : interval_(interval), task_(std::move(task)), thread_([this, run_at_start] { loop(run_at_start); }) {}
@@ -16,6 +16,14 @@ Periodic::~Periodic() {
   }
   wake_.notify_all();
   thread_.join();
+}
+
+void Periodic::trigger() {
+  {
+    std::lock_guard lock(mutex_);
+    triggered_ = true;
+  }
+  wake_.notify_all();
 }
 
 void Periodic::loop(bool run_at_start) {
@@ -30,11 +38,14 @@ void Periodic::loop(bool run_at_start) {
   };
   if (run_at_start) run_once();
   std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
+  while (true) {
+    wake_.wait_for(lock, interval_, [this] { return stopping_ || triggered_; });
+    if (stopping_) return;
+    triggered_ = false;
     lock.unlock();
     run_once();
     lock.lock();
   }
 }
 
-}  // namespace pgoutbox::metrics
+}  // namespace pgoutbox
