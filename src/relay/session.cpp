@@ -426,6 +426,20 @@ Outcome Session::run() {
     });
     start.relation_arrived = [&watch] { watch->check_now(); };
   }
+  if (config_.delivery == config::Delivery::exactly_once) {
+    const int walsender = PQbackendPID(setup.connection->raw());
+    start.holds_slot = [this, walsender] {
+      try {
+        const auto& pg = config_.postgres;
+        const auto conn =
+            replication::Connection::open(pg.dsn, false, pg.application_name, pg.password, std::chrono::seconds(5));
+        const auto slot = conn.slot(pg.slot);
+        return slot && slot->active_pid == walsender;
+      } catch (const std::exception&) {
+        return false;  // the server cannot say: a fence it is
+      }
+    };
+  }
   auto outcome = relay_.run(source, std::move(start));
   watch.reset();
   streaming_ = false;

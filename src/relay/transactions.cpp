@@ -272,6 +272,14 @@ bool Relay::on_transaction_failure(const kafka::TxnResult& result, const char* s
 
 // The one outcome of a fence, whichever call or report shows it.
 Outcome Relay::fenced(const std::string& what) const {
+  if (start_.holds_slot && start_.holds_slot()) {
+    return Outcome::reconnect(
+        fmt::format("the Kafka producer was fenced ({}) while this instance still holds the slot, so no other "
+                    "instance took over: the transaction coordinator aborted a transaction that outlived "
+                    "transaction.timeout.ms (a long Kafka outage); nothing of it was confirmed, and the producer is "
+                    "rebuilt",
+                    what));
+  }
   return Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took over "
                                                    "({}); this one writes nothing more",
                                                    start_.transactional_id, what));

@@ -148,7 +148,7 @@ TEST_F(ExactlyOnceFaultTest, KafkaStoppedSixtySecondsThenHungDeliversEveryEventE
   ASSERT_TRUE(relay->running()) << "pgoutbox exited while Kafka was down:\n" << log_tail();
   const auto restarted = Clock::now();
   kafka.start();
-  PGOUTBOX_ASSERT_EVENTUALLY(wait_confirmed(p, current_wal_lsn(), 5s).has_value(), 180s);
+  PGOUTBOX_ASSERT_EVENTUALLY(wait_confirmed(p, current_wal_lsn(), 5s).has_value(), 180s) << "\n" << log_tail();
   const auto recovery = Clock::now() - restarted;
   kafka.pause();
   std::this_thread::sleep_for(12s);  // hung past request.timeout.ms

@@ -89,6 +89,12 @@ struct SessionStart {
   // Checkpoints found written over another WAL history, kept across sessions by the caller;
   // empty: a memory for this session only.
   std::shared_ptr<RefusedCheckpoints> refused_checkpoints;
+  // Exactly-once: true while this session still holds the slot (session.cpp asks the server).
+  // Only the slot's holder initialises the transactional producer, so a fence seen meanwhile is
+  // not another instance's: it is the coordinator's abort of a transaction that outlived
+  // transaction.timeout.ms in a long Kafka outage, and the session reconnects instead of
+  // exiting 22. Empty: every fence is another instance's.
+  std::function<bool()> holds_slot;
   // Called at every Relation message. pgoutput sends one before a relation's first change of
   // the session and again after its description changed: the publication watch checks then
   // (session.cpp). Empty: nothing is called.
