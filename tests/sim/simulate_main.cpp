@@ -48,15 +48,7 @@ int main(int argc, char** argv) {
     sim::Campaign total;
     for (std::uint64_t first = seed; first < seed + schedules && !total.failed; first += kChunk) {
       const auto part = sim::run_campaign(delivery, first, std::min(kChunk, seed + schedules - first), strict);
-      total.schedules += part.schedules;
-      total.rows += part.rows;
-      total.processes += part.processes;
-      total.sessions += part.sessions;
-      total.duplicates += part.duplicates;
-      total.virtual_time += part.virtual_time;
-      total.known_reorders += part.known_reorders;
-      total.failed = part.failed;
-      total.failure = part.failure;
+      total.add(part);
       const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       fmt::print("{}: seeds {}..{}: {} ({:.1f} s of real time)\n", name, seed, seed + total.schedules - 1,
                  sim::report(total), seconds);

@@ -582,6 +582,18 @@ std::string Schedule::replay_arguments() const {
 
 Verdict simulate(const Schedule& schedule, bool strict) { return Run(schedule, strict).go(); }
 
+void Campaign::add(const Campaign& later) {
+  schedules += later.schedules;
+  rows += later.rows;
+  processes += later.processes;
+  sessions += later.sessions;
+  duplicates += later.duplicates;
+  virtual_time += later.virtual_time;
+  known_reorders += later.known_reorders;
+  failed = later.failed;
+  failure = later.failure;
+}
+
 Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::uint64_t count, bool strict) {
   Campaign c;
   for (std::uint64_t seed = first_seed; seed < first_seed + count; ++seed) {

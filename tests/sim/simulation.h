@@ -88,6 +88,8 @@ struct Campaign {
   std::uint64_t known_reorders = 0;
   std::optional<Schedule> failed;  // shrunk
   Verdict failure;                 // of the shrunk schedule
+  // Adds a later range of seeds (its failure, if any, becomes this one's).
+  void add(const Campaign& later);
 };
 Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::uint64_t count, bool strict = false);
 std::string report(const Campaign& campaign);
