@@ -1,24 +1,38 @@
-// The durable checkpoint (docs/spec.md I10): read back at the start of a session to skip what
-// Kafka already has, and written as the confirmed position advances. In at-least-once mode it
-// goes through a sink of its own, at most every checkpoint.interval and once more at a graceful
-// stop; in exactly-once mode it is the last record of each Kafka transaction (transactions.cpp).
-#include <unistd.h>
+#include "checkpointer.h"
+
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "pgoutbox/relay/checkpoint_trust.h"
-#include "pgoutbox/relay/relay.h"
+#include "pgoutbox/relay/delivery_cookie.h"
 
 namespace pgoutbox::relay {
 
-std::optional<Outcome> Relay::resume_from_checkpoint() {
+Checkpointer::Checkpointer(const config::Config& config, boost::asio::io_context& io, Clock& clock,
+                           const kafka::SinkFactory& sinks, const SessionStart& start, const ConfirmTracker& tracker,
+                           Counters& counters, Observer& observer)
+    : config_(config),
+      io_(io),
+      clock_(clock),
+      sinks_(sinks),
+      start_(start),
+      tracker_(tracker),
+      counters_(counters),
+      observer_(observer),
+      timer_(clock.timer()) {
+  if (!config.checkpoint.signing_key.empty()) key_.emplace(config.checkpoint.signing_key);
+}
+
+std::optional<Outcome> Checkpointer::resume(SkipProof& proof) {
   if (!config_.checkpoint.enabled || !start_.read_checkpoints) return std::nullopt;
   kafka::CheckpointScan scan;
   try {
     scan = start_.read_checkpoints();
   } catch (const std::exception& e) {
-    if (eos_) return Outcome::reconnect(fmt::format("reading the checkpoint failed: {}", e.what()));
+    if (config_.delivery == config::Delivery::exactly_once)
+      return Outcome::reconnect(fmt::format("reading the checkpoint failed: {}", e.what()));
     // At-least-once does not need it: without it, a crash only publishes more again.
     spdlog::warn("checkpoint: cannot read it ({}); nothing is skipped this session", e.what());
     return std::nullopt;
@@ -29,48 +43,44 @@ std::optional<Outcome> Relay::resume_from_checkpoint() {
                                                          .server_position = start_.server_position,
                                                          .delivery = config_.delivery,
                                                          .transactional_id = start_.transactional_id,
-                                                         .signing = checkpoint_key_.has_value(),
+                                                         .signing = key_.has_value(),
                                                          .refused = start_.refused_checkpoints.get()});
   for (const auto& warning : resume.warnings) spdlog::warn("checkpoint: {}", warning);
   if (resume.refused_records > 0) observer_.checkpoints_refused(resume.refused_records);
   if (resume.refused) return resume.refused;
   if (!resume.note.empty()) spdlog::info("checkpoint: {}", resume.note);
-  if (resume.skip_through) proof_ = SkipProof(*resume.skip_through, start_.slot_confirmed);
+  if (resume.skip_through) proof = SkipProof(*resume.skip_through, start_.slot_confirmed);
   // Nothing at or below it is written again; nothing past it comes before the proof (SkipProof).
-  checkpoint_written_ = std::max(resume.skip_below(), start_.slot_confirmed);
-  checkpointing_ = true;
+  last_written_ = std::max(resume.skip_below(), start_.slot_confirmed);
+  active_ = true;
   return std::nullopt;
 }
 
-// The stream is not the WAL history the trusted checkpoint was written over (SkipProof): nothing
-// skipped was confirmed, so the session ends, and the next one, which no longer trusts it,
-// publishes everything after the slot's position.
-bool Relay::other_history(std::optional<std::string> why) {
-  if (!why) return false;
-  spdlog::error(
-      "checkpoint: {}; it is refused for as long as this process runs, and the transactions after the "
-      "slot's position {} are published again (nothing skipped was confirmed)",
-      *why, start_.slot_confirmed.to_string());
-  start_.refused_checkpoints->insert(*proof_.expected());
-  observer_.checkpoints_refused(1);
-  finish(Outcome::reconnect("the checkpoint was written over another WAL history: " + *why));
-  return true;
-}
-
-kafka::Checkpoint Relay::checkpoint_at(const TransactionMark& last) const {
+outbox::Record Checkpointer::record(const TransactionMark& last) const {
   auto checkpoint = kafka::checkpoint_of(start_.identity, last);
   checkpoint.timeline = start_.timeline;
-  checkpoint.delivery = eos_ ? "exactly-once" : "at-least-once";
+  checkpoint.delivery = config_.delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once";
   checkpoint.transactional_id = start_.transactional_id;
-  if (checkpoint_key_) checkpoint_key_->sign(checkpoint);
-  return checkpoint;
+  if (key_) key_->sign(checkpoint);
+  return kafka::checkpoint_record(config_.checkpoint.topic, checkpoint);
 }
 
-void Relay::arm_checkpoint() {
-  clock_.after(*checkpoint_timer_, config_.checkpoint.interval, [this] {
-    if (closing_) return;
-    write_checkpoint();
-    arm_checkpoint();
+void Checkpointer::write_periodically(std::function<void()> written) {
+  if (!active_) return;
+  written_ = std::move(written);
+  arm();
+}
+
+void Checkpointer::close() {
+  closed_ = true;
+  timer_->cancel();
+}
+
+void Checkpointer::arm() {
+  clock_.after(*timer_, config_.checkpoint.interval, [this] {
+    if (closed_) return;
+    write();
+    arm();
   });
 }
 
@@ -78,51 +88,46 @@ void Relay::arm_checkpoint() {
 // so the checkpoint never claims a record Kafka does not have. Not a keepalive's position past
 // it: a transaction the checkpoint names is what the next session proves the history by. One
 // write at a time.
-void Relay::write_checkpoint() {
+void Checkpointer::write() {
   const auto& durable = tracker_.durable_transaction();
-  if (checkpoint_sending_ || !durable || durable->end_lsn <= checkpoint_written_) return;
-  if (!checkpoint_sink_.sink) {
+  if (sending_ || !durable || durable->end_lsn <= last_written_) return;
+  if (!sink_.is_open()) {
     kafka::SinkOptions options;
     options.isolated = true;
-    options.on_delivery = [this](const kafka::Delivery& d) { on_checkpoint_delivery(d); };
-    checkpoint_sink_.sink = sinks_(std::move(options));
-    checkpoint_sink_.wakeup.emplace(io_, ::dup(checkpoint_sink_.sink->wakeup_fd()));
-    wait_wakeup(checkpoint_sink_);
+    options.on_delivery = [this](const kafka::Delivery& d) { on_delivery(d); };
+    sink_.open(io_, sinks_(std::move(options)));
   }
   kafka::DeliveryError error;
-  const auto record = kafka::checkpoint_record(config_.checkpoint.topic, checkpoint_at(*durable));
-  const auto produced = checkpoint_sink_.sink->produce(record, DeliveryCookie::checkpoint().pack(), error);
+  const auto produced = sink_->produce(record(*durable), DeliveryCookie::checkpoint().pack(), error);
   if (produced == kafka::Sink::Produced::ok) {
-    checkpoint_sending_ = durable->end_lsn;
+    sending_ = durable->end_lsn;
   } else if (produced == kafka::Sink::Produced::failed) {
     spdlog::warn("checkpoint: Kafka refused it ({}: {}); trying again in {} ms", error.code, error.text,
                  config_.checkpoint.interval.count());
   }
 }
 
-void Relay::on_checkpoint_delivery(const kafka::Delivery& delivery) {
-  const auto written = checkpoint_sending_;
-  checkpoint_sending_.reset();
+void Checkpointer::on_delivery(const kafka::Delivery& delivery) {
+  const auto written = sending_;
+  sending_.reset();
   if (delivery.error) {
     spdlog::warn("checkpoint: writing it to {} failed ({}: {}); {}", config_.checkpoint.topic, delivery.error->code,
                  delivery.error->text, stopping_ ? "stopping without it" : "trying again");
-    if (stopping_) checkpointing_ = false;  // one try at a stop: the records are all acknowledged
+    if (stopping_) active_ = false;  // one try at a stop: the records are all acknowledged
   } else if (written) {
-    checkpoint_written_ = std::max(checkpoint_written_, *written);
+    last_written_ = std::max(last_written_, *written);
     ++counters_.checkpoints_written;
   }
-  maybe_finish_stop();
+  if (written_) written_();
 }
 
-// At a graceful stop in at-least-once mode, once every record is acknowledged: the newest
-// confirmed position is written before the session closes (true while that write is pending).
-bool Relay::final_checkpoint_pending() {
-  if (!checkpointing_ || eos_ || closing_) return false;
-  if (checkpoint_sending_) return true;
+bool Checkpointer::final_pending() {
+  if (!active_ || closed_ || !written_) return false;
+  if (sending_) return true;
   const auto& durable = tracker_.durable_transaction();
-  if (!durable || durable->end_lsn <= checkpoint_written_) return false;
-  write_checkpoint();
-  return checkpoint_sending_.has_value();
+  if (!durable || durable->end_lsn <= last_written_) return false;
+  write();
+  return sending_.has_value();
 }
 
 }  // namespace pgoutbox::relay

@@ -56,17 +56,17 @@ void Relay::on_message(const pgoutput::MessageData& message) {
   const std::string from =
       fmt::format("logical message with prefix \"{}\" at {}", message.prefix, message.lsn.to_string());
   if (message.transactional()) {
-    if (!txn_) throw std::logic_error("transactional logical message outside Begin…Commit in the replication stream");
-    if (skipping_) {
+    if (!unit_) throw std::logic_error("transactional logical message outside Begin…Commit in the replication stream");
+    if (unit_->skipping) {
       ++counters_.checkpoint_skipped_rows;
       return;
     }
-    relay_built(messages_.build(*entry, message.content, txn_context_, max_bytes), from);
+    relay_built(messages_.build(*entry, message.content, unit_->context, max_bytes), from);
     return;
   }
   // pgoutbox does not ask for streaming, so a transaction is sent whole at its commit, and a
   // non-transactional message can only come between transactions.
-  if (txn_) throw std::logic_error("non-transactional logical message inside a transaction in the replication stream");
+  if (unit_) throw std::logic_error("non-transactional logical message inside a transaction in the replication stream");
   ++counters_.messages_non_transactional;
   // The message's LSN is the end of its WAL record: a checkpoint at or past it covers it (I10).
   // It is a unit of its own, which a checkpoint may name (found by the simulator: named nowhere,
@@ -81,9 +81,8 @@ void Relay::on_message(const pgoutput::MessageData& message) {
   const auto now_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  txn_ = tracker_.begin(now_us, message.lsn);
-  txn_context_ = {message.lsn, now_us, 0};
-  auto built = messages_.build(*entry, message.content, txn_context_, max_bytes);
+  unit_ = OpenUnit{.id = tracker_.begin(now_us, message.lsn), .context = {message.lsn, now_us, 0}, .skipping = false};
+  auto built = messages_.build(*entry, message.content, unit_->context, max_bytes);
   if (auto* record = std::get_if<outbox::Record>(&built)) {
     auto event_id = record->event_id;
     built = outbox::Poison{std::move(event_id),

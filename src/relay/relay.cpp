@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "checkpointer.h"
 #include "pg_failure.h"
 #include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/pgoutput/decoder.h"
@@ -21,58 +22,47 @@ Relay::Relay(const config::Config& config, boost::asio::io_context& io, Clock& c
       clock_(clock),
       sinks_(std::move(sinks)),
       observer_(observer),
-      rules_{config.poison, config.reconnect.max, 0},
       mapping_(config.tables, config.provenance_headers, std::move(ancestry)),
       messages_(config.messages, config.provenance_headers),
       reserved_topics_(config::reserved_topics(config)),
       poll_timer_(clock.timer()),
-      stop_deadline_(clock.timer()),
-      retry_timer_(clock.timer()),
-      queue_full_timer_(clock.timer()),
-      pump_timer_(clock.timer()),
-      checkpoint_timer_(clock.timer()),
-      commit_timer_(clock.timer()) {
-  if (!config.checkpoint.signing_key.empty()) checkpoint_key_.emplace(config.checkpoint.signing_key);
-}
+      stop_deadline_(clock.timer()) {}
 
-Relay::~Relay() {
-  for (auto* slot : {&main_, &isolated_, &checkpoint_sink_}) {
-    boost::system::error_code ignored;
-    if (slot->wakeup) slot->wakeup->close(ignored);
-  }
-}
+Relay::~Relay() = default;
 
 Outcome Relay::run(ChangeSource& source, SessionStart start) {
   start_ = std::move(start);
-  eos_ = config_.delivery == config::Delivery::exactly_once;
-  refused_ = start_.refused ? start_.refused : std::make_shared<RefusedRecords>();
   if (!start_.refused_checkpoints) start_.refused_checkpoints = std::make_shared<RefusedCheckpoints>();
   // The slot is already confirmed up to here: a keepalive during catch-up, below it, must not
   // move it back (docs/spec.md I7).
   tracker_.idle_position(start_.slot_confirmed);
   reported_flush_ = tracker_.durable();
   source.set_flush(start_.slot_confirmed);
-  try {
-    open_sink(main_, false);
-  } catch (const std::invalid_argument& e) {
-    return Outcome::fatal(Fatal::kafka_config, e.what());
-  }
-  if (eos_) {
-    // Fences every older producer of this transactional id (a paused instance that the slot's
-    // new holder replaced) and aborts the transaction it left open.
-    const auto init = main_.sink->init_transactions(std::chrono::seconds(30));
-    if (init.status == kafka::TxnStatus::fenced || init.status == kafka::TxnStatus::fatal ||
-        init.status == kafka::TxnStatus::abort || init.status == kafka::TxnStatus::retry) {
-      return Outcome::reconnect(fmt::format("initialising Kafka transactions (transactional.id {}) failed: {}",
-                                            start_.transactional_id, init.message));
-    }
-    spdlog::info("exactly-once: Kafka transactions with transactional.id {}", start_.transactional_id);
-  }
-  if (auto refused = resume_from_checkpoint()) return *refused;
+  checkpointer_ =
+      std::make_unique<Checkpointer>(config_, io_, clock_, sinks_, start_, tracker_, counters_, observer_);
+  path_ = make_delivery_path(PathContext{.config = config_,
+                                         .io = io_,
+                                         .clock = clock_,
+                                         .sinks = sinks_,
+                                         .tracker = tracker_,
+                                         .counters = counters_,
+                                         .observer = observer_,
+                                         .events = *this,
+                                         .checkpointer = *checkpointer_,
+                                         .start = start_});
+  const auto outcome = stream(source);
+  path_.reset();
+  checkpointer_.reset();
+  return outcome;
+}
+
+Outcome Relay::stream(ChangeSource& source) {
+  if (auto refused = path_->open()) return *refused;
+  if (auto refused = checkpointer_->resume(proof_)) return *refused;
   source_ = &source;
   source.start(*this, [this](Outcome end) { outcome_ = pending_outcome_ ? *pending_outcome_ : std::move(end); });
   arm_poll();
-  if (checkpointing_ && !eos_) arm_checkpoint();
+  path_->started();
   observer_.session_started();
   try {
     io_.restart();
@@ -81,22 +71,14 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
     outcome_ = Outcome::fatal(Fatal::internal, std::string("internal error: ") + e.what());
   }
   observer_.session_ended();
-  if (eos_ && !closing_) {
-    // The stream ended by itself (the replication connection is gone): the open Kafka
-    // transaction is aborted here, and a fence that abort or librdkafka meets ends the instance.
+  if (!closing_) {
+    // The stream ended by itself (the replication connection is gone): the path aborts what it
+    // has open, and a fence it meets meanwhile ends the instance.
     closing_ = true;
-    if (kafka_txn_open_) abort_kafka_transaction("the replication stream ended");
-    if (outcome_->kind != Outcome::Kind::fatal) {
-      if (auto fence = fence_shown()) outcome_ = std::move(*fence);
-    }
+    outcome_ = path_->close(std::move(*outcome_));
   }
-  for (auto* timer : {&poll_timer_, &stop_deadline_, &retry_timer_, &queue_full_timer_, &pump_timer_,
-                      &checkpoint_timer_, &commit_timer_})
-    (*timer)->cancel();
-  pump_armed_ = false;
-  for (auto* slot : {&main_, &isolated_, &checkpoint_sink_}) {
-    if (slot->wakeup) slot->wakeup->cancel();
-  }
+  poll_timer_->cancel();
+  stop_deadline_->cancel();
   source_ = nullptr;
   return *outcome_;
 }
@@ -106,9 +88,7 @@ void Relay::stop() {
   stopping_ = true;
   spdlog::info("stopping: no more reading; waiting up to {} ms for {} outstanding record(s)",
                config_.shutdown_timeout.count(), tracker_.outstanding_records());
-  // Exactly-once: a Postgres transaction is never split across Kafka transactions, so one half
-  // read is read to its end, then committed with the rest.
-  if (!eos_ || !tracker_.in_transaction()) source_->pause();
+  update_reading();
   clock_.after(*stop_deadline_, config_.shutdown_timeout, [this] {
     if (tracker_.outstanding_records() == 0) {
       spdlog::warn("shutdown timeout: the final checkpoint was not acknowledged; every record was");
@@ -120,7 +100,7 @@ void Relay::stop() {
     finish(Outcome::stopped_unacknowledged(
         fmt::format("shutdown timeout with {} record(s) unacknowledged", tracker_.outstanding_records())));
   });
-  if (eos_ && !tracker_.in_transaction()) maybe_commit(true);
+  path_->stopping();
   maybe_finish_stop();
 }
 
@@ -136,8 +116,8 @@ std::optional<std::int64_t> Relay::newest_row_commit(std::string_view label) con
 }
 
 void Relay::maybe_finish_stop() {
-  if (!stopping_ || closing_ || tracker_.outstanding_records() != 0 || committing_) return;
-  if (final_checkpoint_pending()) return;  // its report finishes the stop
+  if (!stopping_ || closing_ || tracker_.outstanding_records() != 0) return;
+  if (!path_->drained()) return;  // what it still finishes reports changed()
   finish(Outcome::stopped());
 }
 
@@ -145,17 +125,21 @@ void Relay::finish(Outcome outcome) {
   if (closing_) return;
   closing_ = true;
   stop_deadline_->cancel();
-  if (eos_ && kafka_txn_open_) abort_kafka_transaction("the session is closing");
-  // Whatever ends the session (a lost replication connection, say), a producer the abort or
-  // librdkafka found fenced ends the instance: a reconnect would wait as a standby, silent.
-  if (eos_ && outcome.kind != Outcome::Kind::fatal) {
-    if (auto fence = fence_shown()) outcome = std::move(*fence);
-  }
+  outcome = path_->close(std::move(outcome));
   // Confirm exactly what is durable, then close cleanly. Nothing unacknowledged is ever
   // confirmed, whatever the reason for closing (I2).
   update_flush();
   pending_outcome_ = std::move(outcome);
   source_->stop();
+}
+
+// A safety net beside the producers' wake-up descriptors: serve them and notice fatal errors.
+void Relay::arm_poll() {
+  clock_.after(*poll_timer_, 200ms, [this] {
+    if (outcome_) return;
+    path_->poll();
+    arm_poll();
+  });
 }
 
 void Relay::update_flush() {
@@ -168,48 +152,73 @@ void Relay::update_flush() {
   source_->set_flush(durable);
 }
 
-void Relay::apply_backpressure() {
-  const auto& limits = config_.limits;
-  const auto records = tracker_.outstanding_records();
-  const bool full = records >= limits.max_in_flight_records || in_flight_bytes_ >= limits.max_in_flight_bytes;
-  if (eos_ && committing_) return;  // a commit pauses reading itself, and resumes it
-  if (eos_ && tracker_.in_transaction()) {
-    // Records wait for the commit of their Kafka transaction, which comes only after the end of
-    // a Postgres transaction: inside one the caps cannot apply (a full cap commits at the next
-    // boundary instead, maybe_commit). Only the producer's queue pauses reading there, while it
-    // has no room; it empties as the broker acknowledges, and reading goes on (issue 24 item 2).
-    if (!source_->paused() && !blocked_.empty()) {
-      source_->pause();
-      ++counters_.pauses;
-      observer_.paused(true);
-    } else if (source_->paused() && blocked_.empty() && !stopping_ && !closing_) {
-      source_->resume();
-      observer_.paused(false);
+bool Relay::caps_reached() const {
+  return tracker_.outstanding_records() >= config_.limits.max_in_flight_records ||
+         in_flight_bytes_ >= config_.limits.max_in_flight_bytes;
+}
+
+// Pauses or resumes reading (docs/spec.md I6). Backpressure (counted, and shown as paused):
+// records wait for room in the producer's queue, or the in-flight caps are reached, until they
+// fall to resume_ratio of the caps. Besides: a stop, and the path's own holds (a commit).
+// Inside a Postgres transaction the caps cannot apply to a path that acknowledges whole
+// transactions only: they are applied at its end.
+void Relay::update_reading() {
+  if (closing_ || source_ == nullptr) return;
+  const bool mid_unit = path_->whole_units() && tracker_.in_transaction();
+  Paused want = Paused::no;
+  if (path_->queue_full()) {
+    want = Paused::caps;
+  } else if (stopping_) {
+    want = mid_unit ? Paused::no : Paused::other;  // a whole unit is read to its end first
+  } else if (path_->holds_stream()) {
+    want = Paused::other;
+  } else if (mid_unit) {
+    want = Paused::no;
+  } else if (caps_reached()) {
+    want = Paused::caps;
+  } else if (paused_ == Paused::caps) {
+    const auto& limits = config_.limits;
+    const bool below = static_cast<double>(tracker_.outstanding_records()) <=
+                           static_cast<double>(limits.max_in_flight_records) * limits.resume_ratio &&
+                       static_cast<double>(in_flight_bytes_) <=
+                           static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio;
+    if (!below) {
+      want = Paused::caps;
+      path_->reading_paused();
     }
-    return;
   }
-  if (!source_->paused()) {
-    if (full || !blocked_.empty()) {
-      source_->pause();
-      ++counters_.pauses;
-      observer_.paused(true);
-    }
-    return;
-  }
-  if (stopping_ || closing_ || !blocked_.empty()) return;
-  if (static_cast<double>(records) <= static_cast<double>(limits.max_in_flight_records) * limits.resume_ratio &&
-      static_cast<double>(in_flight_bytes_) <= static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio) {
-    source_->resume();
+  if (want == Paused::caps && paused_ != Paused::caps) {
+    ++counters_.pauses;
+    observer_.paused(true);
+  } else if (want != Paused::caps && paused_ == Paused::caps) {
     observer_.paused(false);
-    return;
   }
-  // Exactly-once, paused between transactions (the producer's queue was full at the end of one,
-  // and more is outstanding than the caps resume at): only a commit acknowledges those records,
-  // and a paused stream brings no boundary that would start it. The simulator found this stall.
-  if (eos_ && kafka_txn_open_ && !committing_) {
-    boost::asio::post(io_, [this] { maybe_commit(true); });
+  paused_ = want;
+  if (want == Paused::no && source_->paused()) {
+    source_->resume();
+  } else if (want != Paused::no && !source_->paused()) {
+    source_->pause();
   }
 }
+
+void Relay::completed(ConfirmTracker::TxnId unit, std::size_t weight) {
+  tracker_.ack(unit);
+  in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, weight);
+  observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
+  if (closing_) return;
+  update_flush();
+  changed();
+}
+
+void Relay::lightened(std::size_t bytes) { in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, bytes); }
+
+void Relay::changed() {
+  if (closing_) return;
+  update_reading();
+  maybe_finish_stop();
+}
+
+void Relay::ended(Outcome outcome) { finish(std::move(outcome)); }
 
 void Relay::on_keepalive(const replication::Keepalive& keepalive) {
   if (closing_ || other_history(proof_.on_position(keepalive.wal_end))) return;
@@ -257,12 +266,13 @@ void Relay::on_data(const replication::XLogData& data) {
 
 void Relay::on_begin(const pgoutput::BeginData& begin) {
   if (other_history(proof_.on_begin(begin.final_lsn, begin.xid))) return;
-  txn_ = tracker_.begin(pgoutput::to_unix_micros(begin.commit_time), begin.final_lsn);
-  txn_context_ = {begin.final_lsn, pgoutput::to_unix_micros(begin.commit_time), begin.xid};
+  const auto commit_time = pgoutput::to_unix_micros(begin.commit_time);
   // The commit record starts at final_lsn; below the checkpoint, the whole transaction (which
   // ends before it) is in Kafka already (I10).
-  skipping_ = proof_.skips(begin.final_lsn);
-  if (!skipping_ && !skip_reported_ && counters_.checkpoint_skipped_transactions > 0) {
+  unit_ = OpenUnit{.id = tracker_.begin(commit_time, begin.final_lsn),
+                   .context = {begin.final_lsn, commit_time, begin.xid},
+                   .skipping = proof_.skips(begin.final_lsn)};
+  if (!unit_->skipping && !skip_reported_ && counters_.checkpoint_skipped_transactions > 0) {
     skip_reported_ = true;
     spdlog::info("skipped {} transaction(s) ({} outbox row(s)) already in Kafka by the checkpoint at {}",
                  counters_.checkpoint_skipped_transactions, counters_.checkpoint_skipped_rows,
@@ -271,47 +281,33 @@ void Relay::on_begin(const pgoutput::BeginData& begin) {
 }
 
 void Relay::on_commit(const pgoutput::CommitData& commit) {
-  if (!txn_) throw std::logic_error("Commit without Begin in the replication stream");
-  const TransactionMark mark{txn_context_.xid, commit.commit_time, commit.end_lsn};
+  if (!unit_) throw std::logic_error("Commit without Begin in the replication stream");
+  const TransactionMark mark{unit_->context.xid, commit.commit_time, commit.end_lsn};
   if (other_history(proof_.on_commit(mark))) return;
   ++counters_.transactions;
-  if (skipping_) ++counters_.checkpoint_skipped_transactions;
+  if (unit_->skipping) ++counters_.checkpoint_skipped_transactions;
   end_unit(commit.end_lsn, mark);
 }
 
 // The end of a unit the tracker confirms as a whole: a transaction at its Commit, or a
 // non-transactional message (messages.cpp).
 void Relay::end_unit(Lsn end_lsn, std::optional<TransactionMark> mark) {
-  tracker_.commit(*txn_, end_lsn, mark);
-  txn_.reset();
-  skipping_ = false;
+  tracker_.commit(unit_->id, end_lsn, mark);
+  unit_.reset();
   update_flush();
-  if (!eos_) return;
-  if (stopping_) {
-    source_->pause();  // the transaction read to its end at stop(): nothing more
-    maybe_commit(true);
-    return;
-  }
-  maybe_commit(false);
+  path_->unit_ended(caps_reached());
+  update_reading();  // a stop may have waited for this end (DeliveryPath::whole_units)
 }
 
 void Relay::on_caught_up() {
-  if (closing_) return;
-  if (eos_) {
-    maybe_commit(true);
-  } else if (config_.kafka.send_when_caught_up) {
-    // Posted: it may serve delivery reports, which is for a handler of its own, not the stream's.
-    boost::asio::post(io_, [this] {
-      if (!closing_ && main_.sink) main_.sink->send_now();
-    });
-  }
+  if (!closing_) path_->caught_up();
 }
 
 void Relay::on_insert(const pgoutput::InsertData& insert) {
   const auto* relation = relations_.find(insert.relid);
-  if (relation == nullptr || !txn_)
+  if (relation == nullptr || !unit_)
     throw std::logic_error(fmt::format("Insert for relid {} out of sequence", insert.relid));
-  if (skipping_) {
+  if (unit_->skipping) {
     ++counters_.checkpoint_skipped_rows;
     return;
   }
@@ -336,8 +332,8 @@ void Relay::on_insert(const pgoutput::InsertData& insert) {
   }
   ++counters_.rows_received;
   auto& newest = newest_row_commit_[table->label()];
-  newest = std::max(newest, txn_context_.commit_time_unix_us);
-  relay_built(table->build(insert.new_tuple, txn_context_),
+  newest = std::max(newest, unit_->context.commit_time_unix_us);
+  relay_built(table->build(insert.new_tuple, unit_->context),
               fmt::format("table {}.{}", relation->nspname, relation->relname));
 }
 
@@ -358,56 +354,47 @@ void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, cons
   }
   if (auto* poison = std::get_if<outbox::Poison>(&built)) {
     // A row (or message) that cannot become a record is handled by the policy at once: sending
-    // it again would not change it. Like any record it is outstanding until handled (I2).
-    track(*txn_, poison->record);
-    const kafka::DeliveryError error{.kind = kafka::DeliveryFailure::permanent,
-                                     .code = poison->code,
-                                     .text = fmt::format("{} ({})", poison->reason, from),
-                                     .size_refusal = false};
-    apply_policy(poison->record, *txn_, error, 0);
-    // It counts in the caps like any record: one poison row after another read on past them
-    // (found by the simulator, at-least-once seed 186330: 21 in flight under a cap of 20).
-    if (!closing_) apply_backpressure();
-    return;
+    // it again would not change it. Like any record it is outstanding until handled (I2), and
+    // counts in the caps (the simulator found one poison row after another reading past them).
+    track(unit_->id, poison->record);
+    path_->refuse(poison->record, unit_->id,
+                  kafka::DeliveryError{.kind = kafka::DeliveryFailure::permanent,
+                                       .code = poison->code,
+                                       .text = fmt::format("{} ({})", poison->reason, from),
+                                       .size_refusal = false});
+  } else {
+    const auto& record = std::get<outbox::Record>(built);
+    track(unit_->id, record);
+    observer_.event_received(record.table, record.topic);
+    path_->deliver(record, unit_->id);
   }
-  const auto& record = std::get<outbox::Record>(built);
-  track(*txn_, record);
-  observer_.event_received(record.table, record.topic);
-  if (eos_) {
-    // Kafka refused it in an earlier session's transaction: retried, then the policy (I8).
-    if (const auto* refused = refused_before(record, *txn_)) {
-      if (refused->attempts > config_.poison.max_retries) {
-        apply_policy(record, *txn_, refused->error, refused->attempts);
-        return;
-      }
-      send_alone_in_transaction(record, DeliveryCookie::alone(*txn_, refused->attempts));
-      apply_backpressure();
-      return;
-    }
-  }
-  send(record, DeliveryCookie::batched(*txn_));
-  apply_backpressure();
+  update_reading();
 }
 
 bool Relay::reserved_topic(std::string_view topic) const {
   return std::find(reserved_topics_.begin(), reserved_topics_.end(), topic) != reserved_topics_.end();
 }
 
-void Relay::track(ConfirmTracker::TxnId txn, const outbox::Record& record) {
-  tracker_.add_record(txn);
+void Relay::track(ConfirmTracker::TxnId unit, const outbox::Record& record) {
+  tracker_.add_record(unit);
   in_flight_bytes_ += record.weight();
   ++counters_.records_produced;
   observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
 }
 
-void Relay::complete(ConfirmTracker::TxnId txn, std::size_t weight) {
-  tracker_.ack(txn);
-  in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, weight);
-  observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
-  if (closing_) return;
-  update_flush();
-  apply_backpressure();
-  maybe_finish_stop();
+// The stream is not the WAL history the trusted checkpoint was written over (SkipProof): nothing
+// skipped was confirmed, so the session ends, and the next one, which no longer trusts it,
+// publishes everything after the slot's position.
+bool Relay::other_history(std::optional<std::string> why) {
+  if (!why) return false;
+  spdlog::error(
+      "checkpoint: {}; it is refused for as long as this process runs, and the transactions after the "
+      "slot's position {} are published again (nothing skipped was confirmed)",
+      *why, start_.slot_confirmed.to_string());
+  start_.refused_checkpoints->insert(*proof_.expected());
+  observer_.checkpoints_refused(1);
+  finish(Outcome::reconnect("the checkpoint was written over another WAL history: " + *why));
+  return true;
 }
 
 }  // namespace pgoutbox::relay

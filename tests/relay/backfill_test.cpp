@@ -11,6 +11,8 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "eventually.h"
 #include "kafka_client.h"
 #include "relay_config.h"

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "eventually.h"
 #include "kafka_client.h"
 #include "relay_config.h"

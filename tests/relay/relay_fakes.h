@@ -17,6 +17,9 @@
 
 #include "../pgoutput/message_builder.h"
 #include "../support/virtual_clock.h"
+#include <fmt/format.h>
+
+#include "pgoutbox/relay/delivery_cookie.h"
 #include "pgoutbox/relay/relay.h"
 
 namespace pgoutbox::relay::testing {

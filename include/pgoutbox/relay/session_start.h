@@ -1,0 +1,58 @@
+#pragma once
+
+// What a session starts from and keeps across sessions: the slot's position and identity, the
+// checkpoint's reader, and the memories of records and checkpoints Kafka or the history refused.
+// Session::Setup fills it (session.cpp); the relay reads it (relay.h).
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "pgoutbox/kafka/checkpoint.h"
+#include "pgoutbox/kafka/sink.h"
+#include "pgoutbox/lsn.h"
+#include "pgoutbox/relay/checkpoint_trust.h"
+
+namespace pgoutbox::relay {
+
+// Exactly-once: records whose Kafka transaction was aborted because Kafka refused them, by
+// commit LSN and event id. A refusal ends the session (the whole transaction is published again
+// from the slot); this memory, kept across sessions by the caller, counts the attempts, so that
+// poison.max_retries and poison.policy apply as in at-least-once. As there, a refusal counts only
+// for a record sent alone (Kafka refuses a whole batch when one record of it is too large): a
+// record refused in a batch is a suspect (0 attempts), sent alone the next time.
+struct RefusedRecord {
+  std::uint32_t attempts = 0;
+  kafka::DeliveryError error;
+};
+using RefusedRecords = std::map<std::string, RefusedRecord>;
+
+// Where a session starts from; Session::Setup reads it from the slot and the server.
+struct SessionStart {
+  Lsn slot_confirmed;  // the slot's confirmed_flush_lsn at connect: nothing lower is ever confirmed
+  kafka::SlotIdentity identity;
+  int timeline = 0;
+  Lsn server_position;           // how far the server's WAL goes (IDENTIFY_SYSTEM's xlogpos)
+  std::string transactional_id;  // exactly-once
+  // Reads the checkpoint topic; called once the sink is open (after init_transactions). Empty:
+  // no checkpoint is read or written this session.
+  std::function<kafka::CheckpointScan()> read_checkpoints;
+  std::shared_ptr<RefusedRecords> refused;  // exactly-once; empty: a memory for this session only
+  // Checkpoints found written over another WAL history, kept across sessions by the caller;
+  // empty: a memory for this session only.
+  std::shared_ptr<RefusedCheckpoints> refused_checkpoints;
+  // Exactly-once: true while this session still holds the slot (session.cpp asks the server).
+  // Only the slot's holder initialises the transactional producer, so a fence seen meanwhile is
+  // not another instance's: it is the coordinator's abort of a transaction that outlived
+  // transaction.timeout.ms in a long Kafka outage, and the session reconnects instead of
+  // exiting 22. Empty: every fence is another instance's.
+  std::function<bool()> holds_slot;
+  // Called at every Relation message. pgoutput sends one before a relation's first change of
+  // the session and again after its description changed: the publication watch checks then
+  // (session.cpp). Empty: nothing is called.
+  std::function<void()> relation_arrived;
+};
+
+}  // namespace pgoutbox::relay

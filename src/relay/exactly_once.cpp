@@ -1,0 +1,454 @@
+#include "exactly_once.h"
+
+#include <boost/asio/post.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dead_letter.h"
+
+namespace pgoutbox::relay {
+
+using namespace std::chrono_literals;
+
+namespace {
+// The commit waits for every report first (the records are sent already), so what it waits
+// for here is the coordinator's EndTxn: seconds would mean Kafka is away.
+constexpr auto kCommitTimeout = 10s;
+constexpr auto kAbortTimeout = 5s;
+constexpr auto kCommitRetry = 100ms;
+// How long a record sent alone waits for what precedes it, and for its own verdict.
+constexpr auto kFlushTimeout = 10s;
+constexpr auto kInitTimeout = 30s;
+}  // namespace
+
+ExactlyOnce::ExactlyOnce(const PathContext& context)
+    : context_(context),
+      poison_(context.config.poison, context.tracker, context.counters, context.observer, context.events),
+      backlog_(
+          context.clock, [this](const outbox::Record& r, DeliveryCookie c) { return try_send(r, c); },
+          [this] { backlog_round(); }),
+      commit_timer_(context.clock.timer()),
+      refused_(context.start.refused ? context.start.refused : std::make_shared<RefusedRecords>()) {}
+
+template <typename F>
+void ExactlyOnce::later(F f) {
+  boost::asio::post(context_.io, [alive = std::weak_ptr<int>(alive_), f = std::move(f)] {
+    if (!alive.expired()) f();
+  });
+}
+
+std::optional<Outcome> ExactlyOnce::open() {
+  kafka::SinkOptions options;
+  options.transactional_id = context_.start.transactional_id;
+  options.on_delivery = [this](const kafka::Delivery& d) { on_delivery(d); };
+  if (auto refused = open_stream_sink(context_, main_, std::move(options))) return refused;
+  // Fences every older producer of this transactional id (a paused instance that the slot's
+  // new holder replaced) and aborts the transaction it left open.
+  const auto init = main_->init_transactions(kInitTimeout);
+  if (!init.ok()) {
+    return Outcome::reconnect(fmt::format("initialising Kafka transactions (transactional.id {}) failed: {}",
+                                          context_.start.transactional_id, init.message));
+  }
+  spdlog::info("exactly-once: Kafka transactions with transactional.id {}", context_.start.transactional_id);
+  return std::nullopt;
+}
+
+void ExactlyOnce::deliver(const outbox::Record& record, ConfirmTracker::TxnId unit) {
+  // Kafka refused it in an earlier session's transaction: retried, then the policy (I8).
+  if (const auto* refused = refused_before(record, unit)) {
+    if (refused->attempts > context_.config.poison.max_retries) {
+      apply_policy(record, unit, refused->error, refused->attempts);
+      return;
+    }
+    send_alone(record, DeliveryCookie::alone(unit, refused->attempts));
+    return;
+  }
+  send(record, DeliveryCookie::batched(unit));
+}
+
+void ExactlyOnce::refuse(const outbox::Record& record, ConfirmTracker::TxnId unit, const kafka::DeliveryError& error) {
+  apply_policy(record, unit, error, 0);
+}
+
+void ExactlyOnce::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId unit,
+                               const kafka::DeliveryError& error, std::uint32_t attempts) {
+  if (auto dead_letter = poison_.apply(record, unit, error, attempts))
+    send(*dead_letter, DeliveryCookie::dead_letter_write(unit));
+}
+
+// Paused between transactions (the producer's queue was full at the end of one, and more is
+// outstanding than the caps resume at): only a commit acknowledges those records, and a paused
+// stream brings no boundary that would start it. The simulator found this stall.
+void ExactlyOnce::reading_paused() {
+  if (open_ && !committing_) later([this] { maybe_commit(true); });
+}
+
+// A Postgres transaction is never split across Kafka transactions: one half read is read to its
+// end (whole_units()), then committed with the rest.
+void ExactlyOnce::stopping() {
+  stopping_ = true;
+  if (!context_.tracker.in_transaction()) maybe_commit(true);
+}
+
+void ExactlyOnce::poll() {
+  main_.poll();
+  const auto fatal = main_->fatal();
+  if (!fatal) return;
+  if (fatal->kind == kafka::SinkFatal::Kind::fenced) {
+    context_.events.ended(fenced(fatal->text));
+    return;
+  }
+  context_.events.ended(Outcome::reconnect("the Kafka producer hit a fatal error (" + fatal->text +
+                                           "); rebuilding it and resuming from the slot's confirmed position"));
+}
+
+Outcome ExactlyOnce::close(Outcome outcome) {
+  if (closed_) return outcome;
+  closed_ = true;
+  backlog_.cancel();
+  commit_timer_->cancel();
+  abort_open();
+  // Whatever ends the session (a lost replication connection, say), a producer the abort or
+  // librdkafka found fenced ends the instance: a reconnect would wait as a standby, silent.
+  if (outcome.kind != Outcome::Kind::fatal) {
+    if (auto fence = fence_shown()) return std::move(*fence);
+  }
+  return outcome;
+}
+
+void ExactlyOnce::send(const outbox::Record& record, DeliveryCookie cookie) {
+  if (!backlog_.send(record, cookie)) context_.events.changed();  // nothing new is read while the queue is full
+}
+
+bool ExactlyOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) {
+  if (closed_ || !ensure_transaction()) return true;  // the session is ending
+  kafka::DeliveryError error;
+  switch (main_->produce(record, cookie.pack(), error)) {
+    case kafka::Sink::Produced::ok:
+      ++produced_;
+      if (cookie.is_checkpoint()) {
+        checkpoint_in_txn_ = true;
+      } else {
+        const auto source =
+            cookie.dead_letter ? dead_letter_source(record) : DeadLetterSource{record.table, record.topic};
+        records_.push_back(
+            {cookie.txn, record.weight(), std::string(source.table), std::string(source.topic), cookie.dead_letter});
+      }
+      return true;
+    case kafka::Sink::Produced::queue_full:
+      ++context_.counters.queue_full;
+      return false;
+    case kafka::Sink::Produced::failed:
+      break;
+  }
+  // Refused before it left (e.g. larger than message.max.bytes): the verdict is about this
+  // record alone, and the transaction cannot hold it: it aborts.
+  kafka::Delivery refused;
+  auto alone = cookie;
+  alone.isolated = true;
+  refused.cookie = alone.pack();
+  refused.error = error;
+  refused.topic = record.topic;
+  refused.record = record;
+  note_failure(refused);
+  maybe_commit(true);
+  return true;
+}
+
+void ExactlyOnce::backlog_round() {
+  if (closed_) return;
+  main_.poll();
+  if (!backlog_.drain()) {
+    backlog_.arm();
+    return;
+  }
+  if (!closed_) context_.events.changed();
+}
+
+bool ExactlyOnce::ensure_transaction() {
+  if (open_) return true;
+  if (closed_) return false;
+  const auto begun = main_->begin_transaction();
+  if (!begun.ok()) {
+    on_transaction_failure(begun, "beginning a Kafka transaction");
+    return false;
+  }
+  open_ = true;
+  started_ = context_.clock.now();
+  return true;
+}
+
+// Runs inside librdkafka's delivery-report callback, where the record reported still counts as
+// outstanding: a commit (which first flushes) or an abort called from here would wait for it
+// until its timeout. Both are posted to the io_context instead.
+void ExactlyOnce::on_delivery(const kafka::Delivery& delivery) {
+  ++reported_;
+  if (delivery.error) note_failure(delivery);
+  if (closed_) return;
+  if (failure_) {
+    later([this] { maybe_commit(true); });  // aborts
+    return;
+  }
+  if (commit_ready()) {
+    later([this] {
+      if (!closed_ && commit_ready()) finish_commit();
+    });
+  }
+}
+
+// Called at each Postgres commit (`now`: the caps are reached) and whenever the stream has
+// handed over everything the server sent (`now`). Commits then (low latency at low rates), when
+// the transaction has collected for kafka.transaction_interval (throughput while draining a
+// backlog), or at a stop; never inside a Postgres transaction.
+void ExactlyOnce::maybe_commit(bool now) {
+  if (closed_) return;
+  // A refusal aborts, also one reported while a commit waits for its reports: that commit
+  // would never come (issue 24 item 1).
+  if (failure_) {
+    abort_and_end("Kafka refused a record of it");
+    return;
+  }
+  if (committing_ || !open_ || context_.tracker.in_transaction()) return;
+  const bool due = context_.clock.now() - started_ >= context_.config.kafka.transaction_interval;
+  if (now || due || stopping_) {
+    spdlog::debug("committing the Kafka transaction: {} record(s), {}", records_.size(),
+                  now ? "caught up or caps reached"
+                  : due ? "interval"
+                        : "stopping");
+    start_commit();
+  }
+}
+
+void ExactlyOnce::start_commit() {
+  committing_ = true;
+  context_.events.changed();  // the next Postgres transaction goes into the next Kafka transaction
+  // The checkpoint goes last, in the same transaction: committed together with the records it
+  // covers, or aborted together with them. Behind any record of the transaction that still
+  // waits for room in the producer's queue: a checkpoint committed without a record it covers
+  // would make the next start skip that record (issue 24 item 5).
+  // It names the newest Postgres transaction in or before this Kafka transaction. With none yet
+  // in this session (only non-transactional messages, dead-lettered), none is written: a
+  // checkpoint names a transaction the next session can prove the history by (docs/spec.md I11).
+  const auto& last = context_.tracker.newest_transaction();
+  if (!last) {
+    checkpoint_in_txn_ = true;
+  } else if (!backlog_.send(context_.checkpointer.record(*last), DeliveryCookie::checkpoint())) {
+    return;  // sent from the backlog; its report then finishes the commit
+  }
+  if (!closed_ && commit_ready()) finish_commit();
+}
+
+// Everything of the Kafka transaction is handed over, the checkpoint last, and reported.
+bool ExactlyOnce::commit_ready() const {
+  return committing_ && checkpoint_in_txn_ && backlog_.empty() && reported_ == produced_;
+}
+
+void ExactlyOnce::finish_commit() {
+  if (closed_) return;
+  if (failure_) {
+    abort_and_end("Kafka refused a record of it");
+    return;
+  }
+  const auto commit_started = context_.clock.now();
+  const auto committed = main_->commit_transaction(kCommitTimeout);
+  spdlog::debug("commit_transaction took {} us ({} since the transaction began)",
+                std::chrono::duration_cast<std::chrono::microseconds>(context_.clock.now() - commit_started).count(),
+                std::chrono::duration_cast<std::chrono::microseconds>(commit_started - started_).count());
+  if (committed.status == kafka::TxnStatus::retry) {
+    // Kafka is slow or away: the same commit resumes; nothing is confirmed meanwhile.
+    spdlog::warn("committing the Kafka transaction is taking long ({}); trying again", committed.message);
+    context_.clock.after(*commit_timer_, kCommitRetry, [this] { finish_commit(); });
+    return;
+  }
+  if (!committed.ok()) {
+    on_transaction_failure(committed, "committing the Kafka transaction");
+    return;
+  }
+  ++context_.counters.kafka_transactions;
+  if (context_.tracker.newest_transaction()) ++context_.counters.checkpoints_written;
+  open_ = false;
+  committing_ = false;
+  checkpoint_in_txn_ = false;
+  produced_ = 0;
+  reported_ = 0;
+  const auto records = std::move(records_);
+  records_.clear();
+  const auto now_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  for (const auto& r : records) {
+    if (r.dead_letter) {
+      ++context_.counters.dead_lettered;
+      context_.observer.event_poison(r.table, r.topic, PoisonAction::dead_lettered);
+    } else {
+      ++context_.counters.records_acked;
+      context_.observer.event_published(
+          r.topic,
+          std::chrono::microseconds(std::max<std::int64_t>(0, now_us - context_.tracker.commit_time_us(r.unit))));
+    }
+    context_.events.completed(r.unit, r.weight);
+  }
+  context_.events.changed();
+}
+
+void ExactlyOnce::abort_open() {
+  if (!open_) return;
+  const auto aborted = main_->abort_transaction(kAbortTimeout);
+  if (!aborted.ok()) spdlog::warn("aborting the Kafka transaction: {}", aborted.message);
+  if (aborted.status == kafka::TxnStatus::fenced) fence_seen_ = "aborting the Kafka transaction: " + aborted.message;
+  open_ = false;
+  ++context_.counters.kafka_transactions_aborted;
+}
+
+// Nothing of the transaction is confirmed; the session ends and the next one publishes it again
+// from the slot. A record Kafka refused is remembered, so that it meets poison.policy after
+// poison.max_retries sessions, as in at-least-once.
+void ExactlyOnce::abort_and_end(const std::string& why) {
+  abort_open();
+  std::string cause = why;
+  if (failure_ && failure_->error) {
+    const auto& error = *failure_->error;
+    const auto cookie = DeliveryCookie::unpack(failure_->cookie);
+    for (const auto& failure : failures_) {
+      const auto failed = DeliveryCookie::unpack(failure.cookie);
+      if (!failure.record || !failure.error || failed.is_checkpoint() || failed.dead_letter ||
+          failure.error->kind != kafka::DeliveryFailure::permanent)
+        continue;
+      const auto& record = *failure.record;
+      auto& refused = (*refused_)[refused_key(record, failed.txn)];
+      refused.error = *failure.error;
+      if (!failed.isolated) {
+        // Refused with its batch: maybe for another record of it. Sent alone next time.
+        poison_.log(spdlog::level::info, record, failed.txn,
+                    fmt::format("Kafka refused the record's batch ({}: {}); it is sent alone when its transaction is "
+                                "published again",
+                                failure.error->code, failure.error->text));
+        continue;
+      }
+      ++refused.attempts;
+      ++context_.counters.poison_retried;
+      context_.observer.event_poison(record.table, record.topic, PoisonAction::retried);
+      poison_.log(spdlog::level::warn, record, failed.txn,
+                  fmt::format("Kafka refused the record ({}: {}); its transaction is aborted and published again "
+                              "(attempt {} of {} before poison.policy applies)",
+                              failure.error->code, failure.error->text, refused.attempts,
+                              context_.config.poison.max_retries + 1));
+    }
+    if (failure_->record && cookie.dead_letter && error.kind == kafka::DeliveryFailure::permanent) {
+      // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed, as
+      // at-least-once does. Retrying would abort the same transaction forever (issue 24 item 4).
+      poison_.dead_letter_refused(*failure_->record, cookie.txn, error);
+      return;
+    }
+    cause = fmt::format("{} ({}: {})", why, error.code, error.text);
+    if (error.kind == kafka::DeliveryFailure::fenced) {
+      context_.events.ended(fenced(error.code + ": " + error.text));
+      return;
+    }
+    // Records failed because the producer is fenced report librdkafka's _FATAL, not the fence.
+    if (auto fence = fence_shown()) {
+      context_.events.ended(std::move(*fence));
+      return;
+    }
+  }
+  context_.events.ended(
+      Outcome::reconnect(fmt::format("Kafka transaction aborted: {}; nothing of it was confirmed, and it is "
+                                     "published again from the slot's confirmed position",
+                                     cause)));
+}
+
+void ExactlyOnce::on_transaction_failure(const kafka::TxnResult& result, const char* step) {
+  switch (result.status) {
+    case kafka::TxnStatus::ok:
+      return;
+    case kafka::TxnStatus::fenced:
+      open_ = false;  // a fenced producer can abort nothing
+      context_.events.ended(fenced(fmt::format("{}: {}", step, result.message)));
+      return;
+    case kafka::TxnStatus::fatal:
+      open_ = false;
+      if (auto fence = fence_shown()) {
+        context_.events.ended(std::move(*fence));
+        return;
+      }
+      context_.events.ended(
+          Outcome::reconnect(fmt::format("{}: the transactional producer failed ({}); rebuilding it and "
+                                         "resuming from the slot's confirmed position",
+                                         step, result.message)));
+      return;
+    case kafka::TxnStatus::retry:
+    case kafka::TxnStatus::abort:
+      break;
+  }
+  abort_and_end(fmt::format("{} failed: {}", step, result.message));
+}
+
+// The one outcome of a fence, whichever call or report shows it.
+Outcome ExactlyOnce::fenced(const std::string& what) const {
+  const auto& start = context_.start;
+  if (start.holds_slot && start.holds_slot()) {
+    return Outcome::reconnect(
+        fmt::format("the Kafka producer was fenced ({}) while this instance still holds the slot, so no other "
+                    "instance took over: the transaction coordinator aborted a transaction that outlived "
+                    "transaction.timeout.ms (a long Kafka outage); nothing of it was confirmed, and the producer is "
+                    "rebuilt",
+                    what));
+  }
+  return Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took over "
+                                                   "({}); this one writes nothing more",
+                                                   start.transactional_id, what));
+}
+
+// The producer's fatal state names a fence: whatever failure showed it first, this instance
+// stops writing with the fence's code (a reconnect would wait as a standby, saying nothing).
+std::optional<Outcome> ExactlyOnce::fence_shown() const {
+  if (fence_seen_) return fenced(*fence_seen_);
+  if (!main_.is_open()) return std::nullopt;
+  const auto fatal = main_->fatal();
+  if (!fatal || fatal->kind != kafka::SinkFatal::Kind::fenced) return std::nullopt;
+  return fenced(fatal->text);
+}
+
+std::string ExactlyOnce::refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
+  return fmt::format("{}/{}/{}", context_.tracker.commit_lsn(unit).to_string(), record.topic, record.event_id);
+}
+
+const RefusedRecord* ExactlyOnce::refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
+  if (refused_->empty()) return nullptr;
+  const auto it = refused_->find(refused_key(record, unit));
+  return it == refused_->end() ? nullptr : &it->second;
+}
+
+void ExactlyOnce::note_failure(const kafka::Delivery& delivery) {
+  if (!failure_) failure_ = delivery;
+  if (failures_.size() < kMaxFailuresKept) failures_.push_back(delivery);
+}
+
+// A suspect goes in a batch of its own: everything before it (in the producer's queue, and
+// what waits for room there) is sent and reported first, and nothing after it is queued until
+// its own batch is sent, so Kafka's verdict is about it. When Kafka does not take that in time,
+// the session ends instead (nothing is confirmed; the record is still a suspect next time): a
+// refusal of a batch it shared would be counted against it, and an innocent record
+// dead-lettered. The simulator found that case (docs/simulation.md).
+void ExactlyOnce::send_alone(const outbox::Record& record, DeliveryCookie cookie) {
+  const auto give_up = [this](const char* what) {
+    context_.events.ended(
+        Outcome::reconnect(fmt::format("exactly-once: Kafka did not take {} within {} s; the record Kafka "
+                                       "refused with its batch is sent alone when its transaction is "
+                                       "published again",
+                                       what, kFlushTimeout.count())));
+  };
+  for (;;) {
+    if (!main_->flush(kFlushTimeout)) return give_up("what precedes a record sent alone");
+    if (closed_) return;
+    const bool drained = backlog_.drain();
+    if (closed_) return;
+    if (drained) break;
+  }
+  send(record, cookie);
+  if (closed_) return;
+  if (!backlog_.empty() || !main_->flush(kFlushTimeout)) give_up("a record sent alone");
+}
+
+}  // namespace pgoutbox::relay

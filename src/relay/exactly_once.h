@@ -1,0 +1,105 @@
+#pragma once
+
+// Exactly-once delivery (docs/spec.md I10): the records go into Kafka transactions of the one
+// transactional producer. A Kafka transaction holds whole Postgres transactions and, last, the
+// checkpoint (their end LSN); it is committed when the stream is caught up, after
+// kafka.transaction_interval or when the caps are reached, and only its commit acknowledges its
+// records. Anything that makes it fail is aborted, never confirmed: the session ends and the next
+// one publishes the same transactions again from the slot, skipping what the checkpoint (read
+// back with read_committed) says is committed.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpointer.h"
+#include "pgoutbox/relay/delivery_path.h"
+#include "pgoutbox/relay/delivery_cookie.h"
+#include "poison_policy.h"
+#include "send_backlog.h"
+#include "sink_handle.h"
+
+namespace pgoutbox::relay {
+
+class ExactlyOnce final : public DeliveryPath {
+ public:
+  explicit ExactlyOnce(const PathContext& context);
+
+  std::optional<Outcome> open() override;
+  void started() override {}
+  void deliver(const outbox::Record& record, ConfirmTracker::TxnId unit) override;
+  void refuse(const outbox::Record& record, ConfirmTracker::TxnId unit, const kafka::DeliveryError& error) override;
+  void unit_ended(bool caps_reached) override { maybe_commit(caps_reached); }
+  void caught_up() override { maybe_commit(true); }
+  void reading_paused() override;
+  void stopping() override;
+  bool queue_full() const override { return !backlog_.empty(); }
+  bool holds_stream() const override { return committing_; }
+  bool whole_units() const override { return true; }
+  bool drained() override { return !committing_; }
+  void poll() override;
+  Outcome close(Outcome outcome) override;
+
+ private:
+  // A record of the open Kafka transaction: acknowledged when it commits.
+  struct InTransaction {
+    ConfirmTracker::TxnId unit;
+    std::size_t weight;
+    std::string table;  // the configured table (metrics labels)
+    std::string topic;  // a dead-letter record's: the topic it was refused on
+    bool dead_letter;
+  };
+
+  void send(const outbox::Record& record, DeliveryCookie cookie);
+  bool try_send(const outbox::Record& record, DeliveryCookie cookie);
+  void backlog_round();
+  void apply_policy(const outbox::Record& record, ConfirmTracker::TxnId unit, const kafka::DeliveryError& error,
+                    std::uint32_t attempts);
+  void send_alone(const outbox::Record& record, DeliveryCookie cookie);
+  bool ensure_transaction();
+  void on_delivery(const kafka::Delivery& delivery);
+  void maybe_commit(bool now);
+  void start_commit();
+  bool commit_ready() const;
+  void finish_commit();
+  void abort_open();
+  void abort_and_end(const std::string& why);
+  void on_transaction_failure(const kafka::TxnResult& result, const char* step);
+  void note_failure(const kafka::Delivery& delivery);
+  Outcome fenced(const std::string& what) const;
+  std::optional<Outcome> fence_shown() const;
+  std::string refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const;
+  const RefusedRecord* refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const;
+  template <typename F>
+  void later(F f);  // posted to the io_context; dropped if this path is gone by then
+
+  PathContext context_;
+  PoisonPolicy poison_;
+  SendBacklog backlog_;
+  std::unique_ptr<Timer> commit_timer_;
+  std::shared_ptr<RefusedRecords> refused_;
+  std::optional<std::string> fence_seen_;  // an abort was answered "fenced"
+  bool stopping_ = false;
+  bool closed_ = false;
+
+  // The open Kafka transaction.
+  bool open_ = false;
+  bool committing_ = false;         // the checkpoint is produced; waiting for the reports, then the commit
+  bool checkpoint_in_txn_ = false;  // the commit's checkpoint is handed to the sink
+  Clock::time_point started_;
+  std::vector<InTransaction> records_;
+  std::uint64_t produced_ = 0;  // records and the checkpoint, handed to the sink
+  std::uint64_t reported_ = 0;
+  std::optional<kafka::Delivery> failure_;  // the first failed report: the transaction aborts
+  // Every failed report of the transaction (up to kMaxFailuresKept): a refusal of a batch comes
+  // back for each of its records, and only those sent alone are known to be refused themselves.
+  std::vector<kafka::Delivery> failures_;
+  static constexpr std::size_t kMaxFailuresKept = 10'000;
+
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // what it posts holds it weakly
+  SinkHandle main_;                                        // last: its reports reach the members above
+};
+
+}  // namespace pgoutbox::relay
