@@ -44,24 +44,18 @@ std::int64_t fingerprint(std::string_view prefix, std::string_view content) {
 }  // namespace
 
 void Relay::on_message(const pgoutput::MessageData& message) {
-  const auto entry = messages_.find(message.prefix);
-  if (!entry) {
+  if (!builder_.configured(message.prefix)) {
     ++counters_.changes_ignored;
     return;
   }
   ++counters_.messages_received;
-  // An envelope above the largest record the producer may send is poison, never parsed
-  // (outbox/envelope.h).
-  const auto max_bytes = outbox::max_message_bytes(config_.kafka.properties);
-  const std::string from =
-      fmt::format("logical message with prefix \"{}\" at {}", message.prefix, message.lsn.to_string());
   if (message.transactional()) {
     if (!unit_) throw std::logic_error("transactional logical message outside Begin…Commit in the replication stream");
     if (unit_->skipping) {
       ++counters_.checkpoint_skipped_rows;
       return;
     }
-    relay_built(messages_.build(*entry, message.content, unit_->context, max_bytes), from);
+    relay_built(builder_.message(message, unit_->context));
     return;
   }
   // pgoutbox does not ask for streaming, so a transaction is sent whole at its commit, and a
@@ -82,16 +76,7 @@ void Relay::on_message(const pgoutput::MessageData& message) {
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
   unit_ = OpenUnit{.id = tracker_.begin(now_us, message.lsn), .context = {message.lsn, now_us, 0}, .skipping = false};
-  auto built = messages_.build(*entry, message.content, unit_->context, max_bytes);
-  if (auto* record = std::get_if<outbox::Record>(&built)) {
-    auto event_id = record->event_id;
-    built = outbox::Poison{std::move(event_id),
-                           "written with pg_logical_emit_message(false, ...): a non-transactional message is sent "
-                           "even when its transaction rolls back, so it is not published; write it with "
-                           "transactional = true",
-                           "NON_TRANSACTIONAL", std::move(*record)};
-  }
-  relay_built(std::move(built), from);
+  relay_built(builder_.message(message, unit_->context));  // poison NON_TRANSACTIONAL
   end_unit(message.lsn, mark);
 }
 

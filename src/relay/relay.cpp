@@ -22,9 +22,7 @@ Relay::Relay(const config::Config& config, boost::asio::io_context& io, Clock& c
       clock_(clock),
       sinks_(std::move(sinks)),
       observer_(observer),
-      mapping_(config.tables, config.provenance_headers, std::move(ancestry)),
-      messages_(config.messages, config.provenance_headers),
-      reserved_topics_(config::reserved_topics(config)),
+      builder_(config, std::move(ancestry)),
       poll_timer_(clock.timer()),
       stop_deadline_(clock.timer()) {}
 
@@ -107,12 +105,6 @@ void Relay::stop() {
 void Relay::fail(Outcome outcome) {
   if (source_ == nullptr || outcome_) return;
   finish(std::move(outcome));
-}
-
-std::optional<std::int64_t> Relay::newest_row_commit(std::string_view label) const {
-  const auto it = newest_row_commit_.find(label);
-  if (it == newest_row_commit_.end()) return std::nullopt;
-  return it->second;
 }
 
 void Relay::maybe_finish_stop() {
@@ -243,7 +235,7 @@ void Relay::on_data(const replication::XLogData& data) {
         } else if constexpr (std::is_same_v<T, pgoutput::CommitData>) {
           on_commit(m);
         } else if constexpr (std::is_same_v<T, pgoutput::RelationData>) {
-          relations_.apply(m);
+          builder_.relation(m);
           if (start_.relation_arrived) start_.relation_arrived();
         } else if constexpr (std::is_same_v<T, pgoutput::InsertData>) {
           on_insert(m);
@@ -304,55 +296,33 @@ void Relay::on_caught_up() {
 }
 
 void Relay::on_insert(const pgoutput::InsertData& insert) {
-  const auto* relation = relations_.find(insert.relid);
-  if (relation == nullptr || !unit_)
-    throw std::logic_error(fmt::format("Insert for relid {} out of sequence", insert.relid));
+  if (!unit_) throw std::logic_error(fmt::format("Insert for relid {} out of sequence", insert.relid));
   if (unit_->skipping) {
     ++counters_.checkpoint_skipped_rows;
     return;
   }
-  const outbox::ResolvedTable* table = nullptr;
+  std::optional<Built> built;
   try {
-    table = mapping_.resolve(*relation);
+    built = builder_.row(insert, unit_->context);
   } catch (const outbox::MappingError& e) {
     finish(Outcome::fatal(Fatal::mapping, e.what()));
     return;
   } catch (const replication::PgError& e) {
     // The catalog could not say whose partition or child this relation is: nothing past it is
     // confirmed, and the next session asks again.
-    finish(classify(replication::PgError(fmt::format("looking up the ancestry of relation {}.{}: {}", relation->nspname,
-                                                     relation->relname, e.what()),
-                                         e.sqlstate()),
-                    SessionContext{.server_version = 0, .ever_streamed = true}));
+    finish(classify(e, SessionContext{.server_version = 0, .ever_streamed = true}));
     return;
   }
-  if (table == nullptr) {
+  if (!built) {
     ++counters_.rows_ignored;
     return;
   }
   ++counters_.rows_received;
-  auto& newest = newest_row_commit_[table->label()];
-  newest = std::max(newest, unit_->context.commit_time_unix_us);
-  relay_built(table->build(insert.new_tuple, unit_->context),
-              fmt::format("table {}.{}", relation->nspname, relation->relname));
+  relay_built(std::move(*built));
 }
 
-void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, const std::string& from) {
-  if (auto* record = std::get_if<outbox::Record>(&built); record != nullptr && reserved_topic(record->topic)) {
-    // A row must not pass for pgoutbox's own records (docs/spec.md I11); refused at load where
-    // the template shows it can, and here whatever the template.
-    std::string reason = fmt::format(
-        "the topic \"{}\" is reserved for pgoutbox's own records (checkpoint.topic, poison.dead_letter_topic)",
-        record->topic);
-    record->topic.clear();
-    built = outbox::Poison{record->event_id, std::move(reason), "RESERVED_TOPIC", std::move(*record)};
-  }
-  if (!extra_headers_.empty()) {
-    auto* poisoned = std::get_if<outbox::Poison>(&built);
-    auto& headers = poisoned != nullptr ? poisoned->record.headers : std::get<outbox::Record>(built).headers;
-    headers.insert(headers.end(), extra_headers_.begin(), extra_headers_.end());
-  }
-  if (auto* poison = std::get_if<outbox::Poison>(&built)) {
+void Relay::relay_built(Built built) {
+  if (auto* poison = std::get_if<outbox::Poison>(&built.record)) {
     // A row (or message) that cannot become a record is handled by the policy at once: sending
     // it again would not change it. Like any record it is outstanding until handled (I2), and
     // counts in the caps (the simulator found one poison row after another reading past them).
@@ -360,19 +330,15 @@ void Relay::relay_built(std::variant<outbox::Record, outbox::Poison> built, cons
     path_->refuse(poison->record, unit_->id,
                   kafka::DeliveryError{.kind = kafka::DeliveryFailure::permanent,
                                        .code = poison->code,
-                                       .text = fmt::format("{} ({})", poison->reason, from),
+                                       .text = fmt::format("{} ({})", poison->reason, built.from),
                                        .size_refusal = false});
   } else {
-    const auto& record = std::get<outbox::Record>(built);
+    const auto& record = std::get<outbox::Record>(built.record);
     track(unit_->id, record);
     observer_.event_received(record.table, record.topic);
     path_->deliver(record, unit_->id);
   }
   update_reading();
-}
-
-bool Relay::reserved_topic(std::string_view topic) const {
-  return std::find(reserved_topics_.begin(), reserved_topics_.end(), topic) != reserved_topics_.end();
 }
 
 void Relay::track(ConfirmTracker::TxnId unit, const outbox::Record& record) {

@@ -13,18 +13,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "pgoutbox/config/config.h"
 #include "pgoutbox/kafka/sink.h"
-#include "pgoutbox/outbox/envelope.h"
-#include "pgoutbox/outbox/mapping.h"
-#include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/relay/change_source.h"
 #include "pgoutbox/relay/clock.h"
 #include "pgoutbox/relay/confirm_tracker.h"
@@ -32,6 +27,7 @@
 #include "pgoutbox/relay/delivery_path.h"
 #include "pgoutbox/relay/observer.h"
 #include "pgoutbox/relay/outcome.h"
+#include "pgoutbox/relay/record_builder.h"
 #include "pgoutbox/relay/session_start.h"
 #include "pgoutbox/relay/skip_proof.h"
 
@@ -60,7 +56,7 @@ class Relay : private ChangeHandler, private DeliveryEvents {
 
   // A header every record of this relay carries besides the mapping's (pgoutbox republish's
   // pgoutbox.republished). Call before run().
-  void add_header(outbox::Header header) { extra_headers_.push_back(std::move(header)); }
+  void add_header(outbox::Header header) { builder_.add_header(std::move(header)); }
 
   // Graceful stop: stop reading, wait up to shutdown_timeout for outstanding acks, confirm, close.
   // Call on the io_context's thread.
@@ -73,7 +69,9 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   // configured table `label` (schema.name) this session: pgoutput sent it, so the publication
   // still carried the table when that transaction committed (docs/spec.md I9). nullopt before
   // the first.
-  std::optional<std::int64_t> newest_row_commit(std::string_view label) const;
+  std::optional<std::int64_t> newest_row_commit(std::string_view label) const {
+    return builder_.newest_row_commit(label);
+  }
 
   const Counters& counters() const { return counters_; }
   Lsn confirmed() const { return tracker_.durable(); }
@@ -91,8 +89,7 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   void on_commit(const pgoutput::CommitData& commit);
   void on_insert(const pgoutput::InsertData& insert);
   void on_message(const pgoutput::MessageData& message);
-  void relay_built(std::variant<outbox::Record, outbox::Poison> built, const std::string& from);
-  bool reserved_topic(std::string_view topic) const;
+  void relay_built(Built built);
   void end_unit(Lsn end_lsn, std::optional<TransactionMark> mark = std::nullopt);
   bool other_history(std::optional<std::string> why);
 
@@ -115,12 +112,7 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   Clock& clock_;
   kafka::SinkFactory sinks_;
   Observer& observer_;
-  outbox::Mapping mapping_;
-  outbox::MessageMapping messages_;
-  std::vector<std::string> reserved_topics_;  // checkpoint and dead-letter topics: no row routes there
-  std::vector<outbox::Header> extra_headers_;
-  pgoutput::RelationCache relations_;
-  std::map<std::string, std::int64_t, std::less<>> newest_row_commit_;  // by configured table
+  RecordBuilder builder_;
 
   // The session.
   SessionStart start_;
