@@ -107,7 +107,11 @@ using Builds = std::vector<const Bench*>;
 // Who runs contender `c`: every build for pgoutbox's contenders, this build alone for the others.
 Builds builds_of(const Builds& builds, Contender c) { return is_pgoutbox(c) ? builds : Builds{builds.front()}; }
 
-std::vector<ThroughputRow> measure_throughput(const Builds& builds, const Scenario& s, const Selection& only) {
+// `baseline_first`: the baseline drains before this build (every other scenario, so that neither
+// build always goes first: the first exactly-once drain on the fresh broker also waits for its
+// transaction coordinator).
+std::vector<ThroughputRow> measure_throughput(const Builds& builds, const Scenario& s, const Selection& only,
+                                              bool baseline_first) {
   const Bench& bench = *builds.front();
   progress(fmt::format("throughput {} ({} events)", s.label(), s.events));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
@@ -132,7 +136,9 @@ std::vector<ThroughputRow> measure_throughput(const Builds& builds, const Scenar
   std::vector<ThroughputRow> rows;
   // Drains with each build that runs `c`, from its own slot into its own topic.
   auto add = [&](Contender c, const WriterCost& writer) {
-    for (const auto* b : builds_of(builds, c)) {
+    auto runs = builds_of(builds, c);
+    if (baseline_first) std::reverse(runs.begin(), runs.end());
+    for (const auto* b : runs) {
       const std::string topic = c == Contender::recvlogical ? "" : "bench." + s.tag() + "." + b->tag(c);
       const DrainResult r = drain(*b, c, slot_of(*b, c), end, topic, s.events);
       progress(fmt::format("  {}: {:.2f} s, {:.0f} events/s, {} duplicates", label_of(c, b->build), r.seconds,
@@ -407,11 +413,13 @@ int main(int argc, char** argv) {
                                     static_cast<std::int64_t>(static_cast<double>(s.events) * large_share))});
       }
     }
+    bool baseline_first = false;
     for (const auto& s : scenarios) {
       const bool wanted = only_scenarios.empty() || std::find(only_scenarios.begin(), only_scenarios.end(),
                                                               s.tag().substr(1)) != only_scenarios.end();
       if (!wanted) continue;
-      for (auto& row : measure_throughput(builds, s, only)) report.throughput.push_back(std::move(row));
+      for (auto& row : measure_throughput(builds, s, only, baseline_first)) report.throughput.push_back(std::move(row));
+      baseline_first = !baseline_first;
     }
     for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
       for (const auto c : only) {

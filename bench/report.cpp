@@ -287,7 +287,8 @@ std::string to_markdown(const Report& r) {
     out +=
         "\n**This build against the baseline** — the same backlogs drained in this run by this build's pgoutbox and "
         "by the baseline's (a pgoutbox built from another commit), each from its own slot into its own topic, one "
-        "after the other; difference = this build's figure over the baseline's, minus 1. The targets below are this "
+        "after the other (the baseline first in every other scenario); difference = this build's figure over the "
+        "baseline's, minus 1. The targets below are this "
         "build's alone.\n\n";
     out += against;
   }
