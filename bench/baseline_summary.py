@@ -6,7 +6,10 @@ this build / baseline over all scenarios and runs, with a bootstrap 95% interval
 machine one run's difference is mostly noise; a run against the same commit as this build (an
 A/A run) shows how much.
 
-    python3 bench/baseline_summary.py build/bench-runs/run*/
+    python3 bench/baseline_summary.py [--leave-out "1 × 200 B"] build/bench-runs/run*/
+
+--leave-out keeps a scenario out of the pooled means (still listed): the first scenario of a run
+has this build first every time, and its order weighs more than the build (see bench/RESULTS.md).
 """
 import math
 import os
@@ -61,8 +64,12 @@ def summary(ratios, n=4000):
     return f"{pct(geo(ratios))} ({pct(means[int(0.025 * n)])} … {pct(means[int(0.975 * n)])})"
 
 
-def main(dirs):
-    rows, runs = read(dirs)
+def main(args):
+    leave_out = []
+    while args and args[0] == "--leave-out":
+        leave_out.append(args[1])
+        args = args[2:]
+    rows, runs = read(args)
     for base, its_runs in runs.items():
         print(f"\n#### Against {base}: {len(its_runs)} runs\n")
         print("Runs (1-minute load average at the start → the end): " +
@@ -80,11 +87,14 @@ def main(dirs):
                   f"{', '.join('%.0f' % x['base'] for x in v)} | {', '.join('%+.0f%%' % (100 * (r - 1)) for r in d)} | "
                   f"{pct(statistics.median(d))} | {pct(statistics.median(after)) if after else '—'} | "
                   f"{statistics.median(x['cpu_now'] for x in v):.1f} / {statistics.median(x['cpu_base'] for x in v):.1f} |")
+        if leave_out:
+            print(f"\nPooled without {', '.join(leave_out)}:")
         print(f"\n| contender | samples (scenarios × runs) | this build / {base}, events/s: geometric mean (95% "
               "interval) | same, events/s after the first record | same, relay CPU µs/event |")
         print("|---|---|---|---|---|")
         for contender in ["pgoutbox", "pgoutbox exactly-once", "both"]:
-            v = [x for (b, _, c), xs in rows.items() if b == base and contender in ("both", c) for x in xs]
+            v = [x for (b, s, c), xs in rows.items()
+                 if b == base and s not in leave_out and contender in ("both", c) for x in xs]
             if not v:
                 continue
             print(f"| {contender} | {len(v)} | {summary([x['now'] / x['base'] for x in v])} | "
