@@ -4,11 +4,15 @@
 // one Kafka started here, on this machine.
 //
 //   build/release/bench/bench_compare [--smoke] [--out-dir DIR] [--readme README.md]
+//                                     [--baseline-pgoutbox BIN --baseline-name COMMIT]
 //
 // For each scenario (events per transaction × payload size) a backlog is committed and each
 // contender drains it. Then the workload runs at fixed rates with each relay streaming, for
 // commit-to-ack latency, and pgoutbox alone drains the scale curves' backlogs (bench/scale.h;
-// the backlog curve's last point is the 1,000,000-event catch-up). Prints
+// the backlog curve's last point is the 1,000,000-event catch-up). With a baseline (a pgoutbox
+// built from another commit, scripts/bench.sh --baseline REV) pgoutbox's contenders drain each
+// backlog and run each latency load twice, this build and the baseline, and the report adds
+// the throughput of one against the other. Prints
 // Markdown, writes it between markers into <out-dir>/RESULTS.md (and the README when named) and
 // the chart's data to <out-dir>/results/results.json. See bench/RESULTS.md for what each figure means.
 #include <CLI/CLI.hpp>
@@ -97,53 +101,71 @@ using Selection = std::vector<Contender>;
 
 bool selected(const Selection& only, Contender c) { return std::find(only.begin(), only.end(), c) != only.end(); }
 
-std::vector<ThroughputRow> measure_throughput(const Bench& bench, const Scenario& s, const Selection& only) {
+// This build, then the baseline when there is one (--baseline-pgoutbox).
+using Builds = std::vector<const Bench*>;
+
+// Who runs contender `c`: every build for pgoutbox's contenders, this build alone for the others.
+Builds builds_of(const Builds& builds, Contender c) { return is_pgoutbox(c) ? builds : Builds{builds.front()}; }
+
+// `baseline_first`: the baseline drains before this build (every other scenario, so that neither
+// build always goes first: the first exactly-once drain on the fresh broker also waits for its
+// transaction coordinator).
+std::vector<ThroughputRow> measure_throughput(const Builds& builds, const Scenario& s, const Selection& only,
+                                              bool baseline_first) {
+  const Bench& bench = *builds.front();
   progress(fmt::format("throughput {} ({} events)", s.label(), s.events));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
-  // One slot per contender that streams, all made before the backlog is written.
-  const auto slot_of = [&](Contender c) { return s.tag() + "_" + tag_of(c); };
+  const auto slot_of = [&](const Bench& b, Contender c) { return s.tag() + "_" + b.tag(c); };
+  const auto create_slots = [&](Contender c) {
+    std::vector<std::string> slots;
+    for (const auto* b : builds_of(builds, c)) {
+      slots.push_back(slot_of(*b, c));
+      bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slots.back()));
+    }
+    return slots;
+  };
+  // One slot per contender (and build) that streams, all made before the backlog is written.
   std::vector<std::string> slots;
   for (const auto c : only) {
     if (c == Contender::polling || c == Contender::pgoutbox_messages) continue;
-    slots.push_back(slot_of(c));
-    bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slots.back()));
+    for (auto& slot : create_slots(c)) slots.push_back(std::move(slot));
   }
   const WriterCost wal = write_backlog(bench, s.backlog());
   const Lsn end = end_of_backlog(bench);
 
   std::vector<ThroughputRow> rows;
-  auto add = [&](Contender c, const WriterCost& writer, DrainResult r) {
-    progress(fmt::format("  {}: {:.2f} s, {:.0f} events/s, {} duplicates", name_of(c), r.seconds,
-                         static_cast<double>(s.events) / r.seconds, r.delivery.duplicates));
-    rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, writer.wal_per_event,
-                    writer.backend_cpu_s_per_event, c, r});
+  // Drains with each build that runs `c`, from its own slot into its own topic.
+  auto add = [&](Contender c, const WriterCost& writer) {
+    auto runs = builds_of(builds, c);
+    if (baseline_first) std::reverse(runs.begin(), runs.end());
+    for (const auto* b : runs) {
+      const std::string topic = c == Contender::recvlogical ? "" : "bench." + s.tag() + "." + b->tag(c);
+      const DrainResult r = drain(*b, c, slot_of(*b, c), end, topic, s.events);
+      progress(fmt::format("  {}: {:.2f} s, {:.0f} events/s, {} duplicates", label_of(c, b->build), r.seconds,
+                           static_cast<double>(s.events) / r.seconds, r.delivery.duplicates));
+      rows.push_back({s.label(), s.events_per_txn, s.payload_bytes, s.events, writer.wal_per_event,
+                      writer.backend_cpu_s_per_event, c, r, b->build});
+    }
   };
   for (const auto c : only) {
     if (c == Contender::polling || c == Contender::pgoutbox_messages) continue;
-    const std::string topic = c == Contender::recvlogical ? "" : "bench." + s.tag() + "." + tag_of(c);
-    add(c, wal, drain(bench, c, slot_of(c), end, topic, s.events));
+    add(c, wal);
   }
   for (const auto& slot : slots) bench.pg.drop_slot_when_free(slot);
 
   if (selected(only, Contender::pgoutbox_messages)) {
-    // The same events as logical decoding messages: a slot of its own, created after the table
-    // backlog, so it streams only the messages (and their orders rows, which it ignores).
-    const std::string msg = slot_of(Contender::pgoutbox_messages);
-    bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", msg));
+    // The same events as logical decoding messages: slots of their own, created after the table
+    // backlog, so they stream only the messages (and their orders rows, which they ignore).
+    const auto message_slots = create_slots(Contender::pgoutbox_messages);
     auto messages = s.backlog();
     messages.messages = true;
-    const WriterCost message_wal = write_backlog(bench, messages);
-    add(Contender::pgoutbox_messages, message_wal,
-        drain(bench, Contender::pgoutbox_messages, msg, end,
-              "bench." + s.tag() + "." + tag_of(Contender::pgoutbox_messages), s.events));
-    bench.pg.drop_slot_when_free(msg);
+    add(Contender::pgoutbox_messages, write_backlog(bench, messages));
+    for (const auto& slot : message_slots) bench.pg.drop_slot_when_free(slot);
   }
   if (selected(only, Contender::polling)) {
     auto polled = s.backlog();
     polled.table = "outbox_polled";
-    const WriterCost polled_wal = write_backlog(bench, polled);
-    add(Contender::polling, polled_wal,
-        drain(bench, Contender::polling, "", end, "bench." + s.tag() + ".polling", s.events));
+    add(Contender::polling, write_backlog(bench, polled));
   }
   return rows;
 }
@@ -156,11 +178,11 @@ double percentile(const std::vector<double>& sorted, double p) {
 
 LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, double seconds,
                            const std::string& dump_dir) {
-  progress(fmt::format("latency {} at {:.0f} events/s for {:.0f} s", name_of(kind), rate, seconds));
+  progress(fmt::format("latency {} at {:.0f} events/s for {:.0f} s", label_of(kind, bench.build), rate, seconds));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
   const std::string tag = fmt::format("l{:.0f}", rate);
-  const std::string slot = fmt::format("{}_{}", tag, tag_of(kind));
-  const std::string topic = fmt::format("bench.{}.{}", tag, tag_of(kind));
+  const std::string slot = fmt::format("{}_{}", tag, bench.tag(kind));
+  const std::string topic = fmt::format("bench.{}.{}", tag, bench.tag(kind));
   const std::string table = table_of(kind);
   if (uses_slot(kind)) {
     bench.pg.exec(fmt::format("SELECT pg_create_logical_replication_slot('{}', 'pgoutput')", slot));
@@ -216,6 +238,7 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   row.offered_eps = rate;
   row.achieved_eps = static_cast<double>(spec.events) / written.seconds;
   row.contender = kind;
+  row.build = bench.build;
   row.events = spec.events;
   row.process = relay.finish();
   row.process.cpu_s -= cpu_before;
@@ -232,7 +255,7 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   std::vector<double> latencies, to_ack;
   std::ofstream dump;
   if (!dump_dir.empty()) {
-    dump.open(fmt::format("{}/latency-{}-{}.csv", dump_dir, tag, tag_of(kind)));
+    dump.open(fmt::format("{}/latency-{}-{}.csv", dump_dir, tag, bench.tag(kind)));
     dump << "seq,commit_us,visible_us,append_ms\n";
   }
   for (std::int64_t seq = spec.first_seq; seq < spec.first_seq + events; ++seq) {
@@ -316,6 +339,11 @@ int main(int argc, char** argv) {
   app.add_option("--readme", readme, "also write the tables between the bench markers of this file");
   app.add_option("--command", command, "the command to name in the results");
   app.add_option("--pgoutbox", pgoutbox_bin, "the pgoutbox binary");
+  std::string baseline_bin, baseline_name;
+  app.add_option("--baseline-pgoutbox", baseline_bin,
+                 "a pgoutbox built from another commit: pgoutbox's contenders also run with it, beside this build, in "
+                 "the same run (throughput and latency; the scale curves are this build's alone)");
+  app.add_option("--baseline-name", baseline_name, "the baseline's name in the tables (its commit)");
   app.add_option("--polling-relay", polling_bin, "the polling relay binary");
   const char* libs_env = std::getenv("PGOUTBOX_DEBEZIUM_LIBS");
   std::string debezium_libs = libs_env != nullptr && *libs_env != '\0' ? libs_env : PGOUTBOX_DEBEZIUM_LIBS;
@@ -349,6 +377,10 @@ int main(int argc, char** argv) {
                  debezium_libs.c_str());
     return 1;
   }
+  if (!baseline_bin.empty() && !std::filesystem::exists(baseline_bin)) {
+    std::fprintf(stderr, "bench: no baseline binary at %s\n", baseline_bin.c_str());
+    return 1;
+  }
   const auto started = std::chrono::steady_clock::now();
   Report report;
   report.command = command;
@@ -366,7 +398,11 @@ int main(int argc, char** argv) {
                         {"checkpoint_timeout", "30min"}});
     test::KafkaBroker kafka;
     create_schema(pg, PGOUTBOX_SOURCE_DIR, polling.workers);
-    const Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling, PGOUTBOX_JAVA, debezium_libs};
+    const Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling, PGOUTBOX_JAVA, debezium_libs, ""};
+    Bench baseline = bench;
+    baseline.pgoutbox_bin = baseline_bin;
+    baseline.build = baseline_name.empty() ? "baseline" : "baseline " + baseline_name;
+    const Builds builds = baseline_bin.empty() ? Builds{&bench} : Builds{&bench, &baseline};
 
     std::vector<Scenario> scenarios = {{1, 200, events_1}, {10, 200, events_10}, {1000, 200, events_1000}};
     if (large_share > 0) {
@@ -377,17 +413,21 @@ int main(int argc, char** argv) {
                                     static_cast<std::int64_t>(static_cast<double>(s.events) * large_share))});
       }
     }
+    bool baseline_first = false;
     for (const auto& s : scenarios) {
       const bool wanted = only_scenarios.empty() || std::find(only_scenarios.begin(), only_scenarios.end(),
                                                               s.tag().substr(1)) != only_scenarios.end();
       if (!wanted) continue;
-      for (auto& row : measure_throughput(bench, s, only)) report.throughput.push_back(std::move(row));
+      for (auto& row : measure_throughput(builds, s, only, baseline_first)) report.throughput.push_back(std::move(row));
+      baseline_first = !baseline_first;
     }
     for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
       for (const auto c : only) {
         if (c == Contender::recvlogical || c == Contender::pgoutbox_messages) continue;
         if (c == Contender::pgoutbox_exactly_once && smoke) continue;
-        report.latency.push_back(measure_latency(bench, c, rate, latency_seconds, dump_dir));
+        for (const auto* b : builds_of(builds, c)) {
+          report.latency.push_back(measure_latency(*b, c, rate, latency_seconds, dump_dir));
+        }
       }
     }
     if (scale && selected(only, Contender::pgoutbox)) {

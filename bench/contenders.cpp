@@ -15,16 +15,23 @@
 namespace pgoutbox::bench {
 namespace {
 
-std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std::string& topic,
-                                  const std::string& slot) {
-  const std::string path = fmt::format("{}/pgoutbox-{}.yaml", bench.scratch, slot);
-  // Signed checkpoints, as a deployment runs them (docs/spec.md I11; exactly-once needs one).
+// Signed checkpoints, as a deployment runs them (docs/spec.md I11; exactly-once needs one): the
+// key's file, named to pgoutbox by PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE rather than in the
+// configuration file, so that a baseline from before signed checkpoints (--baseline-pgoutbox),
+// which ignores the variable, reads the same file.
+std::string write_signing_key(const Bench& bench) {
   const std::string key_path = fmt::format("{}/checkpoint.key", bench.scratch);
   {
     std::ofstream key(key_path, std::ios::trunc);
     key << "bench-signing-key-0123456789abcdef0123456789abcdef\n";
   }
   std::filesystem::permissions(key_path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  return key_path;
+}
+
+std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std::string& topic,
+                                  const std::string& slot) {
+  const std::string path = fmt::format("{}/pgoutbox-{}.yaml", bench.scratch, slot);
   std::ofstream out(path, std::ios::trunc);
   // Only what the run needs; everything else is pgoutbox's default. The message outbox has no
   // table: its events are the workload's logical decoding messages with prefix "outbox".
@@ -42,12 +49,10 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
       "  brokers: \"{}\"\n"
       "{}"
       "delivery: {}\n"
-      "checkpoint:\n"
-      "  signing_key_file: \"{}\"\n"
       "log_format: text\n"
       "log_level: warn\n",
       bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), source,
-      kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once", key_path);
+      kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once");
   if (!out) throw std::runtime_error("cannot write " + path);
   return path;
 }
@@ -132,9 +137,10 @@ std::vector<std::string> debezium_argv(const Bench& bench, Contender kind, const
 
 test::ChildProcess spawn_relay(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
                                const std::string& log_path) {
-  std::vector<std::string> argv;
+  std::vector<std::string> argv, env;
   if (is_pgoutbox(kind)) {
     argv = {bench.pgoutbox_bin, "run", "-c", write_pgoutbox_config(bench, kind, topic, slot)};
+    env = {"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE=" + write_signing_key(bench)};
   } else if (is_debezium(kind)) {
     argv = debezium_argv(bench, kind, topic, slot);
   } else if (kind == Contender::polling) {
@@ -157,13 +163,19 @@ test::ChildProcess spawn_relay(const Bench& bench, Contender kind, const std::st
   } else {
     throw std::logic_error("pg_recvlogical is not a relay");
   }
-  return test::ChildProcess({.argv = argv, .log_path = log_path, .run_as = std::nullopt, .extra_env = {}});
+  return test::ChildProcess({.argv = argv, .log_path = log_path, .run_as = std::nullopt, .extra_env = env});
 }
 
 }  // namespace
 
 std::string Bench::dsn_as(const std::string& role) const {
   return fmt::format("host=127.0.0.1 port={} dbname=postgres user={}", pg.port(), role);
+}
+
+std::string Bench::tag(Contender c) const { return std::string(tag_of(c)) + (build.empty() ? "" : "_base"); }
+
+std::string label_of(Contender c, const std::string& build) {
+  return build.empty() ? name_of(c) : fmt::format("{} ({})", name_of(c), build);
 }
 
 const char* name_of(Contender c) {
@@ -220,7 +232,7 @@ void check_delivery(Contender kind, const std::string& topic, const Delivery& d)
 }
 
 RelayProcess::RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot)
-    : log_path_(fmt::format("{}/{}-{}.log", bench.scratch, tag_of(kind), topic)),
+    : log_path_(fmt::format("{}/{}-{}.log", bench.scratch, bench.tag(kind), topic)),
       java_(is_debezium(kind)),
       child_(spawn_relay(bench, kind, topic, slot, log_path_)) {}
 
@@ -266,8 +278,8 @@ DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, L
   const auto done =
       first ? watch.wait_for(events, std::chrono::minutes(10), [&] { return relay.running(); }) : std::nullopt;
   if (!done) {
-    throw std::runtime_error(fmt::format("{} did not deliver {} events ({} in {}):\n{}", name_of(kind), events,
-                                         watch.distinct(), topic, test::tail_of(relay.log_path())));
+    throw std::runtime_error(fmt::format("{} did not deliver {} events ({} in {}):\n{}", label_of(kind, bench.build),
+                                         events, watch.distinct(), topic, test::tail_of(relay.log_path())));
   }
   result.seconds = std::chrono::duration<double>(*done - t0).count();
   result.first_seconds = std::chrono::duration<double>(*first - t0).count();

@@ -31,6 +31,24 @@ inline constexpr const char* kDebeziumRole = "bench_debezium";
 inline constexpr const char* kPublication = "pgoutbox";  // sql/publication.sql
 inline constexpr int kPartitions = 6;
 
+// pgoutbox_messages: pgoutbox (at-least-once) relaying a table-less outbox, the workload's events
+// written as pg_logical_emit_message(true, 'outbox', envelope) instead of outbox rows.
+enum class Contender {
+  pgoutbox,
+  pgoutbox_exactly_once,
+  pgoutbox_messages,
+  debezium,
+  debezium_tuned,
+  polling,
+  recvlogical
+};
+const char* name_of(Contender c);
+// For slot, topic and file names: pgoutbox, pgoutbox_eos, pgoutbox_msg, debezium, debezium_tuned,
+// polling, recv.
+const char* tag_of(Contender c);
+// name_of(c), and "(<build>)" after it for a baseline's run (Bench::build): "pgoutbox (baseline 284c752)".
+std::string label_of(Contender c, const std::string& build);
+
 struct PollingTuning {
   int batch = 10000;
   int workers = 2;
@@ -47,25 +65,16 @@ struct Bench {
   PollingTuning polling;
   std::string java;           // the JVM that runs Kafka Connect
   std::string debezium_libs;  // Connect, the connector and its transform (third_party/debezium/pom.xml)
+  // Empty for this build. "baseline <commit>" when pgoutbox_bin is the baseline's (a pgoutbox
+  // built from another commit, --baseline-pgoutbox): its pgoutbox contenders run beside this
+  // build's, in the same run, under this label and with their own slots and topics.
+  std::string build;
 
   std::string dsn_as(const std::string& role) const;
+  // tag_of(c), with "_base" after it for the baseline: slot, topic and file names.
+  std::string tag(Contender c) const;
 };
 
-// pgoutbox_messages: pgoutbox (at-least-once) relaying a table-less outbox, the workload's events
-// written as pg_logical_emit_message(true, 'outbox', envelope) instead of outbox rows.
-enum class Contender {
-  pgoutbox,
-  pgoutbox_exactly_once,
-  pgoutbox_messages,
-  debezium,
-  debezium_tuned,
-  polling,
-  recvlogical
-};
-const char* name_of(Contender c);
-// For slot, topic and file names: pgoutbox, pgoutbox_eos, pgoutbox_msg, debezium, debezium_tuned,
-// polling, recv.
-const char* tag_of(Contender c);
 inline bool is_pgoutbox(Contender c) {
   return c == Contender::pgoutbox || c == Contender::pgoutbox_exactly_once || c == Contender::pgoutbox_messages;
 }

@@ -16,9 +16,10 @@ namespace {
 constexpr const char* kBegin = "<!-- bench:begin -->";
 constexpr const char* kEnd = "<!-- bench:end -->";
 
+// This build's row (not the baseline's).
 const ThroughputRow* find_row(const Report& r, const std::string& scenario, Contender c) {
   for (const auto& row : r.throughput) {
-    if (row.scenario == scenario && row.contender == c) return &row;
+    if (row.scenario == scenario && row.contender == c && row.build.empty()) return &row;
   }
   return nullptr;
 }
@@ -41,7 +42,7 @@ std::string throughput_table(const Report& r) {
     out += fmt::format(
         "| {} | {} | {} | {:.0f} | {} | {} | {} | {} | {:.1f} | {} | {:.0f} | {:.1f} | {:.1f} | {:.2f} | {} | {} | {} "
         "|\n",
-        row.scenario, row.events, name_of(row.contender), row.events_per_second(),
+        row.scenario, row.events, label_of(row.contender, row.build), row.events_per_second(),
         ceiling ? fmt::format("{:.0f}%", 100.0 * row.events_per_second() / ceiling->events_per_second()) : "—",
         relay ? fmt::format("{:.2f}", row.result.first_seconds) : "—",
         relay && row.events_per_second_after_start() > 0 ? fmt::format("{:.0f}", row.events_per_second_after_start())
@@ -70,7 +71,7 @@ std::string latency_table(const Report& r) {
         "| {:.0f} | {:.0f} | {} | {} | {:.2f} | {} | {:.1f} | {:.1f} | {:.1f} | {} | {:.3f} ({:.3f}) | {:.1f} | {:.1f} "
         "| "
         "{} |\n",
-        row.offered_eps, row.achieved_eps, name_of(row.contender), row.events, row.behind_at_end_s,
+        row.offered_eps, row.achieved_eps, label_of(row.contender, row.build), row.events, row.behind_at_end_s,
         row.delivery.duplicates, row.p50_ms, row.p99_ms, row.max_ms,
         row.p99_ack_ms ? fmt::format("{:.1f}", *row.p99_ack_ms) : "—",
         per_event(static_cast<double>(row.db.statements), row.events),
@@ -85,7 +86,7 @@ std::string verdict(bool met) { return met ? "met" : "**missed**"; }
 
 const LatencyRow* find_latency(const Report& r, double offered, Contender c) {
   for (const auto& row : r.latency) {
-    if (row.offered_eps == offered && row.contender == c) return &row;
+    if (row.offered_eps == offered && row.contender == c && row.build.empty()) return &row;
   }
   return nullptr;
 }
@@ -96,7 +97,7 @@ std::string targets(const Report& r) {
   std::string out = "| target | measured | |\n|---|---|---|\n";
   long peak_kib = 0;
   for (const auto& row : r.throughput) {
-    if (row.contender != Contender::pgoutbox) continue;
+    if (row.contender != Contender::pgoutbox || !row.build.empty()) continue;
     peak_kib = std::max(peak_kib, row.result.process.peak_rss_kib);
     if (const auto* ceiling = find_row(r, row.scenario, Contender::recvlogical)) {
       const double share = 100.0 * row.events_per_second() / ceiling->events_per_second();
@@ -124,7 +125,7 @@ std::string targets(const Report& r) {
         row.scenario, row.result.db.outbox_statements, wal, verdict(row.result.db.outbox_statements == 0 && wal < 1.0));
   }
   for (const auto& row : r.latency) {
-    if (row.contender != Contender::pgoutbox || !row.p99_ack_ms) continue;
+    if (row.contender != Contender::pgoutbox || !row.build.empty() || !row.p99_ack_ms) continue;
     peak_kib = std::max(peak_kib, row.process.peak_rss_kib);
     if (row.offered_eps == 1000) {
       out += fmt::format("| p99 commit→ack ≤ 3 ms at 1,000 events/s, default configuration | {:.1f} ms | {} |\n",
@@ -193,7 +194,7 @@ std::string exactly_once_targets(const Report& r) {
     duplicates += d.duplicates;
   };
   for (const auto& row : r.throughput) {
-    if (row.contender != Contender::pgoutbox_exactly_once) continue;
+    if (row.contender != Contender::pgoutbox_exactly_once || !row.build.empty()) continue;
     count(row.result.delivery);
     const auto* alo = find_row(r, row.scenario, Contender::pgoutbox);
     if (alo == nullptr || (row.events_per_txn != 1 && row.events_per_txn != 10)) continue;
@@ -203,7 +204,7 @@ std::string exactly_once_targets(const Report& r) {
                        row.scenario, share, row.events_per_second(), alo->events_per_second(), verdict(share >= want));
   }
   for (const auto& row : r.latency) {
-    if (row.contender != Contender::pgoutbox_exactly_once) continue;
+    if (row.contender != Contender::pgoutbox_exactly_once || !row.build.empty()) continue;
     count(row.delivery);
     if (row.offered_eps == 1000) {
       out += fmt::format("| p99 commit→visible (read_committed) ≤ 50 ms at 1,000 events/s | {:.1f} ms | {} |\n",
@@ -214,6 +215,36 @@ std::string exactly_once_targets(const Report& r) {
       "| every event exactly once, in each of the {} exactly-once runs | {} events, {} lost, {} "
       "duplicates | {} |\n",
       runs, events, lost, duplicates, verdict(runs > 0 && lost == 0 && duplicates == 0));
+  return out;
+}
+
+std::string change(double now, double before) {
+  return now > 0 && before > 0 ? fmt::format("{:+.1f}%", 100.0 * (now / before - 1)) : "—";
+}
+
+// This build's pgoutbox contenders against the baseline's, scenario by scenario.
+std::string baseline_table(const Report& r) {
+  std::string out;
+  for (const auto& base : r.throughput) {
+    const auto* now = base.build.empty() ? nullptr : find_row(r, base.scenario, base.contender);
+    if (now == nullptr) continue;
+    if (out.empty()) {
+      out = fmt::format(
+          "| events/txn × payload | events | contender | events/s, this build | events/s, {0} | difference | events/s "
+          "after the first record, this build | same, {0} | difference | relay CPU µs/event, this build | same, {0} "
+          "|\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|\n",
+          base.build);
+    }
+    const double after_now = now->events_per_second_after_start();
+    const double after_base = base.events_per_second_after_start();
+    const auto rate = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : "—"; };
+    out += fmt::format("| {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {:.1f} | {:.1f} |\n", base.scenario,
+                       base.events, name_of(base.contender), now->events_per_second(), base.events_per_second(),
+                       change(now->events_per_second(), base.events_per_second()), rate(after_now), rate(after_base),
+                       change(after_now, after_base), 1e6 * per_event(now->result.process.cpu_s, now->events),
+                       1e6 * per_event(base.result.process.cpu_s, base.events));
+  }
   return out;
 }
 
@@ -252,6 +283,15 @@ std::string to_markdown(const Report& r) {
         "made before each backlog; events/s as in the throughput table.\n\n";
     out += scale_table(r);
   }
+  if (const auto against = baseline_table(r); !against.empty()) {
+    out +=
+        "\n**This build against the baseline** — the same backlogs drained in this run by this build's pgoutbox and "
+        "by the baseline's (a pgoutbox built from another commit), each from its own slot into its own topic, one "
+        "after the other (the baseline first in every other scenario); difference = this build's figure over the "
+        "baseline's, minus 1. The targets below are this "
+        "build's alone.\n\n";
+    out += against;
+  }
   out += "\n**Targets (pgoutbox at-least-once)**\n\n";
   out += targets(r);
   out += "\n**Targets (pgoutbox exactly-once, issue 14)**\n\n";
@@ -266,7 +306,7 @@ std::string to_json(const Report& r) {
     out += fmt::format(
         "    {{\"scenario\": \"{}\", \"contender\": \"{}\", \"events_per_second\": {:.1f}, "
         "\"events_per_second_after_start\": {:.1f}}}{}\n",
-        row.scenario, name_of(row.contender), row.events_per_second(), row.events_per_second_after_start(),
+        row.scenario, label_of(row.contender, row.build), row.events_per_second(), row.events_per_second_after_start(),
         i + 1 < r.throughput.size() ? "," : "");
   }
   out += "  ],\n  \"latency\": [\n";
@@ -275,7 +315,7 @@ std::string to_json(const Report& r) {
     out += fmt::format(
         "    {{\"offered\": {:.0f}, \"contender\": \"{}\", \"p50_ms\": {:.2f}, \"p99_ms\": {:.2f}, \"max_ms\": "
         "{:.2f}}}{}\n",
-        row.offered_eps, name_of(row.contender), row.p50_ms, row.p99_ms, row.max_ms,
+        row.offered_eps, label_of(row.contender, row.build), row.p50_ms, row.p99_ms, row.max_ms,
         i + 1 < r.latency.size() ? "," : "");
   }
   out += "  ],\n  \"scale\": [\n";

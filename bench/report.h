@@ -23,6 +23,7 @@ struct ThroughputRow {
   double workload_backend_cpu_s_per_event = 0;  // CPU of the writers' backends
   Contender contender = Contender::pgoutbox;
   DrainResult result;
+  std::string build;  // empty: this build; else the baseline's label (Bench::build)
   double events_per_second() const { return static_cast<double>(events) / result.seconds; }
   double events_per_second_after_start() const { return rate_after_first(result, events); }
 };
@@ -31,6 +32,7 @@ struct LatencyRow {
   double offered_eps = 0;
   double achieved_eps = 0;
   Contender contender = Contender::pgoutbox;
+  std::string build;  // as in ThroughputRow
   std::int64_t events = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;  // commit → visible to a read_committed consumer
   std::optional<double> p99_ack_ms;           // commit → LogAppendTime (not for transactional records)

@@ -8,10 +8,31 @@
 # markers) and draws bench/results/*.png.
 #
 #   scripts/bench.sh [bench_compare options, e.g. --smoke, --polling-batch 2000]
+#
+# Against another commit, in the same run on the same machine:
+#
+#   scripts/bench.sh --baseline REV [bench_compare options, e.g. --contenders pgoutbox --no-scale]
+#
+# builds REV's pgoutbox in a worktree of its own, build/baseline-<commit> (kept, and reused by
+# the next run against REV), and runs pgoutbox's contenders twice, this build and REV's, side by
+# side; the tables label REV's "(baseline <commit>)" and add this build against it. Such a run
+# writes its RESULTS.md and results.json to --out-dir (default build/bench-baseline-<commit>),
+# not to bench/RESULTS.md or README.md, and draws no chart.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+
+command="scripts/bench.sh${*:+ $*}"
+baseline=""
+args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --baseline) baseline=${2:?--baseline needs a revision}; shift 2 ;;
+    --baseline=*) baseline=${1#--baseline=}; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
 
 bash scripts/setup.sh
 # The chart's one extra package, for Debian's own python3.
@@ -26,6 +47,27 @@ fi
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_polling_relay bench_compare
 
-build/release/bench/bench_compare --command "scripts/bench.sh${*:+ $*}" --out-dir "$root/bench" --readme "$root/README.md" "$@"
-/usr/bin/python3 bench/chart.py bench/results/results.json bench/results
-echo "bench: tables in bench/RESULTS.md and README.md, charts in bench/results/*.png"
+if [ -z "$baseline" ]; then
+  build/release/bench/bench_compare --command "$command" --out-dir "$root/bench" --readme "$root/README.md" \
+    ${args[@]+"${args[@]}"}
+  /usr/bin/python3 bench/chart.py bench/results/results.json bench/results
+  echo "bench: tables in bench/RESULTS.md and README.md, charts in bench/results/*.png"
+  exit 0
+fi
+
+sha=$(git rev-parse --short "$baseline^{commit}")
+tree="$root/build/baseline-$sha"
+if [ ! -e "$tree/.git" ]; then
+  git worktree add --detach "$tree" "$sha"
+fi
+git -C "$tree" checkout -q --detach "$sha"
+(cd "$tree" && cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target pgoutbox)
+
+out_dir=()
+case " ${args[*]-} " in
+  *" --out-dir "* | *" --out-dir="*) ;;
+  *) out_dir=(--out-dir "$root/build/bench-baseline-$sha") ;;
+esac
+build/release/bench/bench_compare --command "$command" ${out_dir[@]+"${out_dir[@]}"} \
+  --baseline-pgoutbox "$tree/build/release/src/app/pgoutbox" --baseline-name "$sha" ${args[@]+"${args[@]}"}
+echo "bench: against $sha, tables printed above and in ${out_dir[1]:-the --out-dir}/RESULTS.md"
