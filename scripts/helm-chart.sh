@@ -17,6 +17,8 @@ binary=${1:-$root/build/release/src/app/pgoutbox}
 shift || true
 
 go=$(bash "$root/scripts/go.sh")
+# Go keeps its caches under $HOME; without one (a bare service account), in the build tree.
+if [ -z "${HOME:-}" ] && [ -z "${GOPATH:-}" ]; then export GOPATH=$root/.deps/go GOCACHE=$root/.deps/go/cache; fi
 out="$root/build/helm-chart/pgoutbox-chart-validate"
 mkdir -p "$(dirname "$out")"
 start=$SECONDS

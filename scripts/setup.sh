@@ -114,5 +114,6 @@ done
 # The Helm chart's test (scripts/helm-chart.sh) is a Go program: a Go toolchain (scripts/go.sh)
 # and its modules, pinned by deploy/helm/validate/go.sum, from the Go module proxy.
 go=$(bash "$root/scripts/go.sh")
+if [ -z "${HOME:-}" ] && [ -z "${GOPATH:-}" ]; then export GOPATH=$root/.deps/go GOCACHE=$root/.deps/go/cache; fi
 (cd "$root/deploy/helm/validate" && GOTOOLCHAIN=auto GOFLAGS=-mod=readonly "$go" mod download)
 echo "setup: Go modules of deploy/helm/validate present ($("$go" env GOVERSION))"

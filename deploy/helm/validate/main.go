@@ -321,8 +321,14 @@ func decodeStrict(doc string) (any, error) {
 		}
 		return nil, fmt.Errorf("%s %s: %s", meta.Kind, meta.Metadata.Name, strings.Join(msgs, "; "))
 	}
-	// Label keys and values as the API server checks them.
+	// Names, label keys and label values as the API server checks them: a Service's name is a
+	// DNS-1035 label (it becomes a DNS name), the others' DNS-1123 subdomains.
 	var labelErrs []string
+	if meta.Kind == "Service" {
+		labelErrs = append(labelErrs, validation.IsDNS1035Label(meta.Metadata.Name)...)
+	} else {
+		labelErrs = append(labelErrs, validation.IsDNS1123Subdomain(meta.Metadata.Name)...)
+	}
 	if m, ok := obj.(metav1.Object); ok {
 		for k, v := range m.GetLabels() {
 			labelErrs = append(labelErrs, validation.IsQualifiedName(k)...)
@@ -330,7 +336,7 @@ func decodeStrict(doc string) (any, error) {
 		}
 	}
 	if len(labelErrs) > 0 {
-		return nil, fmt.Errorf("%s %s: labels: %s", meta.Kind, meta.Metadata.Name, strings.Join(labelErrs, "; "))
+		return nil, fmt.Errorf("%s %s: name or labels: %s", meta.Kind, meta.Metadata.Name, strings.Join(labelErrs, "; "))
 	}
 	return obj, nil
 }
