@@ -56,6 +56,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// kubeVersion is the cluster version the chart is rendered for, as `helm template --kube-version`
+// (a Helm built from source without its release ldflags would assume 1.20).
+var kubeVersion = flag.String("kube-version", "1.31.0", "the Kubernetes version to render and lint for")
+
 const (
 	releaseName = "pgoutbox"
 	namespace   = "outbox"
@@ -173,13 +177,31 @@ func render(chartDir string, vals map[string]any) (*chart.Chart, map[string]stri
 	if err != nil {
 		return nil, nil, err
 	}
+	caps, err := capabilities()
+	if err != nil {
+		return ch, nil, err
+	}
+	// As helm template and helm install: the chart's kubeVersion range must admit the cluster's.
+	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, caps.KubeVersion.String()) {
+		return ch, nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, caps.KubeVersion.String())
+	}
 	options := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
-	top, err := chartutil.ToRenderValues(ch, vals, options, chartutil.DefaultCapabilities)
+	top, err := chartutil.ToRenderValues(ch, vals, options, caps)
 	if err != nil {
 		return ch, nil, err
 	}
 	out, err := engine.Render(ch, top)
 	return ch, out, err
+}
+
+func capabilities() (*chartutil.Capabilities, error) {
+	kv, err := chartutil.ParseKubeVersion(*kubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = *kv
+	return caps, nil
 }
 
 func checkValueSet(t *tally, chartDir, file, binary, alerts string, printManifests bool) {
@@ -189,7 +211,12 @@ func checkValueSet(t *tally, chartDir, file, binary, alerts string, printManifes
 		return
 	}
 	// helm lint --strict: every message of severity warning or above fails.
-	linter := lint.AllWithKubeVersionAndSchemaValidation(chartDir, vals, namespace, nil, false)
+	kv, err := chartutil.ParseKubeVersion(*kubeVersion)
+	if err != nil {
+		t.check("-kube-version", []error{err})
+		return
+	}
+	linter := lint.AllWithKubeVersionAndSchemaValidation(chartDir, vals, namespace, kv, false)
 	var lintErrs []error
 	for _, m := range linter.Messages {
 		if m.Severity >= support.WarningSev {
