@@ -59,6 +59,12 @@ TEST_F(HelmChart, EveryValueSetLintsRendersDecodesStrictlyAndLoads) {
   std::cout << r.output;
 }
 
+// The image the chart runs by default is this build's version.
+TEST_F(HelmChart, TheChartsAppVersionIsTheProjectsVersion) {
+  const auto chart_yaml = file_text(kRoot + "/deploy/helm/pgoutbox/Chart.yaml");
+  EXPECT_TRUE(has(chart_yaml, std::string("\nappVersion: \"") + PGOUTBOX_VERSION + "\"\n")) << chart_yaml;
+}
+
 // extraEnv's items are free-form in values.schema.json: only the strict decode catches `valu`.
 TEST_F(HelmChart, AMisspeltFieldFailsTheStrictDecode) {
   const auto values = write("misspelt.yaml", "extraEnv:\n  - name: PGOUTBOX_LOG_LEVEL\n    valu: debug\n");
