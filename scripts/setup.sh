@@ -10,8 +10,9 @@
 # third_party/kafka/pom.xml and, for one test, third_party/kafka-3.9/pom.xml) into
 # .deps/kafka/libs and .deps/kafka-3.9/libs, Debezium and Kafka Connect (the benchmark's
 # contender and the hand-over test, third_party/debezium/pom.xml) into .deps/debezium/libs,
-# and the Postgres 14, 16, 17 and 18 servers
-# of the version matrix into .deps/postgres/<major>.
+# the Postgres 14, 16, 17 and 18 servers
+# of the version matrix into .deps/postgres/<major>, and the Go modules of the Helm chart's test
+# (deploy/helm/validate: Helm, k8s.io/api) into Go's module cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -109,3 +110,10 @@ for version in "${pg_versions[@]}"; do
   "$dest/native/bin/postgres" --version
   echo "$version" > "$dest/.version"
 done
+
+# The Helm chart's test (scripts/helm-chart.sh) is a Go program: a Go toolchain (scripts/go.sh)
+# and its modules, pinned by deploy/helm/validate/go.sum, from the Go module proxy.
+go=$(bash "$root/scripts/go.sh")
+if [ -z "${HOME:-}" ] && [ -z "${GOPATH:-}" ]; then export GOPATH=$root/.deps/go GOCACHE=$root/.deps/go/cache; fi
+(cd "$root/deploy/helm/validate" && GOTOOLCHAIN=auto GOFLAGS=-mod=readonly "$go" mod download)
+echo "setup: Go modules of deploy/helm/validate present ($("$go" env GOVERSION))"

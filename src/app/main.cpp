@@ -98,9 +98,17 @@ int main(int argc, char** argv) {
       "record; 17 a mapped column is missing or unusable; 18 librdkafka refused a property; 64 wrong command line, "
       "an unknown --table or a --where PostgreSQL refuses.");
   std::string connector_path;
-  auto* config_cmd = app.add_subcommand("config", "convert another relay's configuration (config from-debezium)");
+  auto* config_cmd = app.add_subcommand(
+      "config", "check a configuration (config validate) or convert another relay's (config from-debezium)");
   config_cmd->require_subcommand(1, 1);
-  config_cmd->footer("Subcommands: from-debezium. Exit codes as for config from-debezium.");
+  config_cmd->footer("Subcommands: validate, from-debezium. Exit codes as for each subcommand.");
+  std::string validate_path;
+  auto* validate = config_cmd->add_subcommand(
+      "validate",
+      "load a configuration file as run would (environment overrides applied, secret files read) and connect to "
+      "nothing; one line on stdout when it is valid");
+  validate->add_option("FILE", validate_path, "the YAML configuration file")->required();
+  validate->footer("Exit codes: 0 valid; 2 invalid configuration (why on stderr); 64 wrong command line.");
   auto* from_debezium = config_cmd->add_subcommand(
       "from-debezium",
       "print the pgoutbox YAML equivalent to a Debezium Postgres connector configuration with the outbox "
@@ -140,6 +148,7 @@ int main(int argc, char** argv) {
     }
     return kExitUsage;
   }
+  if (validate->parsed()) return config_validate(validate_path);
   if (from_debezium->parsed()) return config_from_debezium(connector_path);
   if (reference->parsed()) {
     std::fputs(configuration_reference().c_str(), stdout);
@@ -150,6 +159,7 @@ int main(int argc, char** argv) {
       "usage: pgoutbox run|check|status -c FILE\n"
       "       pgoutbox slot drop -c FILE [--yes]\n"
       "       pgoutbox republish -c FILE --table T --where PREDICATE [--dry-run]\n"
+      "       pgoutbox config validate FILE\n"
       "       pgoutbox config from-debezium CONNECTOR.json\n"
       "       pgoutbox config-reference | --version | --help\n",
       stderr);

@@ -1,7 +1,7 @@
 #pragma once
 
 // The operator's commands beside `run`: `check`, `status`, `slot drop`, `republish`,
-// `config from-debezium` and the hidden `config-reference`. Each returns the process's exit code
+// `config validate`, `config from-debezium` and the hidden `config-reference`. Each returns the process's exit code
 // (README "Exit codes").
 
 #include <chrono>
@@ -27,6 +27,9 @@ int status(const std::string& config_path, bool json);
 
 // `pgoutbox slot drop -c FILE --yes`.
 int slot_drop(const std::string& config_path, bool confirmed);
+
+// `pgoutbox config validate FILE`: loads it as `run` does, connects to nothing.
+int config_validate(const std::string& config_path);
 
 // `pgoutbox config from-debezium CONNECTOR.json`: the equivalent pgoutbox YAML on stdout.
 int config_from_debezium(const std::string& connector_path);

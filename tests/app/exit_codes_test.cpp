@@ -22,7 +22,7 @@ using pgoutbox::relay::Fatal;
 using Codes = std::set<int>;
 
 const std::vector<std::string> kVerbs = {
-    "run", "check", "status", "slot drop", "republish", "config from-debezium", "config-reference"};
+    "run", "check", "status", "slot drop", "republish", "config validate", "config from-debezium", "config-reference"};
 
 std::string readme() {
   std::ifstream in(std::string(PGOUTBOX_SOURCE_DIR) + "/README.md");

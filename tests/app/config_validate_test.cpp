@@ -1,0 +1,103 @@
+// `pgoutbox config validate FILE` as deployment tooling runs it: the loader's verdict and exit
+// code, and nothing connected (the DSN and brokers below name ports nothing listens on).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result pgoutbox(const std::string& args) {
+  Result r;
+  // env -u: a PGOUTBOX_* variable of the caller's would otherwise override the file.
+  FILE* pipe = ::popen(
+      ("env -u PGOUTBOX_POSTGRES_PASSWORD " + std::string(PGOUTBOX_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+class ConfigValidate : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("pgoutbox-validate-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_ / "secrets");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const auto path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::filesystem::path dir_;
+};
+
+constexpr const char* kValid = R"(postgres:
+  dsn: "host=127.0.0.1 port=1 dbname=app user=pgoutbox"
+  password_file: secrets/password
+  slot: orders
+kafka:
+  brokers: "127.0.0.1:1"
+tables:
+  - table: public.outbox
+)";
+
+TEST_F(ConfigValidate, AValidFileIsReportedWithItsSlotAndExitsZero) {
+  write("secrets/password", "pw-41\n");
+  const auto r = pgoutbox("config validate " + write("pgoutbox.yaml", kValid));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "valid: slot orders, publication pgoutbox, 1 table(s)")) << r.output;
+  EXPECT_FALSE(has(r.output, "pw-41")) << r.output;
+}
+
+TEST_F(ConfigValidate, TheExampleConfigurationIsValid) {
+  const auto r = pgoutbox(std::string("config validate ") + PGOUTBOX_SOURCE_DIR + "/config/pgoutbox.example.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// A secret file the configuration names must exist: a chart that mounts the Secret at another
+// path than the configuration says fails here, not at the pod's first start.
+TEST_F(ConfigValidate, AMissingSecretFileIsInvalid) {
+  const auto r = pgoutbox("config validate " + write("pgoutbox.yaml", kValid));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "postgres.password_file")) << r.output;
+}
+
+TEST_F(ConfigValidate, AWrongValueIsNamedWithItsKeyAndExitsTwo) {
+  write("secrets/password", "pw\n");
+  const auto r =
+      pgoutbox("config validate " + write("pgoutbox.yaml", std::string(kValid) + "limits:\n  resume_ratio: 1.5\n"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "limits.resume_ratio")) << r.output;
+}
+
+TEST_F(ConfigValidate, AMisspeltKeyIsInvalid) {
+  write("secrets/password", "pw\n");
+  const auto r = pgoutbox("config validate " + write("pgoutbox.yaml", std::string(kValid) + "shutdown_timout: 30s\n"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "shutdown_timout")) << r.output;
+}
+
+TEST_F(ConfigValidate, NoFileIsAWrongCommandLine) {
+  EXPECT_EQ(pgoutbox("config validate").exit_code, 64);
+  EXPECT_EQ(pgoutbox("config validate " + (dir_ / "absent.yaml").string()).exit_code, 2);
+}
+
+}  // namespace
