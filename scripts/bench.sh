@@ -16,7 +16,7 @@
 # builds REV's pgoutbox in a worktree of its own, build/baseline-<commit> (kept, and reused by
 # the next run against REV), and runs pgoutbox's contenders twice, this build and REV's, side by
 # side; the tables label REV's "(baseline <commit>)" and add this build against it. Such a run
-# writes its RESULTS.md and results.json to --out-dir (default build/bench-baseline-<commit>),
+# writes its results (Markdown and JSON) to --out-dir (default build/bench-baseline-<commit>),
 # not to bench/RESULTS.md or README.md, and draws no chart.
 set -euo pipefail
 
@@ -70,4 +70,4 @@ case " ${args[*]-} " in
 esac
 build/release/bench/bench_compare --command "$command" ${out_dir[@]+"${out_dir[@]}"} \
   --baseline-pgoutbox "$tree/build/release/src/app/pgoutbox" --baseline-name "$sha" ${args[@]+"${args[@]}"}
-echo "bench: against $sha, tables printed above and in ${out_dir[1]:-the --out-dir}/RESULTS.md"
+echo "bench: against $sha, tables printed above and in ${out_dir[1]:-the --out-dir}, as its results Markdown file"
