@@ -188,9 +188,8 @@ void AtLeastOnce::on_delivery(const kafka::Delivery& delivery) {
 }
 
 void AtLeastOnce::rebuild(const kafka::DeliveryError& error) {
-  context_.events.ended(Outcome::reconnect(
-      fmt::format("the Kafka producer hit error {}; rebuilding it and resuming from the slot's confirmed position",
-                  error.code)));
+  context_.events.ended(Outcome::reconnect(fmt::format(
+      "the Kafka producer hit error {}; rebuilding it and resuming from the slot's confirmed position", error.code)));
 }
 
 // Carries out what decide() says about a failed delivery (docs/spec.md I8). `reported`: from a

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "checkpointer.h"
-#include "pgoutbox/relay/delivery_path.h"
 #include "pgoutbox/relay/delivery_cookie.h"
+#include "pgoutbox/relay/delivery_path.h"
 #include "pgoutbox/relay/poison.h"
 #include "poison_policy.h"
 #include "send_backlog.h"

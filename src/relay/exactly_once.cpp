@@ -213,7 +213,7 @@ void ExactlyOnce::maybe_commit(bool now) {
   const bool due = context_.clock.now() - started_ >= context_.config.kafka.transaction_interval;
   if (now || due || stopping_) {
     spdlog::debug("committing the Kafka transaction: {} record(s), {}", records_.size(),
-                  now ? "caught up or caps reached"
+                  now   ? "caught up or caps reached"
                   : due ? "interval"
                         : "stopping");
     start_commit();
@@ -283,9 +283,8 @@ void ExactlyOnce::finish_commit() {
       context_.observer.event_poison(r.table, r.topic, PoisonAction::dead_lettered);
     } else {
       ++context_.counters.records_acked;
-      context_.observer.event_published(
-          r.topic,
-          std::chrono::microseconds(std::max<std::int64_t>(0, now_us - context_.tracker.commit_time_us(r.unit))));
+      context_.observer.event_published(r.topic, std::chrono::microseconds(std::max<std::int64_t>(
+                                                     0, now_us - context_.tracker.commit_time_us(r.unit))));
     }
     context_.events.completed(r.unit, r.weight);
   }

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "checkpointer.h"
-#include "pgoutbox/relay/delivery_path.h"
 #include "pgoutbox/relay/delivery_cookie.h"
+#include "pgoutbox/relay/delivery_path.h"
 #include "poison_policy.h"
 #include "send_backlog.h"
 #include "sink_handle.h"

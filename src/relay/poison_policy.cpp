@@ -42,8 +42,9 @@ std::optional<outbox::Record> PoisonPolicy::apply(const outbox::Record& record, 
       log(spdlog::level::warn, record, unit,
           fmt::format("poison record ({}: {}) after {} attempt(s); sending it to {}", code, reason, attempts,
                       poison_.dead_letter_topic));
-      auto dlq = dead_letter_record(record, poison_.dead_letter_topic,
-                                    DeadLetterCause{reason, code, attempts, tracker_.commit_lsn(unit), error.size_refusal});
+      auto dlq =
+          dead_letter_record(record, poison_.dead_letter_topic,
+                             DeadLetterCause{reason, code, attempts, tracker_.commit_lsn(unit), error.size_refusal});
       // Its ack releases the dead-letter record's weight: count the original's as that, so the
       // in-flight bytes come back to what they were (a size refusal's copy has no value).
       events_.lightened(record.weight() - std::min(record.weight(), dlq.weight()));
@@ -71,9 +72,9 @@ void PoisonPolicy::dead_letter_refused(const outbox::Record& dead_letter, Confir
                   error.code));
   const auto source = dead_letter_source(dead_letter);
   observer_.event_poison(source.table, source.topic, PoisonAction::stopped);
-  events_.ended(Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})",
-                                                          dead_letter.event_id, dead_letter.topic, error.text,
-                                                          error.code)));
+  events_.ended(
+      Outcome::fatal(Fatal::poison, fmt::format("cannot dead-letter event {} to {}: {} ({})", dead_letter.event_id,
+                                                dead_letter.topic, error.text, error.code)));
 }
 
 }  // namespace pgoutbox::relay

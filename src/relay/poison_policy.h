@@ -15,8 +15,8 @@
 #include "pgoutbox/outbox/record.h"
 #include "pgoutbox/relay/confirm_tracker.h"
 #include "pgoutbox/relay/counters.h"
-#include "pgoutbox/relay/observer.h"
 #include "pgoutbox/relay/delivery_path.h"
+#include "pgoutbox/relay/observer.h"
 
 namespace pgoutbox::relay {
 

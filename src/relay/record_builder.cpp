@@ -23,9 +23,9 @@ std::optional<Built> RecordBuilder::row(const pgoutput::InsertData& insert, cons
   try {
     table = mapping_.resolve(*relation);
   } catch (const replication::PgError& e) {
-    throw replication::PgError(fmt::format("looking up the ancestry of relation {}.{}: {}", relation->nspname,
-                                           relation->relname, e.what()),
-                               e.sqlstate());
+    throw replication::PgError(
+        fmt::format("looking up the ancestry of relation {}.{}: {}", relation->nspname, relation->relname, e.what()),
+        e.sqlstate());
   }
   if (table == nullptr) return std::nullopt;
   auto& newest = newest_row_commit_[table->label()];

@@ -36,8 +36,7 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
   tracker_.idle_position(start_.slot_confirmed);
   reported_flush_ = tracker_.durable();
   source.set_flush(start_.slot_confirmed);
-  checkpointer_ =
-      std::make_unique<Checkpointer>(config_, io_, clock_, sinks_, start_, tracker_, counters_, observer_);
+  checkpointer_ = std::make_unique<Checkpointer>(config_, io_, clock_, sinks_, start_, tracker_, counters_, observer_);
   path_ = make_delivery_path(PathContext{.config = config_,
                                          .io = io_,
                                          .clock = clock_,
@@ -170,10 +169,10 @@ void Relay::update_reading() {
     want = Paused::caps;
   } else if (paused_ == Paused::caps) {
     const auto& limits = config_.limits;
-    const bool below = static_cast<double>(tracker_.outstanding_records()) <=
-                           static_cast<double>(limits.max_in_flight_records) * limits.resume_ratio &&
-                       static_cast<double>(in_flight_bytes_) <=
-                           static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio;
+    const bool below =
+        static_cast<double>(tracker_.outstanding_records()) <=
+            static_cast<double>(limits.max_in_flight_records) * limits.resume_ratio &&
+        static_cast<double>(in_flight_bytes_) <= static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio;
     if (!below) {
       want = Paused::caps;
       path_->reading_paused();

@@ -45,5 +45,4 @@ class SinkHandle {
 // Kafka configuration is refused.
 std::optional<Outcome> open_stream_sink(const PathContext& context, SinkHandle& handle, kafka::SinkOptions options);
 
-
 }  // namespace pgoutbox::relay

@@ -15,9 +15,9 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
 #include "../pgoutput/message_builder.h"
 #include "../support/virtual_clock.h"
-#include <fmt/format.h>
 
 #include "pgoutbox/relay/delivery_cookie.h"
 #include "pgoutbox/relay/relay.h"
