@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include "../ops/command.h"
+
 namespace {
 
 struct Result {
@@ -18,16 +20,10 @@ struct Result {
 };
 
 Result pgoutbox(const std::string& args) {
-  Result r;
   // env -u: a PGOUTBOX_* variable of the caller's would otherwise override the file.
-  FILE* pipe = ::popen(
-      ("env -u PGOUTBOX_POSTGRES_PASSWORD " + std::string(PGOUTBOX_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  auto run =
+      pgoutbox::test::run_command("env -u PGOUTBOX_POSTGRES_PASSWORD " + std::string(PGOUTBOX_BINARY) + " " + args);
+  return {run.status, std::move(run.output)};
 }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
