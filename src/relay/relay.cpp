@@ -47,7 +47,7 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
                                          .events = *this,
                                          .checkpointer = *checkpointer_,
                                          .start = start_});
-  const auto outcome = stream(source);
+  auto outcome = stream(source);
   path_.reset();
   checkpointer_.reset();
   return outcome;
@@ -148,6 +148,25 @@ bool Relay::caps_reached() const {
          in_flight_bytes_ >= config_.limits.max_in_flight_bytes;
 }
 
+// What reading should be now; the order of the checks is the order of precedence.
+Relay::Paused Relay::wanted_pause() {
+  const bool mid_unit = path_->whole_units() && tracker_.in_transaction();
+  if (path_->queue_full()) return Paused::caps;
+  if (stopping_) return mid_unit ? Paused::no : Paused::other;  // a whole unit is read to its end first
+  if (path_->holds_stream()) return Paused::other;
+  if (mid_unit) return Paused::no;
+  if (caps_reached()) return Paused::caps;
+  if (paused_ != Paused::caps) return Paused::no;
+  const auto& limits = config_.limits;
+  const bool below =
+      static_cast<double>(tracker_.outstanding_records()) <=
+          static_cast<double>(limits.max_in_flight_records) * limits.resume_ratio &&
+      static_cast<double>(in_flight_bytes_) <= static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio;
+  if (below) return Paused::no;
+  path_->reading_paused();
+  return Paused::caps;
+}
+
 // Pauses or resumes reading (docs/spec.md I6). Backpressure (counted, and shown as paused):
 // records wait for room in the producer's queue, or the in-flight caps are reached, until they
 // fall to resume_ratio of the caps. Besides: a stop, and the path's own holds (a commit).
@@ -155,29 +174,7 @@ bool Relay::caps_reached() const {
 // transactions only: they are applied at its end.
 void Relay::update_reading() {
   if (closing_ || source_ == nullptr) return;
-  const bool mid_unit = path_->whole_units() && tracker_.in_transaction();
-  Paused want = Paused::no;
-  if (path_->queue_full()) {
-    want = Paused::caps;
-  } else if (stopping_) {
-    want = mid_unit ? Paused::no : Paused::other;  // a whole unit is read to its end first
-  } else if (path_->holds_stream()) {
-    want = Paused::other;
-  } else if (mid_unit) {
-    want = Paused::no;
-  } else if (caps_reached()) {
-    want = Paused::caps;
-  } else if (paused_ == Paused::caps) {
-    const auto& limits = config_.limits;
-    const bool below =
-        static_cast<double>(tracker_.outstanding_records()) <=
-            static_cast<double>(limits.max_in_flight_records) * limits.resume_ratio &&
-        static_cast<double>(in_flight_bytes_) <= static_cast<double>(limits.max_in_flight_bytes) * limits.resume_ratio;
-    if (!below) {
-      want = Paused::caps;
-      path_->reading_paused();
-    }
-  }
+  const Paused want = wanted_pause();
   if (want == Paused::caps && paused_ != Paused::caps) {
     ++counters_.pauses;
     observer_.paused(true);

@@ -99,8 +99,11 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   void changed() override;
   void ended(Outcome outcome) override;
 
+  enum class Paused { no, caps, other };  // why reading is paused
+
   void track(ConfirmTracker::TxnId unit, const outbox::Record& record);
   bool caps_reached() const;
+  Paused wanted_pause();
   void update_reading();
   void update_flush();
   void arm_poll();
@@ -130,7 +133,7 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   bool skip_reported_ = false;
   std::uint64_t in_flight_bytes_ = 0;
   Lsn reported_flush_;
-  enum class Paused { no, caps, other } paused_ = Paused::no;  // why reading is paused
+  Paused paused_ = Paused::no;
   bool stopping_ = false;
   bool closing_ = false;
   std::optional<Outcome> outcome_;
