@@ -156,12 +156,15 @@ TEST_F(ProcessFaultTest, AStandbyTakesOverWithinSecondsWhenTheActiveInstanceIsKi
 
   auto active = start_pgoutbox(config_path, "active.log");
   ASSERT_TRUE(wait_streaming(p, *active)) << tail_of(dir.path() + "/active.log");
-  const std::optional<int> walsender = slot_active_pid(pg.dsn(), p.slot);
   auto writer_opts = writer_options(p);
   writer_opts.pause = 50ms;
   LoadWriter writers(writer_opts);
   writers.start();
   PGOUTBOX_ASSERT_EVENTUALLY(delivered(p) >= 100, 60s);
+  // Read once rows flow: CREATE_REPLICATION_SLOT holds the slot only while it runs, and the slot
+  // is free again until START_REPLICATION (the checkpoint is read in between).
+  const std::optional<int> walsender = slot_active_pid(pg.dsn(), p.slot);
+  ASSERT_TRUE(walsender.has_value()) << "the slot is not held while rows flow";
 
   // Same config, same slot: Postgres refuses it while the slot is active ("replication slot …
   // is active for PID …", which pgoutbox logs), and it keeps trying.
