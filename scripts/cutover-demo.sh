@@ -34,7 +34,7 @@ cd "$root"
 demo_name=cutover-demo
 # shellcheck source=scripts/demo-lib.sh
 . scripts/demo-lib.sh
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 demo_build pgoutbox pgoutbox-devenv order-service outbox-poller stock-consumer reconcile
 
 run_dir=$(mktemp -d /tmp/pgoutbox-cutover-XXXXXX)

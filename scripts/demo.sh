@@ -35,7 +35,7 @@ cd "$root"
 demo_name=demo
 # shellcheck source=scripts/demo-lib.sh
 . scripts/demo-lib.sh
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 demo_build pgoutbox pgoutbox-devenv order-service stock-consumer reconcile
 
 run_dir=$(mktemp -d /tmp/pgoutbox-demo-XXXXXX)
