@@ -3,7 +3,8 @@
 // standalone, at its defaults and tuned) and a well-written polling relay, on one Postgres 15 and
 // one Kafka started here, on this machine.
 //
-//   build/release/bench/bench_compare [--smoke] [--out-dir DIR] [--readme README.md]
+//   build/release/bench/bench_compare [--smoke] [--out-dir DIR] [--readme docs/benchmarks.md]
+//                                     [--headline README.md]
 //                                     [--baseline-pgoutbox BIN --baseline-name COMMIT]
 //
 // For each scenario (events per transaction × payload size) a backlog is committed and each
@@ -13,7 +14,8 @@
 // built from another commit, scripts/bench.sh --baseline REV) pgoutbox's contenders drain each
 // backlog and run each latency load twice, this build and the baseline, and the report adds
 // the throughput of one against the other. Prints
-// Markdown, writes it between markers into <out-dir>/RESULTS.md (and the README when named) and
+// Markdown, writes it between markers into <out-dir>/RESULTS.md (and docs/benchmarks.md with --readme, and
+// the headline table into the README with --headline) and
 // the chart's data to <out-dir>/results/results.json. See bench/RESULTS.md for what each figure means.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -337,6 +339,9 @@ int main(int argc, char** argv) {
   app.add_option("--out-dir", out_dir, "RESULTS.md and results/ are written here");
   std::string readme;
   app.add_option("--readme", readme, "also write the tables between the bench markers of this file");
+  std::string headline;
+  app.add_option("--headline", headline,
+                 "also write the headline table between the bench-headline markers of this file (the README)");
   app.add_option("--command", command, "the command to name in the results");
   app.add_option("--pgoutbox", pgoutbox_bin, "the pgoutbox binary");
   std::string baseline_bin, baseline_name;
@@ -444,6 +449,10 @@ int main(int argc, char** argv) {
   std::printf("%s", markdown.c_str());
   write_between_markers(out_dir + "/RESULTS.md", markdown);
   if (!readme.empty()) write_between_markers(readme, markdown);
+  if (!headline.empty()) {
+    write_between_markers(headline, to_headline_markdown(report), "<!-- bench-headline:begin -->",
+                          "<!-- bench-headline:end -->");
+  }
   std::ofstream(out_dir + "/results/results.json", std::ios::trunc) << to_json(report);
   progress(fmt::format("wrote {}/RESULTS.md and {}/results/results.json in {:.0f} s", out_dir, out_dir,
                        report.total_seconds));

@@ -299,6 +299,38 @@ std::string to_markdown(const Report& r) {
   return out;
 }
 
+std::string to_headline_markdown(const Report& r) {
+  // The README's table: one scenario, every contender of this build, with the latency at the
+  // lowest offered rate beside it; every other table stays in docs/benchmarks.md.
+  const std::string scenario = "10 × 200 B";
+  const double rate = 1000;
+  std::string out =
+      fmt::format("Command: `{}` — started {} UTC, took {:.0f} s. Backlog: {}; latency at {:.0f} events/s.\n\n",
+                  r.command, r.started_utc, r.total_seconds, scenario, rate);
+  out +=
+      "| contender | events/s | of ceiling | first record s | client CPU µs/event | relay peak RSS MiB | extra WAL "
+      "B/event | p99 commit→visible ms |\n"
+      "|---|---|---|---|---|---|---|---|\n";
+  const auto* ceiling = find_row(r, scenario, Contender::recvlogical);
+  for (const auto& row : r.throughput) {
+    if (row.scenario != scenario || !row.build.empty()) continue;
+    const bool relay = row.contender != Contender::recvlogical;
+    std::string p99 = "—";
+    for (const auto& l : r.latency) {
+      if (l.contender == row.contender && l.build.empty() && l.offered_eps == rate)
+        p99 = fmt::format("{:.1f}", l.p99_ms);
+    }
+    out += fmt::format(
+        "| {} | {:.0f} | {} | {} | {:.1f} | {} | {:.1f} | {} |\n", label_of(row.contender, row.build),
+        row.events_per_second(),
+        ceiling ? fmt::format("{:.0f}%", 100.0 * row.events_per_second() / ceiling->events_per_second()) : "—",
+        relay ? fmt::format("{:.2f}", row.result.first_seconds) : "—",
+        1e6 * per_event(row.result.process.cpu_s, row.events), relay ? mib(row.result.process.peak_rss_kib) : "—",
+        per_event(static_cast<double>(row.result.db.wal_bytes), row.events), p99);
+  }
+  return out;
+}
+
 std::string to_json(const Report& r) {
   std::string out = "{\n  \"throughput\": [\n";
   for (std::size_t i = 0; i < r.throughput.size(); ++i) {
@@ -333,6 +365,11 @@ std::string to_json(const Report& r) {
 }
 
 void write_between_markers(const std::string& path, const std::string& text) {
+  write_between_markers(path, text, kBegin, kEnd);
+}
+
+void write_between_markers(const std::string& path, const std::string& text, const std::string& begin_marker,
+                           const std::string& end_marker) {
   std::string content;
   {
     std::ifstream in(path);
@@ -340,13 +377,13 @@ void write_between_markers(const std::string& path, const std::string& text) {
     buffer << in.rdbuf();
     content = buffer.str();
   }
-  const auto begin = content.find(kBegin);
-  const auto end = content.find(kEnd);
-  const std::string block = fmt::format("{}\n{}{}", kBegin, text, kEnd);
+  const auto begin = content.find(begin_marker);
+  const auto end = content.find(end_marker);
+  const std::string block = fmt::format("{}\n{}{}", begin_marker, text, end_marker);
   if (begin == std::string::npos || end == std::string::npos || end < begin) {
     content += (content.empty() ? "" : "\n") + block + "\n";
   } else {
-    content.replace(begin, end + std::string(kEnd).size() - begin, block);
+    content.replace(begin, end + end_marker.size() - begin, block);
   }
   std::ofstream out(path, std::ios::trunc);
   out << content;

@@ -4,8 +4,8 @@
 # ceiling), Debezium (Kafka Connect standalone, defaults and tuned) and a polling relay on a
 # throwaway Postgres 15 and Kafka, every scenario for every contender, then pgoutbox's scale
 # curves, in one run.
-# Prints the Markdown tables, writes them into bench/RESULTS.md and README.md (between their
-# markers) and draws bench/results/*.png.
+# Prints the Markdown tables, writes them into bench/RESULTS.md and docs/benchmarks.md (between
+# their markers), the headline table into README.md (between its own markers) and draws bench/results/*.png.
 #
 #   scripts/bench.sh [bench_compare options, e.g. --smoke, --polling-batch 2000]
 #
@@ -17,7 +17,7 @@
 # the next run against REV), and runs pgoutbox's contenders twice, this build and REV's, side by
 # side; the tables label REV's "(baseline <commit>)" and add this build against it. Such a run
 # writes its results (Markdown and JSON) to --out-dir (default build/bench-baseline-<commit>),
-# not to bench/RESULTS.md or README.md, and draws no chart.
+# not to bench/RESULTS.md, docs/benchmarks.md or README.md, and draws no chart.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,10 +48,11 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_polling_relay bench_compare
 
 if [ -z "$baseline" ]; then
-  build/release/bench/bench_compare --command "$command" --out-dir "$root/bench" --readme "$root/README.md" \
+  build/release/bench/bench_compare --command "$command" --out-dir "$root/bench" --readme "$root/docs/benchmarks.md" \
+    --headline "$root/README.md" \
     ${args[@]+"${args[@]}"}
   /usr/bin/python3 bench/chart.py bench/results/results.json bench/results
-  echo "bench: tables in bench/RESULTS.md and README.md, charts in bench/results/*.png"
+  echo "bench: tables in bench/RESULTS.md and docs/benchmarks.md, the headline in README.md, charts in bench/results/*.png"
   exit 0
 fi
 

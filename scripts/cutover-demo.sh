@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cutover from a polling relay to pgoutbox (README "Switching from a polling relay"), run on
+# The cutover from a polling relay to pgoutbox (docs/migrating.md "Switching from a polling relay"), run on
 # loopback with the reference system of examples/, then proved row by row:
 #
 #   order-service   orders and their local_message rows (status NEW), one transaction each (shop)
@@ -34,7 +34,7 @@ cd "$root"
 demo_name=cutover-demo
 # shellcheck source=scripts/demo-lib.sh
 . scripts/demo-lib.sh
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 demo_build pgoutbox pgoutbox-devenv order-service outbox-poller stock-consumer reconcile
 
 run_dir=$(mktemp -d /tmp/pgoutbox-cutover-XXXXXX)

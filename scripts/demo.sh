@@ -35,7 +35,7 @@ cd "$root"
 demo_name=demo
 # shellcheck source=scripts/demo-lib.sh
 . scripts/demo-lib.sh
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 demo_build pgoutbox pgoutbox-devenv order-service stock-consumer reconcile
 
 run_dir=$(mktemp -d /tmp/pgoutbox-demo-XXXXXX)
@@ -68,7 +68,7 @@ psql_on "$stock_dsn" -f examples/sql/stock.sql -f sql/consumer_log.sql \
   -c "INSERT INTO stock (sku, initial, available) SELECT 'SKU-' || g, 100000, 100000 FROM generate_series(1, 20) g"
 "$devenv" create-topic --bootstrap "$PGOUTBOX_KAFKA_BOOTSTRAP" --topic outbox.event.order --partitions 3
 
-# A checkpoint signing key, as a deployment keeps one (README "Who can make pgoutbox skip").
+# A checkpoint signing key, as a deployment keeps one (docs/delivery.md "Who can make pgoutbox skip").
 (umask 077 && openssl rand -hex 32 > "$run_dir/checkpoint.key")
 cat > "$run_dir/pgoutbox.yaml" <<EOT
 postgres:

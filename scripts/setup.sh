@@ -3,6 +3,7 @@
 # machine, non-interactively. Idempotent: a second run only checks and takes seconds.
 #
 #   scripts/setup.sh            # as root (CI) or with sudo available
+#   scripts/setup.sh --demo     # only what scripts/demo.sh and scripts/cutover-demo.sh need
 #
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
 # the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
@@ -13,7 +14,14 @@
 # the Postgres 14, 16, 17 and 18 servers
 # of the version matrix into .deps/postgres/<major>, and the Go modules of the Helm chart's test
 # (deploy/helm/validate: Helm, k8s.io/api) into Go's module cache.
+# With --demo: the build's packages, PostgreSQL 15, the JDK and the Kafka broker's jars only; the
+# linters, the packaging and Prometheus tools, Node.js, Kafka 3.9, Debezium, the other Postgres
+# majors and the Go modules are for the tests and the benchmark (a later run without --demo adds
+# them).
 set -euo pipefail
+
+demo=false
+if [ "${1:-}" = "--demo" ]; then demo=true; fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -27,6 +35,12 @@ packages=(
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
   kcat curl openssl
 )
+if [ "$demo" = true ]; then
+  test_only=" clang libclang-rt-14-dev clang-format clang-tidy prometheus lintian help2man man-db systemd dpkg-dev fakeroot nodejs "
+  kept=()
+  for p in "${packages[@]}"; do [[ $test_only == *" $p "* ]] || kept+=("$p"); done
+  packages=("${kept[@]}")
+fi
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
@@ -75,6 +89,10 @@ fetch_jars() {
 # broker older than 4.0. Debezium (the benchmark's contender): the Postgres connector, its
 # EventRouter and Kafka Connect at the broker's version.
 fetch_jars kafka kafka.libs.dir
+if [ "$demo" = true ]; then
+  echo "setup: --demo: done (the tests' and the benchmark's extras are left out)"
+  exit 0
+fi
 fetch_jars kafka-3.9 kafka.libs.dir
 fetch_jars debezium debezium.libs.dir
 

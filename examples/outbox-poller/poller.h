@@ -24,7 +24,7 @@ struct PollerStats {
 //
 // It is at-least-once and cannot be better: a crash (or a lost connection) after the acks and
 // before the COMMIT leaves the batch NEW, and the next poll publishes it again. That window is
-// also where a cutover to pgoutbox doubles rows (README "Switching from a polling relay").
+// also where a cutover to pgoutbox doubles rows (docs/migrating.md "Switching from a polling relay").
 class Poller {
  public:
   // Rows that failed `max_retries` times are no longer claimed: they wait as NEW for an operator.

@@ -24,7 +24,7 @@ struct Copies {
   int total() const { return poller + stream + backfill; }
 };
 
-// A cutover from the poller to pgoutbox (README "Switching from a polling relay"), checked row by
+// A cutover from the poller to pgoutbox (docs/migrating.md "Switching from a polling relay"), checked row by
 // row: every local_message row's id must be in the topic; a row in it more than once is a
 // duplicate, sorted by why.
 struct CutoverReport {

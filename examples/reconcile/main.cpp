@@ -6,7 +6,7 @@
 //
 // --grace leaves out orders younger than that: their events may still be on their way.
 //
-// After a cutover from the polling relay (README "Switching from a polling relay"), --cutover
+// After a cutover from the polling relay (docs/migrating.md "Switching from a polling relay"), --cutover
 // checks the shop's local_message table against the topic: every row's id must be in it; each
 // row in it more than once is listed with why. With --stock-dsn the consumer's side is checked
 // too, as without --cutover. --grace does not apply to it: run it once the relays have drained

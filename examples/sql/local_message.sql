@@ -4,7 +4,7 @@
 -- SENT; a failed publish counts in retries and the row is tried again at the next poll.
 --
 -- The event columns are pgoutbox's default mapping (docs/configuration.md, tables[].columns),
--- so the same table moves to pgoutbox as it is (README "Switching from a polling relay"):
+-- so the same table moves to pgoutbox as it is (docs/migrating.md "Switching from a polling relay"):
 --   id -> header id, aggregatetype -> topic outbox.event.<aggregatetype>, aggregateid -> key,
 --   type -> header type, payload -> value.
 -- status, retries and sent_at are the poller's bookkeeping; pgoutbox ignores them, except for

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.footer(
       "Exit codes: 0 done; 1 check found something that blocks, or slot drop refused without --yes; 2 invalid "
-      "configuration; 3, 4 and 10-23 run stopped for a cause the operator must fix (README); 5 PostgreSQL cannot be "
+      "configuration; 3, 4 and 10-23 run stopped for a cause the operator must fix (docs/operating.md); 5 PostgreSQL "
+      "cannot be "
       "reached; 6 the slot does not exist; 7 slot drop refused while the slot is active; 8 run stopped with records "
       "unacknowledged at shutdown_timeout; 64 wrong command line; 130 run left at once on a second signal.");
 

@@ -2,7 +2,7 @@
 
 // The operator's commands beside `run`: `check`, `status`, `slot drop`, `republish`,
 // `config validate`, `config from-debezium` and the hidden `config-reference`. Each returns the process's exit code
-// (README "Exit codes").
+// (docs/operating.md "Exit codes").
 
 #include <chrono>
 #include <string>

@@ -130,7 +130,7 @@ void Loader::resolve_password() {
          fmt::format("holds a password and {} gives one too; keep only one",
                      from_env != origins_.end() ? "PGOUTBOX_POSTGRES_PASSWORD" : "postgres.password_file"));
   }
-  // Secrets never come from the configuration file (README "Running it"), wherever they sit in it.
+  // Secrets never come from the configuration file (docs/security.md "Secrets"), wherever they sit in it.
   const Origin& dsn_origin = origins_.at("postgres.dsn");
   if (const auto keyword = dsn_secret_keyword(postgres.dsn); keyword && !dsn_origin.from_env) {
     fail(dsn_origin, "postgres.dsn",

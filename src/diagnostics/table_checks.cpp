@@ -314,7 +314,7 @@ void check_table(CheckContext& ctx, std::size_t index, const config::TableConfig
     return;
   }
   // Logical decoding reads the WAL, never the table, and the catalog is readable by every role:
-  // `run` needs no SELECT on the outbox, so its absence blocks nothing (README "Least-privilege
+  // `run` needs no SELECT on the outbox, so its absence blocks nothing (docs/security.md "Least-privilege
   // role").
   ctx.findings.push_back(
       Finding::ok(subject, fmt::format("role {} {}", ctx.user,

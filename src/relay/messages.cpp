@@ -1,4 +1,4 @@
-// Logical decoding messages (README "Outbox without a table"): pg_logical_emit_message(true,
+// Logical decoding messages (docs/outbox-layouts.md "Outbox without a table"): pg_logical_emit_message(true,
 // prefix, envelope) written by an application in the transaction of its business change.
 //
 // A transactional message ('M' with flag 1) comes between its transaction's Begin and Commit, in

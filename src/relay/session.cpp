@@ -206,7 +206,8 @@ class Session::Setup {
                         "a synchronised copy of the slot (postgres.failover_slot: true, Postgres 17+), or a drop, a "
                         "new slot would start at the current position and skip every event committed since the last "
                         "confirmation, so pgoutbox does not create it. Fix: re-publish the outbox rows committed "
-                        "since the last event Kafka holds (reconcile, README), then start pgoutbox again to create "
+                        "since the last event Kafka holds (reconcile: docs/migrating.md, \"Publishing rows again\"), "
+                        "then start pgoutbox again to create "
                         "the slot",
                         pg.slot, identity.system_id, identity.timeline));
       }
@@ -237,7 +238,8 @@ class Session::Setup {
         spdlog::warn(
             "the server is on timeline {} (it was promoted from a standby): if replication slot {} existed on "
             "the former primary, the events committed there since pgoutbox's last confirmation are not in "
-            "the new slot and must be re-published (reconcile, README); postgres.failover_slot: true keeps "
+            "the new slot and must be re-published (reconcile: docs/migrating.md, \"Publishing rows again\"); "
+            "postgres.failover_slot: true keeps "
             "the slot on the standby (Postgres 17+)",
             identity.timeline, pg.slot);
       }
@@ -325,13 +327,14 @@ class Session::Setup {
     }
     return Outcome::fatal(
         Fatal::slot_unusable,
-        fmt::format("tables[].backfill is set, and replication slot \"{}\" already exists without a backfill: a "
-                    "backfill reads the snapshot a slot exports when it is created, and this slot's is gone. Fix: "
-                    "publish the rows again with pgoutbox republish -c FILE --table T --where PREDICATE (README "
-                    "\"Publishing rows again\") and remove backfill from the configuration; or drop the slot "
-                    "(pgoutbox slot drop -c FILE --yes) to backfill at its creation, which skips whatever the slot "
-                    "still holds unconfirmed",
-                    pg.slot));
+        fmt::format(
+            "tables[].backfill is set, and replication slot \"{}\" already exists without a backfill: a "
+            "backfill reads the snapshot a slot exports when it is created, and this slot's is gone. Fix: "
+            "publish the rows again with pgoutbox republish -c FILE --table T --where PREDICATE (docs/migrating.md "
+            "\"Publishing rows again\") and remove backfill from the configuration; or drop the slot "
+            "(pgoutbox slot drop -c FILE --yes) to backfill at its creation, which skips whatever the slot "
+            "still holds unconfirmed",
+            pg.slot));
   }
 
   // The lock of the instance that creates and backfills the slot; a standby that cannot take it

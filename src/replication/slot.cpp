@@ -108,7 +108,7 @@ std::optional<SlotProblem> validate_slot(const SlotState& slot, std::string_view
                     "outbox rows written since then can no longer be streamed",
                     slot.confirmed_flush.to_string()),
         "drop it (pgoutbox slot drop -c FILE --yes), let pgoutbox create a new one, and re-publish the outbox rows "
-        "committed since the last event Kafka holds: reconcile (README, operations guide)"};
+        "committed since the last event Kafka holds: reconcile (docs/migrating.md, \"Publishing rows again\")"};
   }
   if (slot.conflicting == true || slot.invalidation_reason) {
     // A standby's slot invalidated by a recovery conflict keeps wal_status, yet cannot decode.
@@ -120,7 +120,8 @@ std::optional<SlotProblem> validate_slot(const SlotState& slot, std::string_view
                                              : std::string("conflicting = true: a recovery conflict on this standby"),
                     slot.confirmed_flush.to_string()),
         "drop it (pgoutbox slot drop -c FILE --yes), let pgoutbox create a new one, and re-publish the outbox rows "
-        "committed since the last event Kafka holds: reconcile (README, operations guide); on a standby, "
+        "committed since the last event Kafka holds: reconcile (docs/migrating.md, \"Publishing rows again\"); on a "
+        "standby, "
         "hot_standby_feedback = on and a physical slot (primary_slot_name) prevent the conflict"};
   }
   if (slot.two_phase) {

@@ -1,6 +1,6 @@
-// The README's exit-code table, the codes the binary has (relay::Fatal, run's and the operator
-// commands' constants) and what each verb's --help lists must agree, so none can drift: a code
-// added to one and not the others fails here.
+// The guide's exit-code table (docs/operating.md "Exit codes"), the codes the binary has (relay::Fatal, run's and the
+// operator commands' constants) and what each verb's --help lists must agree, so none can drift: a code added to one
+// and not the others fails here.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -24,8 +24,8 @@ using Codes = std::set<int>;
 const std::vector<std::string> kVerbs = {
     "run", "check", "status", "slot drop", "republish", "config validate", "config from-debezium", "config-reference"};
 
-std::string readme() {
-  std::ifstream in(std::string(PGOUTBOX_SOURCE_DIR) + "/README.md");
+std::string guide() {
+  std::ifstream in(std::string(PGOUTBOX_SOURCE_DIR) + "/docs/operating.md");
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
@@ -40,7 +40,7 @@ std::string help(const std::string& verb) {
 }
 
 // Every cause `run` can exit with. The switch has no default: a new relay::Fatal does not compile
-// here (-Wswitch, warnings are errors) until it is listed, and then it must be in the README.
+// here (-Wswitch, warnings are errors) until it is listed, and then it must be in the guide.
 Codes fatal_codes() {
   Codes codes;
   for (int i = 0; i < 256; ++i) {
@@ -76,13 +76,13 @@ std::string verb_of(const std::string& quoted) {
   return "";
 }
 
-// README "Exit codes": code -> the verbs it is for. A row that starts with verbs ("`run`: ...",
+// docs/operating.md "Exit codes": code -> the verbs it is for. A row that starts with verbs ("`run`: ...",
 // "`status`, `slot drop`: ...", "`check`: ...; `slot drop`: ...") is for the verbs heading its
 // clauses; any other row ("done (...)", "wrong command line") is for every verb.
-std::map<int, std::set<std::string>> readme_table() {
-  const auto text = readme();
-  const auto start = text.find("\n### Exit codes\n");
-  const auto end = text.find("\n### ", start + 1);
+std::map<int, std::set<std::string>> guide_table() {
+  const auto text = guide();
+  const auto start = text.find("\n## Exit codes\n");
+  const auto end = text.find("\n## ", start + 1);
   std::map<int, std::set<std::string>> table;
   if (start == std::string::npos) return table;
   const std::regex row(R"(\n\| ([0-9]+) \| ([^\n]*) \|)");
@@ -133,9 +133,9 @@ Codes help_codes(const std::string& text) {
   return codes;
 }
 
-Codes readme_codes_for(const std::string& verb) {
+Codes guide_codes_for(const std::string& verb) {
   Codes codes;
-  for (const auto& [code, verbs] : readme_table()) {
+  for (const auto& [code, verbs] : guide_table()) {
     if (verbs.count(verb)) codes.insert(code);
   }
   // config-reference reads no configuration: "invalid configuration" is not one of its ends.
@@ -144,7 +144,7 @@ Codes readme_codes_for(const std::string& verb) {
 }
 
 TEST(ExitCodes, TheReadmeTableIsParsed) {
-  const auto table = readme_table();
+  const auto table = guide_table();
   ASSERT_GE(table.size(), 20U);
   EXPECT_EQ(table.at(16), (std::set<std::string>{"run"}));
   EXPECT_EQ(table.at(21), (std::set<std::string>{"run", "check"}));
@@ -155,24 +155,24 @@ TEST(ExitCodes, TheReadmeTableIsParsed) {
 }
 
 TEST(ExitCodes, EveryCodeOfTheBinaryIsInTheReadmeForItsVerb) {
-  const auto run = readme_codes_for("run");
+  const auto run = guide_codes_for("run");
   for (const int code : fatal_codes()) EXPECT_TRUE(run.count(code)) << "relay::Fatal " << code;
   using namespace pgoutbox::app;
   for (const int code : {kExitOk, kExitConfig, kExitStoppedUnacknowledged, kExitSecondSignal}) {
     EXPECT_TRUE(run.count(code)) << "run's " << code;
   }
-  EXPECT_TRUE(readme_codes_for("check").count(kExitBlocked));
-  EXPECT_TRUE(readme_codes_for("slot drop").count(kExitBlocked));
+  EXPECT_TRUE(guide_codes_for("check").count(kExitBlocked));
+  EXPECT_TRUE(guide_codes_for("slot drop").count(kExitBlocked));
   for (const auto& verb : {"status", "slot drop"}) {
-    EXPECT_TRUE(readme_codes_for(verb).count(kExitPostgres)) << verb;
-    EXPECT_TRUE(readme_codes_for(verb).count(kExitNoSlot)) << verb;
+    EXPECT_TRUE(guide_codes_for(verb).count(kExitPostgres)) << verb;
+    EXPECT_TRUE(guide_codes_for(verb).count(kExitNoSlot)) << verb;
   }
-  EXPECT_TRUE(readme_codes_for("slot drop").count(kExitSlotActive));
-  for (const auto& verb : kVerbs) EXPECT_TRUE(readme_codes_for(verb).count(kExitUsage)) << verb;
-  // And nothing in the README's rows for run that run cannot return.
+  EXPECT_TRUE(guide_codes_for("slot drop").count(kExitSlotActive));
+  for (const auto& verb : kVerbs) EXPECT_TRUE(guide_codes_for(verb).count(kExitUsage)) << verb;
+  // And nothing in the guide's rows for run that run cannot return.
   Codes known = fatal_codes();
   known.insert({kExitOk, kExitConfig, kExitStoppedUnacknowledged, kExitSecondSignal, kExitUsage});
-  for (const int code : run) EXPECT_TRUE(known.count(code)) << "README lists " << code << " for run";
+  for (const int code : run) EXPECT_TRUE(known.count(code)) << "docs/operating.md lists " << code << " for run";
 }
 
 TEST(ExitCodes, EachVerbsHelpListsTheReadmesCodesForIt) {
@@ -180,8 +180,8 @@ TEST(ExitCodes, EachVerbsHelpListsTheReadmesCodesForIt) {
   for (const auto& verb : kVerbs) {
     SCOPED_TRACE(verb);
     const auto text = help(verb);
-    EXPECT_EQ(help_codes(text), readme_codes_for(verb)) << text;
-    const auto codes = readme_codes_for(verb);
+    EXPECT_EQ(help_codes(text), guide_codes_for(verb)) << text;
+    const auto codes = guide_codes_for(verb);
     all.insert(codes.begin(), codes.end());
   }
   const auto top = help("");

@@ -167,7 +167,7 @@ TEST_F(StatusCommandTest, SlotDropRefusesWithoutYesAndWhileActiveThenDrops) {
 
   stop_run(process);
   PGOUTBOX_ASSERT_EVENTUALLY(!slot_active("st_drop_slot"), 30s);
-  // What a finished backfill leaves beside its slot (README "Backfill at slot creation").
+  // What a finished backfill leaves beside its slot (docs/migrating.md "Backfill at slot creation").
   pg.exec("SELECT pg_create_physical_replication_slot('st_drop_slot_backfilled')");
   const auto unconfirmed = run_pgoutbox(dir.path(), {"slot", "drop", "-c", config});
   EXPECT_EQ(unconfirmed.exit_code, 1) << unconfirmed.output;

@@ -1,4 +1,4 @@
-// README "Switching from Debezium", end to end on the real Postgres and Kafka: Debezium 3.6.1
+// docs/migrating.md "Switching from Debezium", end to end on the real Postgres and Kafka: Debezium 3.6.1
 // (Kafka Connect standalone, the pinned jars) publishes outbox rows, stops; more rows are
 // committed while nothing runs; pgoutbox starts on the same slot and publication with the
 // configuration `config from-debezium` made from the connector's. A consumer must not see a

@@ -1,4 +1,4 @@
-// The cutover from the polling relay to pgoutbox (README "Switching from a polling relay",
+// The cutover from the polling relay to pgoutbox (docs/migrating.md "Switching from a polling relay",
 // scripts/cutover-demo.sh in short), with the real binaries: order-service writes orders and
 // local_message rows, outbox-poller relays them and falls behind, pgoutbox starts with backfill
 // status = 'NEW', the poller is killed with SIGKILL, and reconcile --cutover must find every row

@@ -320,7 +320,7 @@ TEST_F(ExactlyOnceFaultTest, WithTheCheckpointAPostgresCrashRepublishesAboutOneI
       std::ifstream log(dir.path() + "/pgoutbox.log");
       const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
       EXPECT_NE(text.find("not signed"), std::string::npos) << log_tail();
-      continue;  // like no checkpoint: its figure is the README's "without a signing key"
+      continue;  // like no checkpoint: its figure is docs/fault-suite.md's "without a signing key"
     }
     // Two checkpoint intervals of events, with the records in flight at the crash.
     EXPECT_LE(per_crash, 2 * rate + 50) << report.summary();

@@ -75,7 +75,7 @@ TEST(AlertRules, EveryAlertHasSeveritySummaryAndARunbookSection) {
     if (name != "PgoutboxSlotClaimedTwice") {  // counts instances per slot: no single instance
       EXPECT_NE(summary.find("$labels.instance"), std::string::npos) << summary;
     }
-    // The external label's URL when Prometheus has it (README, "Alerts and runbook"), else the
+    // The external label's URL when Prometheus has it (docs/operating.md, "Alerts and runbook"), else the
     // relative path; then the section's anchor.
     EXPECT_EQ(rule["annotations"]["runbook_url"].as<std::string>(""),
               "{{ with $externalLabels.pgoutbox_runbook }}{{ . }}{{ else }}docs/runbook.md{{ end }}#" + lower(name));

@@ -88,11 +88,11 @@ TEST(SystemdUnits, HardeningTheIssueAsksFor) {
             std::vector<std::string>{"/usr/bin/pgoutbox run -c /etc/pgoutbox/%i.yaml"});
 }
 
-// Codes of `run` that only an operator can fix (README "Exit codes"); 3 (internal error) and 130
+// Codes of `run` that only an operator can fix (docs/operating.md "Exit codes"); 3 (internal error) and 130
 // are left to restart. New configuration-type codes belong here and in the units.
 TEST(SystemdUnits, RestartIsPreventedOnCodesOnlyAnOperatorFixes) {
   const std::set<int> expected = {2, 4, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 64};
-  const auto readme = file_text(kRoot + "/README.md");
+  const auto guide = file_text(kRoot + "/docs/operating.md");
   for (const auto& unit : kUnits) {
     const auto values = values_of(file_text(kRoot + "/deploy/systemd/" + unit), "RestartPreventExitStatus");
     ASSERT_EQ(values.size(), 1U) << unit;
@@ -102,16 +102,17 @@ TEST(SystemdUnits, RestartIsPreventedOnCodesOnlyAnOperatorFixes) {
     EXPECT_EQ(listed, expected) << unit;
     for (const int code : listed) {
       if (code == 64) continue;  // command-line usage, in the table as well
-      EXPECT_NE(readme.find("\n| " + std::to_string(code) + " | "), std::string::npos) << code << " not in README";
+      EXPECT_NE(guide.find("\n| " + std::to_string(code) + " | "), std::string::npos)
+          << code << " not in docs/operating.md";
     }
   }
 }
 
-// Exit 8 answers a stop that was asked for, with nothing lost (README "Exit codes"): the unit ends
+// Exit 8 answers a stop that was asked for, with nothing lost (docs/operating.md "Exit codes"): the unit ends
 // inactive, not failed, and Restart=on-failure leaves it stopped.
 TEST(SystemdUnits, AStopWithUnacknowledgedRecordsIsASuccess) {
-  const auto readme = file_text(kRoot + "/README.md");
-  EXPECT_NE(readme.find("\n| 8 | `run`: stopped by a signal, but `shutdown_timeout` expired"), std::string::npos);
+  const auto guide = file_text(kRoot + "/docs/operating.md");
+  EXPECT_NE(guide.find("\n| 8 | `run`: stopped by a signal, but `shutdown_timeout` expired"), std::string::npos);
   for (const auto& unit : kUnits) {
     EXPECT_EQ(values_of(file_text(kRoot + "/deploy/systemd/" + unit), "SuccessExitStatus"),
               std::vector<std::string>{"8"})

@@ -324,7 +324,7 @@ TEST_F(BackfillTest, AnInterruptedBackfillStartsAgainWithoutLosingRows) {
   EXPECT_FALSE(slot_exists(cfg.postgres.slot + "_backfilling"));
 }
 
-// The cutover from the seeds' polling relay (README "Switching from a polling relay"): a poller
+// The cutover from the seeds' polling relay (docs/migrating.md "Switching from a polling relay"): a poller
 // publishes NEW rows and marks them SENT while a writer inserts; pgoutbox starts with backfill
 // status = 'NEW'; then the poller dies between publishing a batch and marking it SENT. Nothing
 // is lost; an event is doubled only when the poller published it and its SENT mark was not

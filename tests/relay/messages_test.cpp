@@ -1,4 +1,4 @@
-// The table-less outbox end to end (README "Outbox without a table"): real PostgreSQL →
+// The table-less outbox end to end (docs/outbox-layouts.md "Outbox without a table"): real PostgreSQL →
 // relay → real Kafka. pg_logical_emit_message(true, prefix, envelope) in the application's
 // transaction becomes one record, in WAL order with the transaction's rows, confirmed after
 // Kafka's ack; a rolled-back transaction's message never comes; a malformed envelope or a

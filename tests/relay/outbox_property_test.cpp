@@ -1,4 +1,4 @@
-// The principle (README "Outbox layouts", SPEC I9): every insert into a configured outbox table,
+// The principle (docs/outbox-layouts.md "Outbox layouts", SPEC I9): every insert into a configured outbox table,
 // whatever partition, child or setting it comes through, is published or stops pgoutbox;
 // pgoutbox never confirms past a row it did not publish.
 //

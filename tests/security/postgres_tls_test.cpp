@@ -22,8 +22,8 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr const char* kPassword = "Sc3ret-ov3r-TLS";  // grepped for in every output
-constexpr int kExitAuthentication = 16;               // README "Exit codes"
-constexpr int kExitTls = 20;                          // README "Exit codes": certificate verification failed
+constexpr int kExitAuthentication = 16;               // docs/operating.md "Exit codes"
+constexpr int kExitTls = 20;                          // docs/operating.md "Exit codes": certificate verification failed
 
 struct TlsPostgres {
   std::optional<RunAs> account = service_account();

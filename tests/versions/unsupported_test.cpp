@@ -14,7 +14,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int kExitUnsupportedServer = 21;  // relay::Fatal::server_version, README "Exit codes"
+constexpr int kExitUnsupportedServer = 21;  // relay::Fatal::server_version, docs/operating.md "Exit codes"
 
 TEST(UnsupportedServerTest, RunAndCheckRefusePostgres13WithTheirOwnCode) {
   PgCluster pg;

@@ -78,7 +78,7 @@ struct ColumnRoles {
 enum class NullPayload { poison, tombstone };
 
 // Rows already in the table published when pgoutbox creates the slot, from the slot's own
-// snapshot (README "Switching from a polling relay"). An empty `where` turns it off.
+// snapshot (docs/migrating.md "Switching from a polling relay"). An empty `where` turns it off.
 struct BackfillConfig {
   std::string where;     // an SQL predicate over the table's columns, e.g. status = 'NEW'
   std::string order_by;  // the column rows are read in; empty: columns.id

@@ -2,7 +2,7 @@
 
 // `pgoutbox config from-debezium`: a Debezium Postgres connector configuration with the outbox
 // EventRouter transform in, the pgoutbox configuration that publishes the same records out
-// (README "Switching from Debezium"). Secrets are never copied: the output names the
+// (docs/migrating.md "Switching from Debezium"). Secrets are never copied: the output names the
 // environment variables that carry them.
 
 #include <stdexcept>

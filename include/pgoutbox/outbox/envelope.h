@@ -1,6 +1,6 @@
 #pragma once
 
-// A table-less outbox (docs/spec.md "The outbox pattern it serves", README "Outbox without a
+// A table-less outbox (docs/spec.md "The outbox pattern it serves", docs/outbox-layouts.md "Outbox without a
 // table"): an application writes pg_logical_emit_message(true, prefix, envelope) in the
 // transaction of its business change, and pgoutbox turns each message whose prefix is configured
 // into one Kafka record. The envelope is a JSON object whose fields play the roles of an outbox

@@ -1,7 +1,7 @@
 #pragma once
 
 // How a session ends, and for the ends the operator must act on, which cause: each cause has
-// its own exit code (README "Exit codes"), so a supervisor or an alert can tell them apart.
+// its own exit code (docs/operating.md "Exit codes"), so a supervisor or an alert can tell them apart.
 
 #include <string>
 
