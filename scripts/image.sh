@@ -8,6 +8,7 @@
 #   scripts/image.sh                  # localhost/pgoutbox:VERSION from build/release's binary
 #   scripts/image.sh --binary PATH    # from another build of the binary
 #   scripts/image.sh --from-source    # compiled inside the image, as `docker build` does (~10 min)
+#   scripts/image.sh --tag NAME       # another name than localhost/pgoutbox:VERSION
 #   scripts/image.sh --refresh-base   # debootstrap the base images again
 #   scripts/image.sh podman ARGS…     # podman as configured here, e.g. podman run --rm IMAGE --version
 #
@@ -34,17 +35,19 @@ fi
 binary=$root/build/release/src/app/pgoutbox
 from=context
 refresh_base=0
+tag=""
 while [ $# -gt 0 ]; do
   case $1 in
     --binary) binary=$(realpath "$2"); shift 2 ;;
     --from-source) from=source; shift ;;
     --refresh-base) refresh_base=1; shift ;;
-    *) echo "usage: scripts/image.sh [--binary PATH | --from-source] [--refresh-base] | podman ARGS…" >&2; exit 2 ;;
+    --tag) tag=$2; shift 2 ;;
+    *) echo "usage: scripts/image.sh [--binary PATH | --from-source] [--tag IMAGE] [--refresh-base] | podman ARGS…" >&2; exit 2 ;;
   esac
 done
 
 version=$(sed -n 's/^project(pgoutbox VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
-image=localhost/pgoutbox:$version
+image=${tag:-localhost/pgoutbox:$version}
 base=localhost/debian:bookworm
 slim=localhost/debian:bookworm-slim
 mirror=${PGOUTBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
