@@ -131,11 +131,16 @@ EOF
   "${sudo_cmd[@]}" rm -rf "$work"
   trap - EXIT
 }
+# One maker at a time on a machine (two trees' tests may start together); the second finds the
+# images made.
+exec 9>"${TMPDIR:-/tmp}/pgoutbox-image-base.lock"
+flock 9
 if [ "$refresh_base" = 1 ] || ! podman image exists "$base" || ! podman image exists "$slim"; then
   make_base
 else
   echo "image: $base and $slim present (scripts/image.sh --refresh-base makes them again)"
 fi
+exec 9>&-
 
 # --- the image -------------------------------------------------------------------------------
 if [ "$from" = context ]; then

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -29,7 +30,10 @@ namespace {
 using namespace std::chrono_literals;
 
 const std::string kRoot = PGOUTBOX_SOURCE_DIR;
-const std::string kImage = std::string("localhost/pgoutbox:") + PGOUTBOX_VERSION;
+// A tag of this build tree's own: two trees on one machine (worktrees, CI beside a developer)
+// each run the image of their binary, and a rerun in the same tree reuses its cached layers.
+const std::string kImage = std::string("localhost/pgoutbox:") + PGOUTBOX_VERSION + "-test-" +
+                           std::to_string(std::hash<std::string>{}(PGOUTBOX_BINARY) % 1000000007);
 
 std::string image_script() { return "bash " + kRoot + "/scripts/image.sh"; }
 CommandResult podman(const std::string& args) { return run_command(image_script() + " podman " + args); }
@@ -50,7 +54,7 @@ class ContainerImage : public ::testing::Test {
   static void SetUpTestSuite() {
     if (::geteuid() != 0) GTEST_SKIP() << "debootstrap and podman's root storage need root";
     const auto start = std::chrono::steady_clock::now();
-    const auto built = run_command(image_script() + " --binary " + PGOUTBOX_BINARY);
+    const auto built = run_command(image_script() + " --binary " + PGOUTBOX_BINARY + " --tag " + kImage);
     std::printf("OPS scripts/image.sh (%lld s):\n%s",
                 static_cast<long long>(
                     std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count()),
