@@ -16,6 +16,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "command.h"
 #include "eventually.h"
@@ -48,6 +49,19 @@ std::string status_field(const std::string& status, const std::string& key) {
   }
   return "";
 }
+
+// Removes a container however the test ends: podman run's client dying (a failed assertion, the
+// test killed) would leave the container running on.
+class ContainerRemover {
+ public:
+  explicit ContainerRemover(std::string name) : name_(std::move(name)) {}
+  ~ContainerRemover() { podman("rm --force --ignore " + name_); }
+  ContainerRemover(const ContainerRemover&) = delete;
+  ContainerRemover& operator=(const ContainerRemover&) = delete;
+
+ private:
+  std::string name_;
+};
 
 class ContainerImage : public ::testing::Test {
  protected:
@@ -133,19 +147,16 @@ TEST_F(ContainerImage, ChecksStreamsAndStopsCleanlyAsNonRootOnAReadOnlyRoot) {
   std::istringstream words(run_options);
   for (std::string w; words >> w;) argv.push_back(w);
   argv.push_back(kImage);
+  const ContainerRemover remover(container);
   ChildProcess relay({.argv = argv, .log_path = log_path, .run_as = std::nullopt, .extra_env = {}});
   const auto log = [&] { return file_text(log_path); };
-  const auto cleanup = [&] { run_command(image_script() + " podman rm --force --ignore " + container); };
 
   const auto slot_active = [&] {
     return pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name + "_slot'") == "t";
   };
-  if (!eventually(slot_active, 60s)) {
-    cleanup();
-    FAIL() << "the container never streamed from the slot:\n" << log();
-  }
+  ASSERT_TRUE(eventually(slot_active, 60s)) << "the container never streamed from the slot:\n" << log();
 
-  // The process in the container: its user and its root mount, as the host's /proc shows them.
+  // The process in the container as the host's /proc shows it: its user, group and capabilities.
   const auto pid = podman("inspect --format '{{.State.Pid}}' " + container);
   ASSERT_EQ(pid.status, 0) << pid.output;
   const std::string proc = "/proc/" + pid.output.substr(0, pid.output.find('\n'));
@@ -175,7 +186,6 @@ TEST_F(ContainerImage, ChecksStreamsAndStopsCleanlyAsNonRootOnAReadOnlyRoot) {
   const auto kill = podman("kill --signal TERM " + container);
   EXPECT_EQ(kill.status, 0) << kill.output;
   const auto exited = relay.wait(60s);
-  if (!exited) cleanup();
   ASSERT_TRUE(exited) << "the container did not exit after SIGTERM:\n" << log();
   EXPECT_TRUE(WIFEXITED(*exited) && WEXITSTATUS(*exited) == 0) << "status " << *exited << "\n" << log();
   const auto confirmed = Lsn::parse(
