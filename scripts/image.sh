@@ -150,11 +150,13 @@ if [ "$from" = context ]; then
   sh docker/runtime-packages.sh "$binary" > build/image/runtime-packages
 fi
 echo "image: building $image (binary from the $from stage)"
+previous=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 timed "build $image" podman build --network host --file docker/Dockerfile --tag "$image" \
   --build-arg BASE=$base --build-arg RUNTIME_BASE=$slim --build-arg BINARY=$from .
-
-# The previous image of this tag, now untagged, and the binary stage's copies of older binaries.
-podman image prune --force >/dev/null
+# The image this tag named before, if the build replaced it (and no container still uses it).
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$image")" ]; then
+  podman rmi "$previous" >/dev/null 2>&1 || true
+fi
 size() { podman image inspect --format '{{.Size}}' "$1" | awk '{ printf "%.1f MB", $1 / 1e6 }'; }
 echo "image: $image is $(size "$image") ($slim: $(size "$slim"))"
 echo "image: packages installed for the binary: $(podman run --rm --network none --entrypoint cat "$image" \
