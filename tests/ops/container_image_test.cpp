@@ -90,6 +90,15 @@ TEST_F(ContainerImage, TheBinaryLoadsAndTheImageRunsAsANumericNonRootUser) {
   EXPECT_EQ(version.status, 0) << version.output;
   EXPECT_EQ(version.output, std::string("pgoutbox ") + PGOUTBOX_VERSION + "\n");
 
+  // This build's binary (stripped), not one a stale layer cache kept.
+  ScratchDir dir("image-binary", std::nullopt);
+  const auto host = run_command("strip --strip-unneeded -o " + dir.path() + "/pgoutbox " + PGOUTBOX_BINARY +
+                                " && sha256sum < " + dir.path() + "/pgoutbox");
+  const auto in_image =
+      podman("run --rm --network none --entrypoint sh " + kImage + " -c 'sha256sum < /usr/local/bin/pgoutbox'");
+  ASSERT_EQ(host.status, 0) << host.output;
+  EXPECT_EQ(in_image.output, host.output);
+
   const auto config =
       podman("image inspect --format '{{.Config.User}} {{json .Config.Entrypoint}} {{json .Config.Cmd}}' " + kImage);
   ASSERT_EQ(config.status, 0) << config.output;
