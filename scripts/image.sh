@@ -12,6 +12,9 @@
 #   scripts/image.sh --refresh-base   # debootstrap the base images again
 #   scripts/image.sh podman ARGS…     # podman as configured here, e.g. podman run --rm IMAGE --version
 #
+# The base images come from http://deb.debian.org/debian, or the mirror PGOUTBOX_DEBIAN_MIRROR
+# names (its debian-security beside it).
+#
 # By default the image takes the binary the host's release preset built (the Dockerfile's
 # BINARY=context): the tests build that binary anyway, and compiling it again inside the image
 # would cost CI about 10 minutes on two cores. Both are the same compiler and libraries
@@ -55,7 +58,7 @@ timings=()
 timed() {
   local label=$1 start=$SECONDS
   shift
-  "$@"
+  "$@" || return
   timings+=("$label $((SECONDS - start)) s")
 }
 
