@@ -7,7 +7,8 @@
 #
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
 # the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
-# help2man and systemd-analyze for the deploy/ tests, the Apache Kafka broker jars (pinned in
+# help2man and systemd-analyze for the deploy/ tests, podman, runc and debootstrap for the
+# container image's test (scripts/image.sh), the Apache Kafka broker jars (pinned in
 # third_party/kafka/pom.xml and, for one test, third_party/kafka-3.9/pom.xml) into
 # .deps/kafka/libs and .deps/kafka-3.9/libs, Debezium and Kafka Connect (the benchmark's
 # contender and the hand-over test, third_party/debezium/pom.xml) into .deps/debezium/libs,
@@ -34,6 +35,7 @@ packages=(
   default-jdk-headless maven nodejs
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
   kcat curl openssl
+  podman runc debootstrap
 )
 if [ "$demo" = true ]; then
   test_only=" clang libclang-rt-14-dev clang-format clang-tidy prometheus lintian help2man man-db systemd dpkg-dev fakeroot nodejs "

@@ -2,14 +2,18 @@
 // file's structure (services, dependencies, wal_level, KRaft, every mounted file exists, the
 // environment is one the real loader accepts, Prometheus scrapes the address pgoutbox serves,
 // Grafana's mounts are where its provisioning looks), and the Dockerfile (bookworm stages, a
-// non-root runtime user, the command, the runtime libraries the binary really loads).
+// non-root runtime user, the command, the runtime packages derived from the libraries the binary
+// really loads). ops_container_image_test builds and runs the image itself.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -32,6 +36,11 @@ std::string command_output(const std::string& command) {
   for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
   ::pclose(pipe);
   return out;
+}
+
+std::string file_text_of(const fs::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // Compose's "${NAME:-default}" as compose would expand it with NAME unset.
@@ -222,14 +231,42 @@ std::vector<std::string> runtime_stage() {
   return stage;
 }
 
-TEST(Dockerfile, BothStagesAreDebianBookworm) {
-  int stages = 0;
+// The build arguments declared before the first stage, with their defaults.
+std::map<std::string, std::string> global_args() {
+  std::map<std::string, std::string> args;
+  for (const auto& i : dockerfile_instructions()) {
+    if (i.rfind("FROM ", 0) == 0) break;
+    const auto eq = i.find('=');
+    if (i.rfind("ARG ", 0) == 0 && eq != std::string::npos) args[i.substr(4, eq - 4)] = i.substr(eq + 1);
+  }
+  return args;
+}
+
+// Each stage starts from Debian bookworm (by default the registry's; scripts/image.sh passes its
+// debootstrapped ones), from an earlier stage, or from nothing (the stage that only carries the
+// binary in).
+TEST(Dockerfile, EveryStageIsDebianBookwormAnEarlierStageOrEmpty) {
+  const auto args = global_args();
+  std::set<std::string> stages;
+  std::vector<std::string> bases;
   for (const auto& i : dockerfile_instructions()) {
     if (i.rfind("FROM ", 0) != 0) continue;
-    ++stages;
-    EXPECT_NE(i.find("debian:bookworm"), std::string::npos) << i;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(i, m, std::regex(R"(FROM (\S+) AS (\S+))"))) << i;
+    std::string base = m[1];
+    if (std::regex_match(base, m, std::regex(R"(\$\{(\w+)\})"))) {
+      ASSERT_TRUE(args.count(m[1])) << i << ": no default for " << m[1];
+      base = args.at(m[1]);
+    }
+    EXPECT_TRUE(base.rfind("debian:bookworm", 0) == 0 || base == "scratch" || stages.count(base)) << i;
+    stages.insert(i.substr(i.rfind(' ') + 1));
+    bases.push_back(base);
   }
-  EXPECT_EQ(stages, 2);
+  ASSERT_FALSE(bases.empty());
+  EXPECT_EQ(bases.back(), "debian:bookworm-slim") << "the runtime stage";
+  EXPECT_EQ(bases.front(), "debian:bookworm") << "the build stage";
+  EXPECT_EQ(args.count("BINARY"), 1U);
+  EXPECT_EQ(args.at("BINARY"), "source") << "a plain `docker build` compiles from source";
 }
 
 TEST(Dockerfile, TheRuntimeStageRunsAsANonRootUser) {
@@ -262,6 +299,11 @@ TEST(Dockerfile, EverythingItCopiesFromTheContextExists) {
     std::vector<std::string> parts;
     for (std::string w; words >> w;) parts.push_back(w);
     for (std::size_t p = 0; p + 1 < parts.size(); ++p) {
+      // build/image/ is scripts/image.sh's: it puts the binary and its package list there.
+      if (parts[p].rfind("build/image/", 0) == 0) {
+        EXPECT_NE(file_text_of(kRoot / "scripts/image.sh").find(" " + parts[p]), std::string::npos) << parts[p];
+        continue;
+      }
       EXPECT_TRUE(fs::exists(kRoot / parts[p])) << parts[p];
       ++copies;
     }
@@ -269,20 +311,60 @@ TEST(Dockerfile, EverythingItCopiesFromTheContextExists) {
   EXPECT_GE(copies, 7U);
 }
 
-// Every shared library the built binary loads comes from a package the runtime stage installs
-// (or one those pull in), so the image starts. Needs dpkg and apt-cache (Debian, like the image).
-TEST(Dockerfile, TheRuntimeStageInstallsTheLibrariesTheBinaryLoads) {
+// The runtime stage installs the list docker/runtime-packages.sh derives from the binary, in
+// both ways the binary gets there.
+TEST(Dockerfile, TheRuntimeStageInstallsThePackagesDerivedFromTheBinary) {
+  bool installs = false;
+  for (const auto& i : runtime_stage()) {
+    installs =
+        installs || (i.rfind("RUN ", 0) == 0 && i.find("xargs apt-get install -y --no-install-recommends < "
+                                                       "/usr/share/pgoutbox/runtime-packages") != std::string::npos);
+  }
+  EXPECT_TRUE(installs) << "the runtime stage does not install /usr/share/pgoutbox/runtime-packages";
+  bool derives = false;
+  for (const auto& i : dockerfile_instructions()) {
+    derives =
+        derives || i.find("sh docker/runtime-packages.sh /out/pgoutbox > /out/runtime-packages") != std::string::npos;
+  }
+  EXPECT_TRUE(derives) << "the source stage does not derive the list";
+  EXPECT_NE(file_text_of(kRoot / "scripts/image.sh")
+                .find("sh docker/runtime-packages.sh \"$binary\" > build/image/runtime-packages"),
+            std::string::npos)
+      << "scripts/image.sh does not derive the list";
+}
+
+// A library that no Debian package owns (one from a project-local prefix) fails the list, naming
+// it, instead of an image that cannot start. A stand-in ldd reports one.
+TEST(Dockerfile, ALibraryNoPackageOwnsFailsThePackageList) {
+  const fs::path dir = fs::temp_directory_path() / ("pgoutbox-ldd-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "ldd") << "#!/bin/sh\n"
+                             << "echo '\tlinux-vdso.so.1 (0x00007ffc00000000)'\n"
+                             << "echo '\tlibpq.so.5 => /lib/x86_64-linux-gnu/libpq.so.5 (0x00007f0000000000)'\n"
+                             << "echo '\tlibrdkafka.so.1 => /opt/nowhere/lib/librdkafka.so.1 (0x00007f0000100000)'\n";
+  fs::permissions(dir / "ldd", fs::perms::owner_all);
+  const auto out = command_output("PATH=" + dir.string() + ":$PATH sh " + (kDocker / "runtime-packages.sh").string() +
+                                  " " + PGOUTBOX_BINARY + " 2>&1; echo \"exit=$?\"");
+  fs::remove_all(dir);
+  EXPECT_NE(out.find("no Debian package owns /opt/nowhere/lib/librdkafka.so.1"), std::string::npos) << out;
+  EXPECT_NE(out.find("exit=1"), std::string::npos) << out;
+}
+
+// Every shared library the built binary loads comes from a package docker/runtime-packages.sh
+// lists (or one those pull in), so the image starts. Needs dpkg and apt-cache (Debian, like the
+// image). The same question asked independently: ldd's paths through one dpkg -S here.
+TEST(Dockerfile, ThePackageListCoversTheLibrariesTheBinaryLoads) {
   if (command_output("command -v dpkg >/dev/null && command -v apt-cache >/dev/null && echo yes") != "yes\n") {
     GTEST_SKIP() << "dpkg and apt-cache are needed";
   }
   std::vector<std::string> installed;
-  for (const auto& i : runtime_stage()) {
-    const auto at = i.find("--no-install-recommends");
-    if (i.rfind("RUN ", 0) != 0 || at == std::string::npos) continue;
-    std::istringstream words(i.substr(at + 23));
-    for (std::string w; words >> w && w != "&&";) installed.push_back(w);
-  }
+  std::istringstream packages(
+      command_output("sh " + (kDocker / "runtime-packages.sh").string() + " " + PGOUTBOX_BINARY + " || echo FAILED"));
+  for (std::string p; std::getline(packages, p);) installed.push_back(p);
   ASSERT_FALSE(installed.empty());
+  ASSERT_EQ(std::count(installed.begin(), installed.end(), "FAILED"), 0);
+  EXPECT_EQ(std::count(installed.begin(), installed.end(), "ca-certificates"), 1);
+  EXPECT_EQ(std::count(installed.begin(), installed.end(), "libpq5"), 1);
   std::string list;
   for (const auto& p : installed) list += " " + p;
   std::set<std::string> closure;
