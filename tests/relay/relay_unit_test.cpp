@@ -109,6 +109,41 @@ TEST(RelayUnit, BackpressurePausesAtTheCapAndResumesBelowTheResumeRatio) {
   EXPECT_EQ(h.source.flush, Lsn{0x1000});
 }
 
+// Defect 9 (found by the simulator): rows that cannot become records go to the poison policy at
+// once, and that path applied no backpressure, so poison rows in a row were read past the cap.
+TEST(RelayUnit, PoisonRowsCountInTheCapsLikeRecords) {
+  Harness h;
+  h.config.tables[0].validate_json = true;
+  h.config.poison.policy = config::PoisonPolicy::dead_letter;
+  h.config.poison.max_retries = 0;
+  h.config.limits.max_in_flight_records = 4;
+  h.config.limits.resume_ratio = 0.5;
+  h.script.hold = true;              // the dead-letter writes wait for their acknowledgement
+  MessageBuilder text_payload('R');  // the outbox with a text payload, which validate_json checks
+  text_payload.int32(kRelid).string("public").string("outbox").int8('d').int16(5);
+  text_payload.relation_column(1, "id", kUuid, -1).relation_column(0, "aggregatetype", kText, -1);
+  text_payload.relation_column(0, "aggregateid", kText, -1).relation_column(0, "type", kText, -1);
+  text_payload.relation_column(0, "payload", kText, -1);
+  h.source.push(text_payload);
+  h.txn(0x1000, 10, 1, "not json");
+  std::size_t produced = 0;
+  bool paused = false;
+  std::uint64_t in_flight = 0;
+  h.run({[] {},
+         [&] {
+           produced = h.script.produced.size();
+           paused = h.source.paused();
+           in_flight = h.relay().in_flight_records();
+         },
+         [&] { h.script.release_all(); }, [] {}, [&] { h.script.release_all(); }, [] {},
+         [&] { h.script.release_all(); }});
+  EXPECT_EQ(produced, 4U) << "dead-letter writes before reading stopped";
+  EXPECT_TRUE(paused);
+  EXPECT_LE(in_flight, 4U);
+  EXPECT_EQ(h.counters.dead_lettered, 10U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
 TEST(RelayUnit, StopWaitsForOutstandingAcksAndConfirmsThem) {
   Harness h;
   h.script.hold = true;
