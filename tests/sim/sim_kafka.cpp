@@ -295,6 +295,11 @@ void SimKafka::end_txn(std::uint64_t txn, bool commit) {
   t.state = commit ? TxnState::committed : TxnState::aborted;
   if (!commit) return;
   for (const auto& [topic, index] : t.entries) count_visible(logs_[topic][index], 1);
+  if (!on_commit) return;
+  std::vector<const outbox::Record*> records;
+  records.reserve(t.entries.size());
+  for (const auto& [topic, index] : t.entries) records.push_back(&logs_[topic][index].record);
+  on_commit(records);
 }
 
 std::uint32_t SimKafka::bump_epoch(const std::string& transactional_id) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -71,6 +72,8 @@ class SimKafka {
   std::uint32_t epoch(const std::string& transactional_id) const;
   bool refuses(const outbox::Record& record) const;
   bool fatal_due();  // the idempotence fault fires now (once)
+  // Told the records of each Kafka transaction as it commits (visible to read_committed by then).
+  std::function<void(const std::vector<const outbox::Record*>&)> on_commit;
   // Records refused only because their batch held a refused record (for the report).
   std::set<std::string> refused_with_batch;
 

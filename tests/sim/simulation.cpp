@@ -53,7 +53,11 @@ struct Killed {};
 class Run {
  public:
   Run(const Schedule& s, bool strict)
-      : strict_(strict), s_(s), rng_(s.seed), kafka_(clock_, rng_, kafka_faults(s)), config_(configure(s)) {}
+      : strict_(strict), s_(s), rng_(s.seed), kafka_(clock_, rng_, kafka_faults(s)), config_(configure(s)) {
+    if (s.delivery == config::Delivery::exactly_once) {
+      kafka_.on_commit = [this](const std::vector<const outbox::Record*>& records) { on_kafka_commit(records); };
+    }
+  }
 
   Verdict go() {
     // PGOUTBOX_SIM_LOG=debug shows the relay's log of a replayed schedule.
@@ -373,6 +377,32 @@ class Run {
                        first, slot_.confirmed.to_string(), wal_.empty() ? "-" : wal_.back().end_lsn.to_string());
   }
 
+  // I10: a committed checkpoint covers only what read_committed consumers see. Checked at each
+  // commit, so a checkpoint that runs ahead of its records is caught when it is written, not only
+  // when a crash before the next commit makes a later session skip them.
+  void on_kafka_commit(const std::vector<const outbox::Record*>& records) {
+    const kafka::CheckpointKey key(config_.checkpoint.signing_key);
+    for (const auto* record : records) {
+      if (record->topic != kCheckpointTopic || record->tombstone) continue;
+      kafka::CheckpointScan scan;
+      kafka::scan_record(scan, identity_, "pgoutbox-sim", &key, record->key.value_or(""), record->value, 0, 0);
+      if (!scan.mine) continue;
+      const Lsn covered = scan.mine->lsn;
+      while (checkpoint_verified_ < wal_.size() && wal_[checkpoint_verified_].end_lsn <= covered) {
+        for (const auto& row : wal_[checkpoint_verified_].rows) {
+          if (durable(row)) continue;
+          fail(
+              fmt::format("loss (I10): a committed checkpoint covers {} past event {} (transaction ending {}), which "
+                          "read_committed consumers do not see",
+                          covered.to_string(), row.event_id, wal_[checkpoint_verified_].end_lsn.to_string()));
+          if (relay_ != nullptr) throw Killed{};
+          return;
+        }
+        ++checkpoint_verified_;
+      }
+    }
+  }
+
   // I2: the slot is confirmed only past what Kafka holds.
   void on_flush(Lsn lsn) {
     while (verified_ < wal_.size() && wal_[verified_].end_lsn <= lsn) {
@@ -471,7 +501,8 @@ class Run {
   SimKafka kafka_;
   config::Config config_;
   SimSlot slot_;
-  std::vector<WalTxn> wal_;  // every transaction the schedule commits, arrived or not
+  std::vector<WalTxn> wal_;              // every transaction the schedule commits, arrived or not
+  std::size_t checkpoint_verified_ = 0;  // wal_ entries a committed checkpoint covered, checked
   std::map<std::string, std::pair<std::size_t, std::size_t>> where_;  // event id → transaction, row
   const kafka::SlotIdentity identity_{"7000000000000000001", "shop", "pgoutbox"};
   relay::Relay* relay_ = nullptr;
