@@ -6,9 +6,10 @@
 #
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
 # the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
-# help2man and systemd-analyze for the deploy/ tests, the Apache Kafka broker jars (pinned in
-# third_party/kafka/pom.xml and, for one test, third_party/kafka-3.9/pom.xml) into
-# .deps/kafka/libs and .deps/kafka-3.9/libs, Debezium and Kafka Connect (the benchmark's
+# help2man and systemd-analyze for the deploy/ tests, librdkafka built from Debian's source package
+# (third_party/librdkafka/source.env) into .deps/librdkafka/<version>, the Apache Kafka broker jars
+# (pinned in third_party/kafka/pom.xml and, for the version matrix, third_party/kafka-4.1 and
+# third_party/kafka-3.9) into .deps/kafka*/libs, Debezium and Kafka Connect (the benchmark's
 # contender and the hand-over test, third_party/debezium/pom.xml) into .deps/debezium/libs,
 # the Postgres 14, 16, 17 and 18 servers
 # of the version matrix into .deps/postgres/<major>, and the Go modules of the Helm chart's test
@@ -21,7 +22,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates procps psmisc
   clang libclang-rt-14-dev clang-format clang-tidy
   libpq-dev postgresql-15 postgresql-client-15
-  librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev
+  libsasl2-dev libzstd-dev liblz4-dev libcurl4-openssl-dev zlib1g-dev
+  libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven nodejs
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
@@ -52,6 +54,46 @@ else
   echo "setup: Debian packages present"
 fi
 
+# librdkafka from Debian's own source package of a newer suite (bookworm's 2.0.2 lacks the SCRAM
+# fix Kafka 4.x needs, OIDC and three years of producer fixes). A deb-src list of that one suite,
+# used only by the apt-get calls below through their own lists directory, so the binary packages
+# apt installs stay bookworm's. apt checks the Sources index against the suite's Release signature
+# (debian-archive-keyring from bookworm carries the trixie keys) and the .dsc and tarballs against
+# the index. Built once, as a static library: the binary then needs only Debian's shared libsasl2,
+# libcurl, libssl, libzstd, liblz4 and zlib.
+# shellcheck source=../third_party/librdkafka/source.env
+. "$root/third_party/librdkafka/source.env"
+rdkafka_prefix=$root/.deps/librdkafka/$LIBRDKAFKA_VERSION
+if [ -f "$rdkafka_prefix/.built" ] && [ -f "$rdkafka_prefix/lib/librdkafka.a" ]; then
+  echo "setup: librdkafka $LIBRDKAFKA_VERSION present ($rdkafka_prefix)"
+else
+  echo "setup: building librdkafka $LIBRDKAFKA_VERSION from Debian $LIBRDKAFKA_SUITE's source package"
+  apt_dir=$root/.deps/librdkafka/apt
+  mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+  printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$LIBRDKAFKA_SUITE" > "$apt_dir/$LIBRDKAFKA_SUITE-src.sources"
+  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/$LIBRDKAFKA_SUITE-src.sources"
+    -o "Dir::Etc::SourceParts=$apt_dir/sources.list.d" -o "Dir::State::Lists=$apt_dir/lists"
+    -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+  apt-get "${apt_opts[@]}" update -qq
+  work=$(mktemp -d)
+  # apt-get source unpacks with dpkg-source, which applies Debian's patches.
+  (cd "$work" && apt-get "${apt_opts[@]}" source -qq "librdkafka=$LIBRDKAFKA_VERSION" >/dev/null)
+  src=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'librdkafka-*')
+  rm -rf "$rdkafka_prefix"
+  # Only the C library (src/, not src-cpp/, examples or tests); every feature named so that a
+  # missing -dev package fails here instead of building a librdkafka without it.
+  (cd "$src" && ./configure --prefix="$rdkafka_prefix" --enable-ssl --enable-gssapi --enable-curl \
+    --enable-zstd --enable-lz4-ext --enable-zlib --disable-debug-symbols >/dev/null &&
+    make -s -j"$(nproc)" -C src >/dev/null && make -s -C src install >/dev/null)
+  # Static linking only: the shared library goes; rdkafka-static.pc names librdkafka.a and the
+  # shared libraries it needs.
+  rm -f "$rdkafka_prefix"/lib/librdkafka.so* "$rdkafka_prefix"/lib/librdkafka-static.a
+  cp "$src/CHANGELOG.md" "$src/LICENSES.txt" "$rdkafka_prefix/"
+  rm -rf "$work"
+  echo "$LIBRDKAFKA_SUITE $LIBRDKAFKA_VERSION" > "$rdkafka_prefix/.built"
+fi
+
 # Jars from Maven Central at the versions pinned in third_party/NAME/pom.xml, into
 # .deps/NAME/libs (the pom copies its dependencies to the directory named by PROPERTY); fetched
 # again only when the pom changes.
@@ -71,10 +113,11 @@ fetch_jars() {
     echo "setup: jars of third_party/$name/pom.xml present ($(ls "$libs" | grep -c '\.jar$') jars)"
   fi
 }
-# The Kafka brokers: the one tests and the demo run, and Kafka 3.9 for the SCRAM test against a
-# broker older than 4.0. Debezium (the benchmark's contender): the Postgres connector, its
+# The Kafka brokers: the one tests and the demo run (4.4), and the older ones of the version
+# matrix (4.1 and 3.9, the last 3.x). Debezium (the benchmark's contender): the Postgres connector, its
 # EventRouter and Kafka Connect at the broker's version.
 fetch_jars kafka kafka.libs.dir
+fetch_jars kafka-4.1 kafka.libs.dir
 fetch_jars kafka-3.9 kafka.libs.dir
 fetch_jars debezium debezium.libs.dir
 

@@ -100,7 +100,8 @@ TEST_F(MockKafkaFaultTest, NotLeaderForPartitionWhileLeadersMove) {
   finish(run, "mock-not-leader");
 }
 
-// The 2.0.2 mock checks a producer's sequence numbers for duplicates but not for gaps: with
+// librdkafka's mock (2.8.0: rdkafka_mock.c, rd_kafka_mock_validate_records) checks sequence
+// numbers only of a producer with a transactional id, so not pgoutbox's idempotent one: with
 // several requests in flight, it appends the batch after one it refused with REQUEST_TIMED_OUT,
 // and librdkafka, seeing a later sequence acknowledged, rightly concludes (for a real broker,
 // which refuses gaps with OUT_OF_ORDER_SEQUENCE_NUMBER) that the refused batch was written: the
@@ -128,7 +129,7 @@ TEST_F(MockKafkaFaultTest, OutOfOrderSequenceNumber) {
 }
 
 // One request in flight, as for RequestTimedOut: a dropped connection makes librdkafka send a
-// batch again, and with several in flight the gap-accepting 2.0.2 mock may append a later batch
+// batch again, and with several in flight the gap-accepting mock may append a later batch
 // first (a real broker refuses it with OUT_OF_ORDER_SEQUENCE_NUMBER). A clean-clone CI run on a
 // loaded machine saw exactly that once: one key's seq 5 first delivered after its seq 6. The
 // real-broker fault tests (broker stopped, hung) cover connection loss with the default of five.
