@@ -89,7 +89,7 @@ else
   # Static linking only: the shared library goes; rdkafka-static.pc names librdkafka.a and the
   # shared libraries it needs.
   rm -f "$rdkafka_prefix"/lib/librdkafka.so* "$rdkafka_prefix"/lib/librdkafka-static.a
-  cp "$src/CHANGELOG.md" "$src/LICENSES.txt" "$rdkafka_prefix/"
+  cp "$src/LICENSES.txt" "$rdkafka_prefix/"
   rm -rf "$work"
   echo "$LIBRDKAFKA_SUITE $LIBRDKAFKA_VERSION" > "$rdkafka_prefix/.built"
 fi
