@@ -85,8 +85,16 @@ class MockKafkaFaultTest : public FaultTest {
   }
 };
 
+// One request in flight, as for RequestTimedOut below, and for the same reason: the mock appends
+// a batch after one it refused. Leadership moves here, and librdkafka >= 2.5 follows it at once
+// from the Produce response's CurrentLeader (KIP-951): the refused batch and the next one go
+// together to the new leader, whose queued NOT_LEADER_FOR_PARTITION refuses the first while it
+// appends the second. librdkafka then rightly (for a real broker, which refuses the gap with
+// OUT_OF_ORDER_SEQUENCE_NUMBER) reports the refused batch delivered ("implicitly acked by
+// subsequent batch success", rdkafka_request.c rd_kafka_handle_idempotent_Produce_success), and
+// the mock holds less than it acknowledged. 2.8.0 lost 1 to 5 such records in most runs.
 TEST_F(MockKafkaFaultTest, NotLeaderForPartitionWhileLeadersMove) {
-  auto run = start("mock_leader");
+  auto run = start("mock_leader", {{"max.in.flight.requests.per.connection", "1"}});
   ASSERT_TRUE(flowing(run, 50)) << "nothing reaches the mock cluster:\n" << log_tail(run.pipeline.name + ".log");
   for (int b = 1; b <= kBrokers; ++b) {
     mock.fail_produce_on(
