@@ -1,6 +1,28 @@
-# Every dependency comes from Debian's packages and is found by CMake's own mechanisms.
+# Every dependency comes from Debian's packages and is found by CMake's own mechanisms; librdkafka
+# from Debian's source package of a newer suite, which scripts/setup.sh builds into
+# .deps/librdkafka/<version> (third_party/librdkafka/source.env). It is linked statically
+# (rdkafka-static.pc: librdkafka.a, then Debian's shared libssl, libsasl2, libcurl, libzstd, liblz4
+# and zlib), so the binary, the .deb and the image need no librdkafka of their own.
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(rdkafka REQUIRED IMPORTED_TARGET rdkafka>=2.0)
+file(STRINGS "${PROJECT_SOURCE_DIR}/third_party/librdkafka/source.env" rdkafka_source_version
+     REGEX "^LIBRDKAFKA_VERSION=")
+string(REGEX REPLACE "^LIBRDKAFKA_VERSION=" "" rdkafka_source_version "${rdkafka_source_version}")
+set(PGOUTBOX_RDKAFKA_PREFIX "${PROJECT_SOURCE_DIR}/.deps/librdkafka/${rdkafka_source_version}"
+    CACHE PATH "Prefix of the librdkafka that scripts/setup.sh built")
+if(NOT EXISTS "${PGOUTBOX_RDKAFKA_PREFIX}/lib/pkgconfig/rdkafka-static.pc")
+  message(FATAL_ERROR "librdkafka ${rdkafka_source_version} not found in ${PGOUTBOX_RDKAFKA_PREFIX}; run scripts/setup.sh")
+endif()
+set(ENV{PKG_CONFIG_PATH} "${PGOUTBOX_RDKAFKA_PREFIX}/lib/pkgconfig")
+pkg_check_modules(rdkafka REQUIRED rdkafka-static>=2.8)
+# The .pc names librdkafka.a by its path, which an IMPORTED_TARGET would put among the link options,
+# ahead of the objects that need it; an imported static library keeps the link order right.
+pkg_check_modules(rdkafka_deps REQUIRED IMPORTED_TARGET zlib libcrypto libssl libsasl2 libzstd libcurl liblz4)
+find_package(Threads REQUIRED)
+add_library(rdkafka::rdkafka STATIC IMPORTED)
+set_target_properties(rdkafka::rdkafka PROPERTIES
+  IMPORTED_LOCATION "${PGOUTBOX_RDKAFKA_PREFIX}/lib/librdkafka.a"
+  INTERFACE_INCLUDE_DIRECTORIES "${PGOUTBOX_RDKAFKA_PREFIX}/include"
+  INTERFACE_LINK_LIBRARIES "PkgConfig::rdkafka_deps;Threads::Threads;m;dl;rt")
 pkg_check_modules(libpq REQUIRED IMPORTED_TARGET libpq>=15)
 find_package(Threads REQUIRED)
 find_package(Boost 1.74 REQUIRED)

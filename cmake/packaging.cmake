@@ -22,6 +22,10 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/prometheus/alerts.yaml DESTINATION ${
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/runbook.md ${PROJECT_SOURCE_DIR}/docs/configuration.md
               ${PGOUTBOX_DEB_DIR}/copyright
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/pgoutbox)
+# librdkafka is linked in statically: its licence (BSD-2-Clause) and those of the code it bundles
+# travel with the binary.
+install(FILES ${PGOUTBOX_RDKAFKA_PREFIX}/LICENSES.txt DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/pgoutbox
+        RENAME librdkafka-LICENSES.txt)
 
 # The man page and the changelog, gzipped reproducibly (-n: no name or timestamp).
 find_program(PGOUTBOX_HELP2MAN help2man)

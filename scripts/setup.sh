@@ -8,9 +8,10 @@
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
 # the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
 # help2man and systemd-analyze for the deploy/ tests, podman, runc and debootstrap for the
-# container image's test (scripts/image.sh), the Apache Kafka broker jars (pinned in
-# third_party/kafka/pom.xml and, for one test, third_party/kafka-3.9/pom.xml) into
-# .deps/kafka/libs and .deps/kafka-3.9/libs, Debezium and Kafka Connect (the benchmark's
+# container image's test (scripts/image.sh), librdkafka built from Debian's source package
+# (third_party/librdkafka/source.env) into .deps/librdkafka/<version>, the Apache Kafka broker jars
+# (pinned in third_party/kafka/pom.xml and, for the version matrix, third_party/kafka-4.1 and
+# third_party/kafka-3.9) into .deps/kafka*/libs, Debezium and Kafka Connect (the benchmark's
 # contender and the hand-over test, third_party/debezium/pom.xml) into .deps/debezium/libs,
 # the Postgres 14, 16, 17 and 18 servers
 # of the version matrix into .deps/postgres/<major>, and the Go modules of the Helm chart's test
@@ -30,7 +31,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates procps psmisc
   clang libclang-rt-14-dev clang-format clang-tidy
   libpq-dev postgresql-15 postgresql-client-15
-  librdkafka-dev libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev
+  libsasl2-dev libzstd-dev liblz4-dev libcurl4-openssl-dev zlib1g-dev
+  libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven nodejs
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
@@ -38,7 +40,7 @@ packages=(
   podman runc debootstrap
 )
 if [ "$demo" = true ]; then
-  test_only=" clang libclang-rt-14-dev clang-format clang-tidy prometheus lintian help2man man-db systemd dpkg-dev fakeroot nodejs "
+  test_only=" clang libclang-rt-14-dev clang-format clang-tidy prometheus lintian help2man man-db systemd fakeroot nodejs podman runc debootstrap "
   kept=()
   for p in "${packages[@]}"; do [[ $test_only == *" $p "* ]] || kept+=("$p"); done
   packages=("${kept[@]}")
@@ -68,6 +70,9 @@ else
   echo "setup: Debian packages present"
 fi
 
+# librdkafka, built from Debian's source package of a newer suite (scripts/librdkafka.sh).
+bash "$root/scripts/librdkafka.sh"
+
 # Jars from Maven Central at the versions pinned in third_party/NAME/pom.xml, into
 # .deps/NAME/libs (the pom copies its dependencies to the directory named by PROPERTY); fetched
 # again only when the pom changes.
@@ -87,14 +92,15 @@ fetch_jars() {
     echo "setup: jars of third_party/$name/pom.xml present ($(ls "$libs" | grep -c '\.jar$') jars)"
   fi
 }
-# The Kafka brokers: the one tests and the demo run, and Kafka 3.9 for the SCRAM test against a
-# broker older than 4.0. Debezium (the benchmark's contender): the Postgres connector, its
+# The Kafka brokers: the one tests and the demo run (4.4), and the older ones of the version
+# matrix (4.1 and 3.9, the last 3.x). Debezium (the benchmark's contender): the Postgres connector, its
 # EventRouter and Kafka Connect at the broker's version.
 fetch_jars kafka kafka.libs.dir
 if [ "$demo" = true ]; then
   echo "setup: --demo: done (the tests' and the benchmark's extras are left out)"
   exit 0
 fi
+fetch_jars kafka-4.1 kafka.libs.dir
 fetch_jars kafka-3.9 kafka.libs.dir
 fetch_jars debezium debezium.libs.dir
 

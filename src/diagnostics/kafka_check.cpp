@@ -280,7 +280,7 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
         kSubject,
         fmt::format("no broker at {} answered a metadata request within {} ms: {}{}.", config.kafka.brokers,
                     timeout.count(), rd_kafka_err2str(err), last.empty() ? "" : " (" + last + ")"),
-        authentication ? kafka::authentication_fix(config.kafka.properties, rd_kafka_version()) + "."
+        authentication ? kafka::authentication_fix(config.kafka.properties) + "."
                        : "check kafka.brokers, that the brokers run and are reachable from here, and the security "
                          "properties (security.protocol, sasl.*, ssl.*)."));
     return findings;

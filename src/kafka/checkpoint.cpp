@@ -335,7 +335,7 @@ outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& che
 CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
                                 const std::string& transactional_id, const CheckpointKey* key) {
   CheckpointScan scan;
-  std::string fix = authentication_fix(settings.properties, rd_kafka_version());
+  std::string fix = authentication_fix(settings.properties);
   const auto consumer = open_consumer(settings, fix);
   rd_kafka_t* rk = consumer.get();
   int partitions = partitions_of(rk, settings.topic, settings.timeout);

@@ -84,7 +84,7 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
   return props;
 }
 
-std::string authentication_fix(const std::map<std::string, std::string>& properties, int librdkafka_version) {
+std::string authentication_fix(const std::map<std::string, std::string>& properties) {
   const auto value = [&](const char* name) {
     const auto it = properties.find(name);
     return it == properties.end() ? std::string() : it->second;
@@ -92,31 +92,20 @@ std::string authentication_fix(const std::map<std::string, std::string>& propert
   std::string mechanism = value("sasl.mechanisms").empty() ? value("sasl.mechanism") : value("sasl.mechanisms");
   std::transform(mechanism.begin(), mechanism.end(), mechanism.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  std::string fix = fmt::format(
+  return fmt::format(
       "check kafka.properties.sasl.username and the password (PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD or "
       "kafka.properties.sasl.password_file), and that the user exists for SASL mechanism {} on the cluster ({})",
       mechanism.empty() ? std::string("GSSAPI") : mechanism,
       mechanism == "PLAIN" ? "Kafka's own PlainLoginModule lists its users as user_<name> entries of the listener's "
                              "sasl.jaas.config"
                            : "kafka-configs.sh --describe --entity-type users");
-  // 2.6.1 as rd_kafka_version() encodes it (0xMMmmrrxx).
-  constexpr int kScramFixed = 0x020601ff;
-  if (mechanism.rfind("SCRAM-", 0) == 0 && librdkafka_version < kScramFixed) {
-    fix += fmt::format(
-        ". This pgoutbox runs with librdkafka {}.{}.{}, whose SCRAM exchange Kafka 4.0 and later refuse as invalid "
-        "credentials whatever the password (fixed in librdkafka 2.6.1; Kafka 3.9 and older accept it): against such "
-        "brokers use a pgoutbox linked "
-        "with librdkafka 2.6.1 or later, mutual TLS (security.protocol: SSL), or SASL/PLAIN over SASL_SSL",
-        (librdkafka_version >> 24) & 0xff, (librdkafka_version >> 16) & 0xff, (librdkafka_version >> 8) & 0xff);
-  }
-  return fix;
 }
 
 Producer::Producer(const ProducerSettings& settings, ReportFn on_report)
     : on_report_(std::move(on_report)),
       on_statistics_(settings.on_statistics),
       on_brokers_up_(settings.on_brokers_up),
-      authentication_fix_(authentication_fix(settings.properties, rd_kafka_version())),
+      authentication_fix_(authentication_fix(settings.properties)),
       report_records_(settings.report_records) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();

@@ -1,4 +1,4 @@
-// The real broker speaks what pgoutbox needs from Debian's librdkafka 2.0.2: the idempotent
+// The real broker speaks what pgoutbox needs from the linked librdkafka (2.8.0): the idempotent
 // producer (InitProducerId) with acks=all and lz4, and the classic group consumer (JoinGroup).
 #include <gtest/gtest.h>
 

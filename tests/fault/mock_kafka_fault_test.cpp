@@ -85,8 +85,16 @@ class MockKafkaFaultTest : public FaultTest {
   }
 };
 
+// One request in flight, as for RequestTimedOut below, and for the same reason: the mock appends
+// a batch after one it refused. Leadership moves here, and librdkafka >= 2.5 follows it at once
+// from the Produce response's CurrentLeader (KIP-951): the refused batch and the next one go
+// together to the new leader, whose queued NOT_LEADER_FOR_PARTITION refuses the first while it
+// appends the second. librdkafka then rightly (for a real broker, which refuses the gap with
+// OUT_OF_ORDER_SEQUENCE_NUMBER) reports the refused batch delivered ("implicitly acked by
+// subsequent batch success", rdkafka_request.c rd_kafka_handle_idempotent_Produce_success), and
+// the mock holds less than it acknowledged. 2.8.0 lost 1 to 5 such records in most runs.
 TEST_F(MockKafkaFaultTest, NotLeaderForPartitionWhileLeadersMove) {
-  auto run = start("mock_leader");
+  auto run = start("mock_leader", {{"max.in.flight.requests.per.connection", "1"}});
   ASSERT_TRUE(flowing(run, 50)) << "nothing reaches the mock cluster:\n" << log_tail(run.pipeline.name + ".log");
   for (int b = 1; b <= kBrokers; ++b) {
     mock.fail_produce_on(
@@ -100,7 +108,8 @@ TEST_F(MockKafkaFaultTest, NotLeaderForPartitionWhileLeadersMove) {
   finish(run, "mock-not-leader");
 }
 
-// The 2.0.2 mock checks a producer's sequence numbers for duplicates but not for gaps: with
+// librdkafka's mock (2.8.0: rdkafka_mock.c, rd_kafka_mock_validate_records) checks sequence
+// numbers only of a producer with a transactional id, so not pgoutbox's idempotent one: with
 // several requests in flight, it appends the batch after one it refused with REQUEST_TIMED_OUT,
 // and librdkafka, seeing a later sequence acknowledged, rightly concludes (for a real broker,
 // which refuses gaps with OUT_OF_ORDER_SEQUENCE_NUMBER) that the refused batch was written: the
@@ -128,7 +137,7 @@ TEST_F(MockKafkaFaultTest, OutOfOrderSequenceNumber) {
 }
 
 // One request in flight, as for RequestTimedOut: a dropped connection makes librdkafka send a
-// batch again, and with several in flight the gap-accepting 2.0.2 mock may append a later batch
+// batch again, and with several in flight the gap-accepting mock may append a later batch
 // first (a real broker refuses it with OUT_OF_ORDER_SEQUENCE_NUMBER). A clean-clone CI run on a
 // loaded machine saw exactly that once: one key's seq 5 first delivered after its seq 6. The
 // real-broker fault tests (broker stopped, hung) cover connection loss with the default of five.

@@ -4,6 +4,7 @@
 // for real in a throwaway copy-on-write view of this host; its units are the ones deploy/systemd
 // holds (systemd_unit_test checks those).
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -48,10 +49,12 @@ TEST_F(DebianPackageTest, ControlData) {
   EXPECT_NE(info.output.find("Package: pgoutbox"), std::string::npos) << info.output;
   EXPECT_NE(info.output.find(std::string("Version: ") + PGOUTBOX_VERSION), std::string::npos);
   EXPECT_NE(info.output.find("Architecture: amd64"), std::string::npos);
-  // Shared-library dependencies computed by dpkg-shlibdeps, plus adduser for the system user.
-  for (const char* dep : {"adduser", "librdkafka1", "libpq5"}) {
+  // Shared-library dependencies computed by dpkg-shlibdeps, plus adduser for the system user:
+  // librdkafka is linked statically, so the libraries it needs are there and librdkafka1 is not.
+  for (const char* dep : {"adduser", "libpq5", "libssl3", "libsasl2-2", "libcurl4", "libzstd1", "liblz4-1"}) {
     EXPECT_NE(info.output.find(dep), std::string::npos) << dep << "\n" << info.output;
   }
+  EXPECT_EQ(info.output.find("librdkafka"), std::string::npos) << info.output;
   for (const char* script : {"postinst", "prerm", "postrm", "conffiles", "md5sums"}) {
     EXPECT_NE(info.output.find(script), std::string::npos) << script;
   }
@@ -135,7 +138,8 @@ TEST_F(DebianPackageTest, Contents) {
                            "./usr/share/pgoutbox/sql/outbox.sql", "./usr/share/pgoutbox/sql/role.sql",
                            "./usr/share/pgoutbox/prometheus/alerts.yaml", "./usr/share/man/man1/pgoutbox.1.gz",
                            "./usr/share/doc/pgoutbox/copyright", "./usr/share/doc/pgoutbox/changelog.gz",
-                           "./usr/share/doc/pgoutbox/runbook.md", "./usr/share/doc/pgoutbox/README.md"}) {
+                           "./usr/share/doc/pgoutbox/runbook.md", "./usr/share/doc/pgoutbox/README.md",
+                           "./usr/share/doc/pgoutbox/librdkafka-LICENSES.txt"}) {
     EXPECT_TRUE(std::regex_search(contents.output, std::regex(std::string(" ") + path + "\n"))) << path << "\n"
                                                                                                 << contents.output;
   }
@@ -176,7 +180,8 @@ TEST_F(DebianPackageTest, InstalledBinaryRunsVersionAndCheck) {
   const std::string binary = root_ + "/usr/bin/pgoutbox";
   const auto version = run_command(binary + " --version");
   EXPECT_EQ(version.status, 0);
-  EXPECT_EQ(version.output, std::string("pgoutbox ") + PGOUTBOX_VERSION + "\n");
+  EXPECT_EQ(version.output,
+            std::string("pgoutbox ") + PGOUTBOX_VERSION + "\nlibrdkafka " + rd_kafka_version_str() + "\n");
 
   PgCluster& pg = shared_postgres();
   KafkaBroker& kafka = shared_kafka();

@@ -78,6 +78,7 @@ std::vector<std::string> java_argv(const std::string& libs, const std::string& s
 }  // namespace
 
 std::string kafka_3_9_libs() { return PGOUTBOX_KAFKA_3_9_LIBS; }
+std::string kafka_4_1_libs() { return PGOUTBOX_KAFKA_4_1_LIBS; }
 
 KafkaBroker::KafkaBroker() : KafkaBroker(Options{}) {}
 

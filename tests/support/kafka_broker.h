@@ -9,13 +9,15 @@
 
 namespace pgoutbox::test {
 
-// The jars of Kafka 3.9 (third_party/kafka-3.9/pom.xml, in .deps/kafka-3.9/libs), for
-// KafkaBroker::Options::libs: the broker before 4.0, for what differs there (SCRAM under
-// librdkafka < 2.6.1). Both versions take the same configuration and formatting.
+// The jars of the older brokers of the version matrix, for KafkaBroker::Options::libs: Kafka 3.9
+// (third_party/kafka-3.9/pom.xml, in .deps/kafka-3.9/libs), the last before 4.0, and Kafka 4.1
+// (third_party/kafka-4.1, .deps/kafka-4.1/libs). Every version takes the same configuration and
+// formatting.
 std::string kafka_3_9_libs();
+std::string kafka_4_1_libs();
 
 // A real single-node Apache Kafka in KRaft mode (combined broker + controller), from the jars
-// scripts/setup.sh placed in .deps/kafka/libs (Kafka 4.1) or another version's, on free loopback
+// scripts/setup.sh placed in .deps/kafka/libs (Kafka 4.4) or another version's, on free loopback
 // ports, with a small heap and warnings-only logs. Can be stopped, killed, frozen and restarted
 // mid-test; keeps its data.
 class KafkaBroker {

@@ -11,7 +11,7 @@
 
 namespace pgoutbox::test {
 
-// librdkafka's mock cluster (rdkafka_mock.h, librdkafka 2.0.2), living in the test process on
+// librdkafka's mock cluster (rdkafka_mock.h, from the linked librdkafka), living in the test process on
 // loopback ports: other processes (pgoutbox) reach it through bootstrap(). It serves
 // metadata, the idempotent producer (InitProducerId, sequence checks) and fetches, and injects
 // errors a real broker cannot give on cue. The mock is experimental API, so every use goes

@@ -44,12 +44,9 @@ struct DeliveryReport {
 
 DeliveryFailure classify(rd_kafka_resp_err_t error);
 
-// The fix for a failed SASL authentication under these user properties, with the librdkafka
-// version this process runs (rd_kafka_version()). librdkafka before 2.6.1 builds a SCRAM
-// client-final-message that Kafka 4.0 and later refuse as invalid credentials whatever the
-// password (confluentinc/librdkafka#4895); the fix says so rather than send the operator to
-// check a password that is right.
-std::string authentication_fix(const std::map<std::string, std::string>& properties, int librdkafka_version);
+// The fix for a failed SASL authentication under these user properties: where the credentials
+// come from and where the cluster keeps the mechanism's users.
+std::string authentication_fix(const std::map<std::string, std::string>& properties);
 
 struct ProducerSettings {
   std::string brokers;
