@@ -3,14 +3,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "../ops/command.h"
+#include "child_process.h"
 
 namespace {
 
@@ -30,19 +28,12 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 class ConfigValidate : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("pgoutbox-validate-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_ / "secrets");
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
+  void SetUp() override { std::filesystem::create_directories(dir_.path() + "/secrets"); }
   std::string write(const std::string& name, const std::string& text) {
-    const auto path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
+    return pgoutbox::test::write_file(dir_.path(), name, text);
   }
 
-  std::filesystem::path dir_;
+  pgoutbox::test::ScratchDir dir_{"validate", std::nullopt};
 };
 
 constexpr const char* kValid = R"(postgres:
@@ -93,7 +84,7 @@ TEST_F(ConfigValidate, AMisspeltKeyIsInvalid) {
 
 TEST_F(ConfigValidate, NoFileIsAWrongCommandLine) {
   EXPECT_EQ(pgoutbox("config validate").exit_code, 64);
-  EXPECT_EQ(pgoutbox("config validate " + (dir_ / "absent.yaml").string()).exit_code, 2);
+  EXPECT_EQ(pgoutbox("config validate " + dir_.path() + "/absent.yaml").exit_code, 2);
 }
 
 }  // namespace

@@ -26,6 +26,13 @@ inline CommandResult run_command(const std::string& command) {
   return result;
 }
 
+// Writes `text` to `dir`/`name` and returns the file's path.
+inline std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
 inline std::string file_text(const std::string& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -6,13 +6,10 @@
 // alert rules that drifted from the chart's copy.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 
+#include "child_process.h"
 #include "command.h"
 
 namespace pgoutbox::test {
@@ -28,17 +25,8 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 class HelmChart : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("pgoutbox-helm-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    const auto path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
-  std::filesystem::path dir_;
+  std::string write(const std::string& name, const std::string& text) { return write_file(dir_.path(), name, text); }
+  ScratchDir dir_{"helm", std::nullopt};
 };
 
 TEST_F(HelmChart, EveryValueSetLintsRendersDecodesStrictlyAndLoads) {
