@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   using namespace pgoutbox::app;
   CLI::App app{"pgoutbox: relays transactional-outbox rows from a PostgreSQL logical replication slot to Apache Kafka"};
   app.name("pgoutbox");
-  // The second line names the librdkafka linked in (statically, README "The linked librdkafka"):
+  // The second line names the librdkafka linked in (statically, docs/versions.md "The linked librdkafka"):
   // what a Kafka client defect report needs; help2man takes the first line only.
   app.set_version_flag("--version",
                        std::string("pgoutbox ") + pgoutbox::kVersion + "\nlibrdkafka " + rd_kafka_version_str());

@@ -4,7 +4,7 @@
 
 namespace pgoutbox::app {
 
-// Exit codes of `pgoutbox run` (documented in the README).
+// Exit codes of `pgoutbox run` (documented in docs/operating.md, "Exit codes").
 enum ExitCode : int {
   kExitOk = 0,      // stopped by SIGTERM/SIGINT after confirming what Kafka acknowledged
   kExitConfig = 2,  // the configuration file or environment is invalid
