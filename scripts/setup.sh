@@ -7,7 +7,8 @@
 #
 # What it installs: compilers and CMake, the -dev packages of every library pgoutbox links,
 # the PostgreSQL 15 server, a JDK and Maven, Node.js and npm, Prometheus (promtool), lintian,
-# help2man and systemd-analyze for the deploy/ tests, podman, runc and debootstrap for the
+# help2man and systemd-analyze for the deploy/ tests, PgBouncer for the pooler test of `check`
+# (its system service left stopped and disabled), podman, runc and debootstrap for the
 # container image's test (scripts/image.sh), librdkafka built from Debian's source package
 # (third_party/librdkafka/source.env) into .deps/librdkafka/<version>, the Apache Kafka broker jars
 # (pinned in third_party/kafka/pom.xml and, for the version matrix, third_party/kafka-4.1 and
@@ -38,9 +39,10 @@ packages=(
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
   kcat curl openssl
   podman runc debootstrap
+  pgbouncer
 )
 if [ "$demo" = true ]; then
-  test_only=" clang libclang-rt-14-dev clang-format clang-tidy prometheus lintian help2man man-db systemd fakeroot nodejs podman runc debootstrap "
+  test_only=" clang libclang-rt-14-dev clang-format clang-tidy prometheus lintian help2man man-db systemd fakeroot nodejs podman runc debootstrap pgbouncer "
   kept=()
   for p in "${packages[@]}"; do [[ $test_only == *" $p "* ]] || kept+=("$p"); done
   packages=("${kept[@]}")
@@ -66,6 +68,17 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "create_main_cluster = false" | "${sudo_cmd[@]}" tee /etc/postgresql-common/createcluster.conf >/dev/null
   fi
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Debian's pgbouncer enables and starts a system pooler on localhost:6432 when it is installed
+  # (systemd, or its init script where no policy-rc.d stops it); the tests start their own
+  # (tests/support/pgbouncer.h), so a fresh install is stopped and disabled again.
+  if [[ " ${missing[*]} " == *" pgbouncer "* ]]; then
+    "${sudo_cmd[@]}" systemctl disable pgbouncer.service >/dev/null 2>&1
+    if [ -d /run/systemd/system ]; then
+      "${sudo_cmd[@]}" systemctl stop pgbouncer.service
+    else
+      "${sudo_cmd[@]}" /etc/init.d/pgbouncer stop >/dev/null
+    fi
+  fi
 else
   echo "setup: Debian packages present"
 fi

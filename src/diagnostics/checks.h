@@ -8,6 +8,7 @@
 
 #include "pgoutbox/config/config.h"
 #include "pgoutbox/diagnostics/finding.h"
+#include "pgoutbox/diagnostics/platform.h"
 #include "pgoutbox/replication/connection.h"
 
 namespace pgoutbox::diagnostics::detail {
@@ -18,8 +19,14 @@ struct CheckContext {
   std::string user;      // current_user
   std::string database;  // current_database()
   std::vector<Finding>& findings;
+  // What check_platform read and decided; the later checks name this platform's fixes.
+  ServerSignals signals{};
+  Recognition platform{};
 };
 
+// Which managed platform the server is (an ok finding naming it and what gave it away), and a
+// warning when the DSN's endpoint is a connection pooler's by its address.
+void check_platform(CheckContext& ctx);
 // wal_level, max_replication_slots, max_wal_senders.
 void check_server(CheckContext& ctx);
 // LOGIN, REPLICATION (or superuser), and that a replication connection really opens.

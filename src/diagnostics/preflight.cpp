@@ -6,6 +6,7 @@
 
 #include "checks.h"
 #include "pgoutbox/config/redact.h"
+#include "pgoutbox/diagnostics/platform.h"
 #include "pgoutbox/diagnostics/slot_status.h"
 #include "pgoutbox/replication/failure_cause.h"
 #include "pgoutbox/replication/server_features.h"
@@ -22,6 +23,14 @@ std::vector<Finding> check_postgres(const config::Config& config) {
     // libpq's message names host, port, user and the reason, never the password.
     std::string message = e.what();
     message = message.substr(0, message.find(". Fix: "));
+    if (pooler_refusal(message)) {
+      // PgBouncer before 1.23 refuses the startup parameters every pgoutbox connection sends.
+      findings.push_back(Finding::blocking(
+          "postgres", fmt::format("{} ({}): the endpoint is a connection pooler, not PostgreSQL", message, where),
+          "point postgres.dsn at PostgreSQL itself (the server's host and port, not the pooler's; on a managed "
+          "platform its direct endpoint: docs/managed-postgres.md)."));
+      return findings;
+    }
     const auto fix = replication::connect_fix(e.fields().connect_failure.value_or(replication::FailureCause::none));
     findings.push_back(Finding::blocking(
         "postgres", fmt::format("{} ({})", message, where),
@@ -56,6 +65,7 @@ std::vector<Finding> check_postgres(const config::Config& config) {
   }
   findings.push_back(Finding::ok(kServerVersionSubject, features.describe()));
   detail::CheckContext ctx{config, *conn, who.at(0), who.at(1), findings};
+  detail::check_platform(ctx);
   detail::check_server(ctx);
   detail::check_role(ctx);
   detail::check_tables(ctx);

@@ -1,10 +1,13 @@
 // Server settings and the role (the seeds' first troubleshooting steps): logical decoding needs
 // wal_level=logical, a free replication slot and a free WAL sender, and a role with LOGIN and
 // REPLICATION (PostgreSQL docs, "Logical Replication — Configuration Settings" and "Security").
+// On a managed platform each fix is that platform's own (platform_fixes.h): ALTER SYSTEM is
+// refused there.
 #include <fmt/format.h>
 
 #include "checks.h"
 #include "pgoutbox/diagnostics/slot_status.h"
+#include "platform_fixes.h"
 
 namespace pgoutbox::diagnostics::detail {
 
@@ -41,8 +44,7 @@ Reading check_wal_level(const CheckContext& ctx) {
   const auto level = first_row(ctx.conn, "SELECT pg_catalog.current_setting('wal_level')").at(0);
   if (level == "logical") return {"logical", ""};
   return {fmt::format("is {}; logical decoding needs logical.", level),
-          "as a superuser run ALTER SYSTEM SET wal_level = logical (or set it in postgresql.conf), then restart "
-          "PostgreSQL."};
+          wal_level_fix(ctx.platform.platform, ctx.signals)};
 }
 
 Reading check_slots(const CheckContext& ctx) {
@@ -56,8 +58,8 @@ Reading check_slots(const CheckContext& ctx) {
     return {fmt::format("{} of {} in use{}", slots.used, slots.max, ours ? ", this slot among them" : ""), ""};
   }
   return {fmt::format("all {} slots are in use and this slot is not one of them.", slots.max),
-          "drop a slot nobody uses (SELECT slot_name, active FROM pg_replication_slots) or raise max_replication_slots "
-          "(ALTER SYSTEM, then restart PostgreSQL)."};
+          fmt::format("drop a slot nobody uses (SELECT slot_name, active FROM pg_replication_slots) or {}.",
+                      server_setting_fix(ctx.platform.platform, "max_replication_slots"))};
 }
 
 Reading check_senders(const CheckContext& ctx) {
@@ -69,10 +71,62 @@ Reading check_senders(const CheckContext& ctx) {
                  "(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'walsender')");
   if (senders.used < senders.max) return {fmt::format("{} of {} in use", senders.used, senders.max), ""};
   return {fmt::format("all {} WAL senders are in use{}.", senders.max, senders.max == 0 ? " (it is 0)" : ""),
-          "raise max_wal_senders (ALTER SYSTEM, then restart PostgreSQL) or stop an idle replication client."};
+          fmt::format("{} or stop an idle replication client.",
+                      server_setting_fix(ctx.platform.platform, "max_wal_senders"))};
+}
+
+// The platform's settings, roles and functions that exist here. A setting is read one at a time:
+// a platform may reserve one to privileged roles, and that one then only goes unseen.
+ServerSignals read_signals(const replication::Connection& conn) {
+  ServerSignals signals;
+  for (const auto name : kPlatformSettings) {
+    try {
+      auto res = conn.exec("SELECT pg_catalog.current_setting(" + conn.literal(std::string(name)) + ", true)");
+      if (PQntuples(res.get()) == 1 && PQgetisnull(res.get(), 0, 0) == 0) {
+        signals.settings.emplace(name, PQgetvalue(res.get(), 0, 0));
+      }
+    } catch (const replication::PgError&) {  // NOLINT(bugprone-empty-catch): unreadable is unseen
+    }
+  }
+  const auto names = [&](const std::vector<std::string_view>& list) {
+    std::string array;
+    for (const auto name : list) array += (array.empty() ? "" : ", ") + conn.literal(std::string(name));
+    return "ARRAY[" + array + "]";
+  };
+  auto roles = conn.exec("SELECT rolname FROM pg_catalog.pg_roles WHERE rolname = ANY (" + names(kPlatformRoles) + ")");
+  for (int r = 0; r < PQntuples(roles.get()); ++r) signals.roles.emplace(PQgetvalue(roles.get(), r, 0));
+  auto functions = conn.exec("SELECT DISTINCT proname FROM pg_catalog.pg_proc WHERE proname = ANY (" +
+                             names(kPlatformFunctions) + ")");
+  for (int r = 0; r < PQntuples(functions.get()); ++r) signals.functions.emplace(PQgetvalue(functions.get(), r, 0));
+  return signals;
 }
 
 }  // namespace
+
+void check_platform(CheckContext& ctx) {
+  try {
+    ctx.signals = read_signals(ctx.conn);
+    ctx.platform = recognise(ctx.signals);
+  } catch (const replication::PgError& e) {
+    ctx.findings.push_back(Finding::warning("platform", fmt::format("cannot be told: {}.", e.what()),
+                                            "the fixes below are those of self-managed PostgreSQL; check that "
+                                            "pg_catalog.pg_roles and pg_proc are readable."));
+  }
+  if (ctx.platform.platform != Platform::self_managed) {
+    ctx.findings.push_back(Finding::ok(
+        "platform", fmt::format("{} (it shows {})", platform_name(ctx.platform.platform), ctx.platform.evidence)));
+  }
+  const char* host = PQhost(ctx.conn.raw());
+  const char* port = PQport(ctx.conn.raw());
+  if (const auto pooler = pooler_endpoint(host != nullptr ? host : "", port != nullptr ? port : "")) {
+    ctx.findings.push_back(Finding::warning(
+        "postgres endpoint",
+        fmt::format("{}: a pooler shares server sessions between clients, and a replication connection needs one of "
+                    "its own",
+                    pooler->what),
+        fmt::format("point postgres.dsn at {}.", pooler->direct)));
+  }
+}
 
 void check_server(CheckContext& ctx) {
   // Each step stands alone: a failed query is reported and the next step still runs.
@@ -107,16 +161,27 @@ void check_role(CheckContext& ctx) {
       ctx.findings.push_back(Finding::blocking(subject, "lacks LOGIN.",
                                                fmt::format("ALTER ROLE {} LOGIN;", ctx.conn.identifier(ctx.user))));
     }
-    may_replicate = replication || superuser;
+    // Amazon RDS lets members of rds_replication replicate without the REPLICATION attribute.
+    const auto platform_role = replication_role(ctx.platform.platform);
+    const bool member = platform_role && !replication && !superuser &&
+                        first_row(ctx.conn, "SELECT pg_catalog.pg_has_role(current_user, " +
+                                                ctx.conn.literal(*platform_role) + ", 'MEMBER')")
+                                .at(0) == "t";
+    may_replicate = replication || superuser || member;
     if (may_replicate) {
       ctx.findings.push_back(
           Finding::ok(subject, superuser ? "is a superuser (a role with only REPLICATION is enough: sql/role.sql)"
+                               : member  ? fmt::format("is a member of {} ({}'s replication role)", *platform_role,
+                                                       platform_name(ctx.platform.platform))
                                          : "has REPLICATION"));
     } else {
       ctx.findings.push_back(Finding::blocking(
-          subject, "lacks REPLICATION, which opening a replication connection and reading a slot need.",
-          fmt::format("as a superuser: ALTER ROLE {} REPLICATION; (or use the least-privilege role of sql/role.sql).",
-                      ctx.conn.identifier(ctx.user))));
+          subject,
+          platform_role ? fmt::format("lacks REPLICATION and is not a member of {}, which opening a replication "
+                                      "connection and reading a slot need.",
+                                      *platform_role)
+                        : "lacks REPLICATION, which opening a replication connection and reading a slot need.",
+          replication_right_fix(ctx.platform.platform, ctx.conn.identifier(ctx.user))));
     }
   } catch (const replication::PgError& e) {
     ctx.findings.push_back(Finding::blocking(subject, fmt::format("attributes cannot be read: {}.", e.what()),
@@ -130,6 +195,23 @@ void check_role(CheckContext& ctx) {
     walsender.identify_system();
     ctx.findings.push_back(Finding::ok("replication connection", "opens (IDENTIFY_SYSTEM answered)"));
   } catch (const replication::PgError& e) {
+    if (pooler_refusal(e.what())) {
+      // A pooler answered, not PostgreSQL: no setting of the server's fixes that.
+      const char* host = PQhost(ctx.conn.raw());
+      const char* port = PQport(ctx.conn.raw());
+      const auto known = pooler_endpoint(host != nullptr ? host : "", port != nullptr ? port : "");
+      const std::string error = e.what();  // its first line: the server's LINE/caret lines follow
+      ctx.findings.push_back(Finding::blocking(
+          "replication connection",
+          fmt::format("cannot be opened: the endpoint is a connection pooler, which cannot carry a replication "
+                      "connection ({}).",
+                      error.substr(0, error.find('\n'))),
+          fmt::format("point postgres.dsn at {}.",
+                      known ? known->direct
+                            : "PostgreSQL itself (the server's host and port, not the pooler's: PgBouncer listens on "
+                              "6432 by default)")));
+      return;
+    }
     ctx.findings.push_back(Finding::blocking(
         "replication connection", fmt::format("cannot be opened: {}.", e.what()),
         fmt::format("allow role {} to connect to database {} in pg_hba.conf (replication=database connections match "
