@@ -101,6 +101,13 @@ ServerSignals read_signals(const replication::Connection& conn) {
   return signals;
 }
 
+// The pooler the connection's host and port name, if they name one.
+std::optional<PoolerEndpoint> pooler_of(const replication::Connection& conn) {
+  const char* host = PQhost(conn.raw());
+  const char* port = PQport(conn.raw());
+  return pooler_endpoint(host != nullptr ? host : "", port != nullptr ? port : "");
+}
+
 }  // namespace
 
 void check_platform(CheckContext& ctx) {
@@ -116,9 +123,7 @@ void check_platform(CheckContext& ctx) {
     ctx.findings.push_back(Finding::ok(
         "platform", fmt::format("{} (it shows {})", platform_name(ctx.platform.platform), ctx.platform.evidence)));
   }
-  const char* host = PQhost(ctx.conn.raw());
-  const char* port = PQport(ctx.conn.raw());
-  if (const auto pooler = pooler_endpoint(host != nullptr ? host : "", port != nullptr ? port : "")) {
+  if (const auto pooler = pooler_of(ctx.conn)) {
     ctx.findings.push_back(Finding::warning(
         "postgres endpoint",
         fmt::format("{}: a pooler shares server sessions between clients, and a replication connection needs one of "
@@ -197,9 +202,7 @@ void check_role(CheckContext& ctx) {
   } catch (const replication::PgError& e) {
     if (pooler_refusal(e.what())) {
       // A pooler answered, not PostgreSQL: no setting of the server's fixes that.
-      const char* host = PQhost(ctx.conn.raw());
-      const char* port = PQport(ctx.conn.raw());
-      const auto known = pooler_endpoint(host != nullptr ? host : "", port != nullptr ? port : "");
+      const auto known = pooler_of(ctx.conn);
       const std::string error = e.what();  // its first line: the server's LINE/caret lines follow
       ctx.findings.push_back(Finding::blocking(
           "replication connection",
