@@ -72,11 +72,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   # (systemd, or its init script where no policy-rc.d stops it); the tests start their own
   # (tests/support/pgbouncer.h), so a fresh install is stopped and disabled again.
   if [[ " ${missing[*]} " == *" pgbouncer "* ]]; then
-    "${sudo_cmd[@]}" systemctl disable pgbouncer.service >/dev/null 2>&1
+    "${sudo_cmd[@]}" systemctl disable pgbouncer.service >/dev/null 2>&1 || true
     if [ -d /run/systemd/system ]; then
-      "${sudo_cmd[@]}" systemctl stop pgbouncer.service
+      "${sudo_cmd[@]}" systemctl stop pgbouncer.service || true
     else
-      "${sudo_cmd[@]}" /etc/init.d/pgbouncer stop >/dev/null
+      "${sudo_cmd[@]}" /etc/init.d/pgbouncer stop >/dev/null || true
     fi
   fi
 else
