@@ -38,6 +38,9 @@ void check_tables(CheckContext& ctx);
 void check_slot(CheckContext& ctx);
 // PostgreSQL 17+: whether the slot is synchronised to standbys (failover, synced).
 void check_slot_failover(CheckContext& ctx);
+// PostgreSQL 18+: idle_replication_slot_timeout against the downtime to plan for, and when it
+// invalidates the slot if the slot is idle now.
+void check_idle_slot_timeout(CheckContext& ctx);
 
 // A query's first row as text (NULL as ""); throws replication::PgError.
 std::vector<std::string> first_row(const replication::Connection& conn, const std::string& sql);

@@ -70,6 +70,7 @@ std::vector<Finding> check_postgres(const config::Config& config) {
   detail::check_role(ctx);
   detail::check_tables(ctx);
   detail::check_slot(ctx);
+  detail::check_idle_slot_timeout(ctx);
   return findings;
 }
 

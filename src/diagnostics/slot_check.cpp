@@ -7,6 +7,13 @@
 #include "pgoutbox/replication/server_features.h"
 
 namespace pgoutbox::diagnostics::detail {
+namespace {
+
+// The downtime `check` expects a slot to survive when nothing more is known: a weekend nobody is
+// on call for the relay (docs/operating.md, "Idle slots on PostgreSQL 18").
+constexpr long long kPlannedDowntimeSeconds = 3LL * 24 * 3600;
+
+}  // namespace
 
 void check_slot(CheckContext& ctx) {
   const auto& pg = ctx.config.postgres;
@@ -90,6 +97,52 @@ void check_slot_failover(CheckContext& ctx) {
       "set postgres.failover_slot: true and recreate the slot (pgoutbox slot drop -c FILE --yes while pgoutbox is "
       "stopped and caught up), then on the standby sync_replication_slots = on, hot_standby_feedback = on, and on "
       "the primary synchronized_standby_slots = '<standby's physical slot>'."));
+}
+
+void check_idle_slot_timeout(CheckContext& ctx) {
+  // 18: a slot nobody streams from for longer than idle_replication_slot_timeout (seconds; 0, the
+  // default, disables it) is invalidated at the next checkpoint (PostgreSQL docs, "Replication —
+  // Sending Servers"), wal_status lost, invalidation_reason idle_timeout. A stopped pgoutbox
+  // is exactly such a slot's client.
+  if (!replication::features_of(ctx.conn.server_version()).idle_slot_timeout) return;
+  const std::string subject = "idle_replication_slot_timeout";
+  std::vector<std::string> row;
+  std::vector<std::string> deadline;  // when the slot is idle now: after this a checkpoint invalidates it
+  try {
+    row = first_row(ctx.conn,
+                    "SELECT setting::bigint, pg_catalog.current_setting('idle_replication_slot_timeout') FROM "
+                    "pg_catalog.pg_settings WHERE name = 'idle_replication_slot_timeout'");
+    if (row.empty()) return;
+    deadline = first_row(ctx.conn, fmt::format("SELECT (inactive_since + make_interval(secs => {}))::text FROM "
+                                               "pg_catalog.pg_replication_slots WHERE slot_name = {} AND NOT active "
+                                               "AND inactive_since IS NOT NULL AND invalidation_reason IS NULL",
+                                               row.at(0), ctx.conn.literal(ctx.config.postgres.slot)));
+  } catch (const replication::PgError& e) {
+    ctx.findings.push_back(Finding::warning(subject, fmt::format("cannot be read: {}.", e.what()),
+                                            "make sure the role may read pg_settings and pg_replication_slots."));
+    return;
+  }
+  const long long seconds = std::stoll(row.at(0));
+  if (seconds == 0) {
+    ctx.findings.push_back(Finding::ok(subject, "0: the server never invalidates an idle slot"));
+    return;
+  }
+  std::string message = fmt::format(
+      "is {}: a slot nobody streams from for longer (pgoutbox stopped, crashed, or not restarted) is invalidated at "
+      "the next checkpoint, and every event committed since its last confirmation must then be re-published",
+      row.at(1));
+  if (!deadline.empty()) {
+    message += fmt::format("; slot {} is idle now: the first checkpoint after {} invalidates it",
+                           ctx.config.postgres.slot, deadline.at(0));
+  }
+  if (seconds >= kPlannedDowntimeSeconds) {
+    ctx.findings.push_back(Finding::ok(subject, message + " (longer than the 3 days of downtime check plans for)"));
+    return;
+  }
+  ctx.findings.push_back(Finding::warning(
+      subject, message + ", and it is shorter than the 3 days of pgoutbox downtime check plans for.",
+      "plan for the longest pgoutbox downtime: raise it above that (ALTER SYSTEM SET idle_replication_slot_timeout = "
+      "'3d'; SELECT pg_reload_conf(); on a managed service, in its parameter group), or set it to 0."));
 }
 
 }  // namespace pgoutbox::diagnostics::detail

@@ -15,6 +15,8 @@
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/pgoutput/relation_cache.h"
 #include "pgoutbox/replication/catalog.h"
+#include "pgoutbox/replication/generated_columns.h"
+#include "pgoutbox/replication/server_features.h"
 #include "pgoutbox/replication/slot.h"
 
 namespace pgoutbox::diagnostics::detail {
@@ -86,15 +88,19 @@ std::optional<std::vector<std::string>> published_columns(const replication::Con
   return names;
 }
 
-// The table as a Relation message would describe it: live, non-generated columns (pgoutput
-// sends no generated columns in 15), restricted to a column list when there is one.
+// The table as a Relation message would describe it: live columns, restricted to a column list
+// when there is one. Generated columns are never sent before 18; 18 sends a stored one that the
+// publication's column list (pg_publication_tables.attnames) holds, or, without a publication
+// yet, that pgoutbox creates it to send (generated_columns.h).
 pgoutput::Relation relation_of(const replication::Connection& conn, const replication::TableName& t,
                                const std::string& oid, const std::vector<std::string>& column_list,
                                std::string& described) {
+  const bool stored_sent = replication::features_of(conn.server_version()).publish_generated_columns;
   auto res = conn.exec(
       "SELECT attname, atttypid, atttypmod, pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute "
       "WHERE attrelid = " +
-      oid + " AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum");
+      oid + " AND attnum > 0 AND NOT attisdropped AND (attgenerated = ''" +
+      (stored_sent ? " OR attgenerated = 's'" : "") + ") ORDER BY attnum");
   pgoutput::Relation rel;
   rel.relid = static_cast<pgoutput::Oid>(std::stoul(oid));
   rel.nspname = t.schema;
@@ -110,16 +116,29 @@ pgoutput::Relation relation_of(const replication::Connection& conn, const replic
   return rel;
 }
 
+// The columns each configured table's mapping reads (replication/generated_columns.h).
+std::vector<replication::MappedColumns> mapped_tables(const config::Config& config) {
+  std::vector<replication::MappedColumns> out;
+  for (const auto& t : config.tables) {
+    replication::MappedColumns m{name_of(t), {}};
+    for (const auto& c : outbox::mapped_columns(t)) m.columns.push_back(c.column);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 void check_publication(CheckContext& ctx, const std::optional<Publication>& pub) {
   const auto& pg = ctx.config.postgres;
   const std::string subject = "publication " + pg.publication;
   if (!pub) {
     std::string list;
     for (const auto& t : ctx.config.tables) list += (list.empty() ? "" : ", ") + name_of(t).quoted();
+    const bool generated =
+        replication::needs_stored_generated_columns(ctx.conn, pg.publication, mapped_tables(ctx.config));
     // A message outbox alone needs a publication all the same, with no table.
     const std::string create =
-        fmt::format("CREATE PUBLICATION {}{} WITH (publish = 'insert')", ctx.conn.identifier(pg.publication),
-                    list.empty() ? "" : " FOR TABLE " + list);
+        fmt::format("CREATE PUBLICATION {}{} WITH (publish = 'insert'{})", ctx.conn.identifier(pg.publication),
+                    list.empty() ? "" : " FOR TABLE " + list, generated ? ", publish_generated_columns = stored" : "");
     if (!pg.create_publication) {
       ctx.findings.push_back(Finding::blocking(
           subject, "does not exist.",
@@ -133,7 +152,7 @@ void check_publication(CheckContext& ctx, const std::optional<Publication>& pub)
       // a missing table (its own finding) leaves the plain statement.
       const auto statement = [&] {
         try {
-          return ctx.conn.create_publication_sql(pg.publication, table_names(ctx.config));
+          return ctx.conn.create_publication_sql(pg.publication, table_names(ctx.config), generated);
         } catch (const replication::PgError&) {
           return std::string(create);
         }
@@ -280,9 +299,73 @@ void check_members(CheckContext& ctx, const config::TableConfig& t, const TableF
   }
 }
 
+// A mapped column that is generated reaches pgoutbox only from 18 on, stored, and published
+// (replication/generated_columns.h): otherwise the stream lacks it and the mapping cannot be
+// served. True when a finding blocks.
+bool check_generated(CheckContext& ctx, const config::TableConfig& t) {
+  const auto& pg = ctx.config.postgres;
+  const auto mapped = outbox::mapped_columns(t);
+  std::vector<std::string> names;
+  names.reserve(mapped.size());
+  for (const auto& c : mapped) names.push_back(c.column);
+  const auto generated = replication::generated_columns(ctx.conn, name_of(t), pg.publication, names);
+  if (generated.empty()) return false;
+  const std::string subject = "table " + table_label(t);
+  const auto features = replication::features_of(ctx.conn.server_version());
+  const bool pub_exists = ctx.conn.publication(pg.publication).has_value();
+  const std::string pub_name = ctx.conn.identifier(pg.publication);
+  bool blocked = false;
+  for (const auto& g : generated) {
+    std::string roles;
+    for (const auto& c : mapped) {
+      if (c.column == g.name) roles += (roles.empty() ? "the " : " and the ") + c.role;
+    }
+    const std::string column = fmt::format("column \"{}\" ({})", g.name, roles);
+    if (!features.publish_generated_columns) {
+      ctx.findings.push_back(Finding::blocking(
+          subject,
+          fmt::format("{} is a generated column, and PostgreSQL {} never publishes generated columns: the stream "
+                      "would lack it.",
+                      column, replication::version_text(features.server_version)),
+          fmt::format("make \"{}\" an ordinary column that the application (or a BEFORE INSERT trigger) fills, or "
+                      "upgrade to PostgreSQL 18 and publish it (publish_generated_columns = stored).",
+                      g.name)));
+    } else if (!g.stored) {
+      ctx.findings.push_back(Finding::blocking(
+          subject, fmt::format("{} is a virtual generated column, which logical replication never publishes.", column),
+          fmt::format("make it STORED (ALTER TABLE {} DROP COLUMN {}, then ADD COLUMN … GENERATED ALWAYS AS (…) "
+                      "STORED) and publish it with publish_generated_columns = stored, or make it an ordinary "
+                      "column.",
+                      name_of(t).quoted(), ctx.conn.identifier(g.name))));
+    } else if (pub_exists && !g.published) {
+      ctx.findings.push_back(Finding::blocking(
+          subject,
+          fmt::format("{} is a stored generated column that publication {} does not publish "
+                      "(publish_generated_columns = none, or a column list without it): the stream would lack it.",
+                      column, pg.publication),
+          fmt::format("ALTER PUBLICATION {} SET (publish_generated_columns = stored); (or name the column in the "
+                      "table's column list); rows committed before that reach pgoutbox without it.",
+                      pub_name)));
+    } else {
+      ctx.findings.push_back(Finding::ok(
+          subject, fmt::format("{} is a stored generated column, which {}", column,
+                               pub_exists              ? "publication " + pg.publication + " publishes"
+                               : pg.create_publication ? std::string("pgoutbox publishes (publish_generated_columns = "
+                                                                     "stored) when it creates the publication")
+                                                       : std::string("the CREATE PUBLICATION above publishes "
+                                                                     "(publish_generated_columns = stored)"))));
+      continue;
+    }
+    blocked = true;
+  }
+  return blocked;
+}
+
 void check_columns(CheckContext& ctx, std::size_t index, const config::TableConfig& t, const TableFacts& facts,
                    const std::vector<std::string>& column_list) {
   const std::string subject = "table " + table_label(t);
+  // The generated column's own finding says why the mapping below would fail, and the fix.
+  if (check_generated(ctx, t)) return;
   std::string described;
   const auto rel = relation_of(ctx.conn, name_of(t), facts.oid, column_list, described);
   try {

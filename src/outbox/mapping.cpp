@@ -162,6 +162,22 @@ std::optional<std::int64_t> parse_pg_timestamp_ms(std::string_view text) {
   return seconds * 1000 + micros / 1000;
 }
 
+std::vector<MappedColumn> mapped_columns(const config::TableConfig& table) {
+  const auto& cols = table.columns;
+  std::vector<MappedColumn> out = {{"event id", cols.id}, {"key", cols.aggregate_id}, {"payload", cols.payload}};
+  if (cols.type) out.push_back({"event type", *cols.type});
+  if (cols.headers) out.push_back({"headers", *cols.headers});
+  if (cols.timestamp) out.push_back({"timestamp", *cols.timestamp});
+  try {
+    for (const auto& part : config::parse_topic_template(table.topic)) {
+      if (part.is_column) out.push_back({"topic template reference", part.text});
+    }
+  } catch (const std::invalid_argument&) {
+    // Refused when the configuration was loaded; ResolvedTable names it.
+  }
+  return out;
+}
+
 ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::Relation& relation,
                              bool provenance_headers)
     : table_(&table), label_(table_label(table)), generation_(relation.generation), provenance_(provenance_headers) {

@@ -7,8 +7,10 @@
 #include "pg_failure.h"
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/producer_sink.h"
+#include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/relay/backfill.h"
 #include "pgoutbox/replication/catalog.h"
+#include "pgoutbox/replication/generated_columns.h"
 #include "pgoutbox/replication/server_features.h"
 #include "pgoutbox/replication/stream.h"
 #include "publication_watch.h"
@@ -73,6 +75,17 @@ outbox::AncestryLookup ancestry_lookup(const config::PostgresConfig& pg) {
 std::vector<replication::TableName> table_names(const config::Config& config) {
   std::vector<replication::TableName> out;
   for (const auto& t : config.tables) out.push_back({t.schema, t.name});
+  return out;
+}
+
+// The columns each configured table's mapping reads, for the publication pgoutbox creates.
+std::vector<replication::MappedColumns> mapped_tables(const config::Config& config) {
+  std::vector<replication::MappedColumns> out;
+  for (const auto& t : config.tables) {
+    replication::MappedColumns m{{t.schema, t.name}, {}};
+    for (const auto& c : outbox::mapped_columns(t)) m.columns.push_back(c.column);
+    out.push_back(std::move(m));
+  }
   return out;
 }
 
@@ -174,14 +187,17 @@ class Session::Setup {
       }
     }
     if (!connection->publication(pg.publication) && pg.create_publication) {
+      const bool generated =
+          replication::needs_stored_generated_columns(*connection, pg.publication, mapped_tables(config_));
       if (slot) {
         const auto refusal = replication::refuse_publication_after_slot(
-            pg.slot, connection->create_publication_sql(pg.publication, tables));
+            pg.slot, connection->create_publication_sql(pg.publication, tables, generated));
         return Outcome::fatal(Fatal::publication, fmt::format("publication \"{}\" {}. Fix: {}", pg.publication,
                                                               refusal.message, refusal.fix));
       }
-      spdlog::info("creating publication {} for {} table(s)", pg.publication, tables.size());
-      connection->create_publication(pg.publication, tables);
+      spdlog::info("creating publication {} for {} table(s){}", pg.publication, tables.size(),
+                   generated ? " with publish_generated_columns = stored (a mapped column is generated)" : "");
+      connection->create_publication(pg.publication, tables, generated);
     }
     // Before the check: the publication covered the tables at least until this time, where the
     // window of rows a change while streaming may skip starts when no row of a table arrives

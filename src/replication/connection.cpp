@@ -192,7 +192,8 @@ bool Connection::is_partitioned(const TableName& table) const {
   return PQntuples(res.get()) == 1 && std::string(PQgetvalue(res.get(), 0, 0)) == "p";
 }
 
-std::string Connection::create_publication_sql(const std::string& name, const std::vector<TableName>& tables) const {
+std::string Connection::create_publication_sql(const std::string& name, const std::vector<TableName>& tables,
+                                               bool generated_columns) const {
   std::string list;
   bool any_partitioned = false;
   for (const auto& t : tables) {
@@ -207,11 +208,14 @@ std::string Connection::create_publication_sql(const std::string& name, const st
   std::string sql = "CREATE PUBLICATION " + identifier(name) + (list.empty() ? "" : " FOR TABLE " + list) +
                     " WITH (publish = 'insert'";
   if (any_partitioned) sql += ", publish_via_partition_root = true";
+  // 18: a stored generated column the mapping reads is sent only with this option.
+  if (generated_columns) sql += ", publish_generated_columns = stored";
   return sql + ")";
 }
 
-void Connection::create_publication(const std::string& name, const std::vector<TableName>& tables) const {
-  exec(create_publication_sql(name, tables));
+void Connection::create_publication(const std::string& name, const std::vector<TableName>& tables,
+                                    bool generated_columns) const {
+  exec(create_publication_sql(name, tables, generated_columns));
 }
 
 std::optional<PublicationProblem> check_publication_covers(const Connection& conn, const std::string& publication,

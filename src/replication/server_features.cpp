@@ -19,6 +19,8 @@ ServerFeatures features_of(int server_version) {
   f.slot_conflicting = major >= 16;
   f.failover_slots = major >= 17;
   f.slot_failover = major >= 17;
+  f.publish_generated_columns = major >= 18;
+  f.idle_slot_timeout = major >= 18;
   return f;
 }
 

@@ -18,6 +18,42 @@ std::optional<std::int64_t> int_at(const PGresult* res, int row, int col) {
 
 Lsn lsn_at(const PGresult* res, int row, int col) { return Lsn::parse(text_at(res, row, col)).value_or(Lsn{}); }
 
+// Why an invalidated slot was invalidated, and what keeps the next one from it. 17 and later say
+// (pg_replication_slots.invalidation_reason; every reason also sets wal_status lost, so the
+// reason is read first); before 17 a lost wal_status can only mean max_slot_wal_keep_size, and
+// conflicting (16) a recovery conflict on a standby.
+struct Invalidation {
+  std::string shown;    // the column that says so: "invalidation_reason idle_timeout"
+  std::string why;      // what happened
+  std::string prevent;  // appended to the fix, "; …", or empty
+};
+
+Invalidation invalidation_of(const SlotState& slot) {
+  constexpr const char* kStandbyConflict =
+      "; on a standby, hot_standby_feedback = on and a physical slot (primary_slot_name) prevent the conflict";
+  if (!slot.invalidation_reason) {
+    if (slot.wal_status == WalStatus::lost) {
+      return {"wal_status lost", "the WAL it needed was removed (max_slot_wal_keep_size)", ""};
+    }
+    return {"conflicting = true", "a recovery conflict on this standby", kStandbyConflict};
+  }
+  const std::string& reason = *slot.invalidation_reason;
+  const std::string shown = "invalidation_reason " + reason;
+  if (reason == "idle_timeout") {
+    return {shown, "it stayed inactive longer than idle_replication_slot_timeout (PostgreSQL 18)",
+            "; then raise idle_replication_slot_timeout above the longest pgoutbox downtime you plan for, or set it to "
+            "0 (ALTER SYSTEM SET idle_replication_slot_timeout = 0; SELECT pg_reload_conf(); on a managed service, in "
+            "its parameter group)"};
+  }
+  if (reason == "wal_removed") return {shown, "the WAL it needed was removed (max_slot_wal_keep_size)", ""};
+  if (reason == "rows_removed") {
+    return {shown, "rows it needed were vacuumed on the primary (a recovery conflict on this standby)",
+            kStandbyConflict};
+  }
+  if (reason == "wal_level_insufficient") return {shown, "wal_level on the primary fell below logical", ""};
+  return {shown, "it can no longer decode", ""};
+}
+
 }  // namespace
 
 WalStatus parse_wal_status(std::string_view text) {
@@ -101,28 +137,15 @@ std::optional<SlotProblem> validate_slot(const SlotState& slot, std::string_view
     return SlotProblem{Cause::other_database, fmt::format("belongs to database {}, not {}", slot.database, database),
                        "point postgres.dsn at that database, or choose another postgres.slot"};
   }
-  if (slot.wal_status == WalStatus::lost) {
+  if (slot.invalidation_reason || slot.wal_status == WalStatus::lost || slot.conflicting == true) {
+    const auto cause = invalidation_of(slot);
     return SlotProblem{
         Cause::invalidated,
-        fmt::format("is invalidated (wal_status lost): WAL after {} was removed (max_slot_wal_keep_size), so the "
-                    "outbox rows written since then can no longer be streamed",
-                    slot.confirmed_flush.to_string()),
+        fmt::format("is invalidated ({}): {}, so the outbox rows written since {} can no longer be streamed",
+                    cause.shown, cause.why, slot.confirmed_flush.to_string()),
         "drop it (pgoutbox slot drop -c FILE --yes), let pgoutbox create a new one, and re-publish the outbox rows "
-        "committed since the last event Kafka holds: reconcile (docs/migrating.md, \"Publishing rows again\")"};
-  }
-  if (slot.conflicting == true || slot.invalidation_reason) {
-    // A standby's slot invalidated by a recovery conflict keeps wal_status, yet cannot decode.
-    return SlotProblem{
-        Cause::invalidated,
-        fmt::format("is invalidated ({}): it can no longer decode, so the outbox rows written since {} can no longer "
-                    "be streamed",
-                    slot.invalidation_reason ? "invalidation_reason " + *slot.invalidation_reason
-                                             : std::string("conflicting = true: a recovery conflict on this standby"),
-                    slot.confirmed_flush.to_string()),
-        "drop it (pgoutbox slot drop -c FILE --yes), let pgoutbox create a new one, and re-publish the outbox rows "
-        "committed since the last event Kafka holds: reconcile (docs/migrating.md, \"Publishing rows again\"); on a "
-        "standby, "
-        "hot_standby_feedback = on and a physical slot (primary_slot_name) prevent the conflict"};
+        "committed since the last event Kafka holds: reconcile (docs/migrating.md, \"Publishing rows again\")" +
+            cause.prevent};
   }
   if (slot.two_phase) {
     // pgoutbox relays committed transactions only; a two_phase slot sends prepared ones at

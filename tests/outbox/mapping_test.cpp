@@ -127,6 +127,29 @@ TEST(Mapping, CustomColumnsTemplateHeadersTimestampAndProvenance) {
   EXPECT_EQ(header("pgoutbox.commit_time_us"), "1700000000123456");
 }
 
+TEST(Mapping, MappedColumnsAreEveryColumnTheMappingReadsWithItsRole) {
+  // What check asks of each column (is it generated, is it published) covers the template's.
+  auto t = table("outbox");
+  t.columns = {"event_id",
+               "kind",
+               "order_no",
+               "body",
+               std::string("event_type"),
+               std::string("meta"),
+               std::string("occurred_at")};
+  t.topic = "${kind}-events.${event_type}";
+  std::vector<std::string> got;
+  for (const auto& c : mapped_columns(t)) got.push_back(c.role + "=" + c.column);
+  EXPECT_EQ(got, (std::vector<std::string>{"event id=event_id", "key=order_no", "payload=body", "event type=event_type",
+                                           "headers=meta", "timestamp=occurred_at", "topic template reference=kind",
+                                           "topic template reference=event_type"}));
+  // The defaults: aggregatetype is read only through the default template.
+  got.clear();
+  for (const auto& c : mapped_columns(table("outbox"))) got.push_back(c.role + "=" + c.column);
+  EXPECT_EQ(got, (std::vector<std::string>{"event id=id", "key=aggregateid", "payload=payload", "event type=type",
+                                           "topic template reference=aggregatetype"}));
+}
+
 TEST(Mapping, ByteaPayloadIsRawBytes) {
   Mapping m({table()}, false);
   const auto& rel = relation(3000, "public", "outbox",

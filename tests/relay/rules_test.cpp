@@ -238,6 +238,23 @@ TEST(ValidateSlot, Table) {
   const auto on_17 = replication::validate_slot(conflicting, "app");
   ASSERT_TRUE(on_17);
   EXPECT_NE(on_17->message.find("invalidation_reason rows_removed"), std::string::npos) << on_17->message;
+  // 18's idle_replication_slot_timeout: the reason names the setting, and the fix how to keep
+  // the next slot (wal_status is lost for every reason, yet the reason is what is shown).
+  auto idle = slot("pgoutput", "app", WalStatus::lost, false);
+  idle.invalidation_reason = "idle_timeout";
+  const auto on_18 = replication::validate_slot(idle, "app");
+  ASSERT_TRUE(on_18);
+  EXPECT_EQ(on_18->cause, SlotProblem::Cause::invalidated);
+  EXPECT_NE(on_18->message.find("invalidation_reason idle_timeout"), std::string::npos) << on_18->message;
+  EXPECT_NE(on_18->message.find("idle_replication_slot_timeout"), std::string::npos) << on_18->message;
+  EXPECT_EQ(on_18->message.find("max_slot_wal_keep_size"), std::string::npos) << on_18->message;
+  EXPECT_NE(on_18->fix.find("pgoutbox slot drop -c FILE --yes"), std::string::npos) << on_18->fix;
+  EXPECT_NE(on_18->fix.find("set it to 0"), std::string::npos) << on_18->fix;
+  idle.invalidation_reason = "wal_removed";
+  const auto removed = replication::validate_slot(idle, "app");
+  ASSERT_TRUE(removed);
+  EXPECT_NE(removed->message.find("max_slot_wal_keep_size"), std::string::npos) << removed->message;
+  EXPECT_EQ(removed->fix.find("idle_replication_slot_timeout"), std::string::npos) << removed->fix;
   // Without a database to compare (the metrics monitor), that rule is skipped.
   EXPECT_FALSE(replication::validate_slot(slot("pgoutput", "other", WalStatus::reserved, false), ""));
 }

@@ -34,6 +34,9 @@ TEST(ServerFeaturesTest, EachMajorGetsItsProtocolAndSlotSyntax) {
     EXPECT_EQ(f.proto_version, 4);
     EXPECT_TRUE(f.failover_slots);
     EXPECT_TRUE(f.slot_failover);
+    // publish_generated_columns and idle_replication_slot_timeout arrive with 18.
+    EXPECT_EQ(f.publish_generated_columns, version >= 180000);
+    EXPECT_EQ(f.idle_slot_timeout, version >= 180000);
   }
 }
 

@@ -38,6 +38,15 @@ struct TxnContext {
   std::uint32_t xid = 0;
 };
 
+// A column the mapping of a table reads, and the role it plays there ("payload", "key", …, as
+// the mapping's errors name it). The default "type" column is listed too: it is read when the
+// table has it.
+struct MappedColumn {
+  std::string role;
+  std::string column;
+};
+std::vector<MappedColumn> mapped_columns(const config::TableConfig& table);
+
 // A table mapping resolved against one Relation description: column indexes and payload kind.
 class ResolvedTable {
  public:

@@ -143,8 +143,11 @@ class Connection {
   void drop_slot(const std::string& name) const;
   std::optional<PublicationState> publication(const std::string& name) const;
   // The CREATE PUBLICATION statement pgoutbox runs for the tables, and runs it.
-  std::string create_publication_sql(const std::string& name, const std::vector<TableName>& tables) const;
-  void create_publication(const std::string& name, const std::vector<TableName>& tables) const;
+  // `generated_columns`: with publish_generated_columns = stored (18; generated_columns.h).
+  std::string create_publication_sql(const std::string& name, const std::vector<TableName>& tables,
+                                     bool generated_columns = false) const;
+  void create_publication(const std::string& name, const std::vector<TableName>& tables,
+                          bool generated_columns = false) const;
   // True when `table` is partitioned (relkind 'p').
   bool is_partitioned(const TableName& table) const;
 

@@ -20,6 +20,10 @@ struct ServerFeatures {
   bool slot_options_list = false;  // CREATE_REPLICATION_SLOT … (SNAPSHOT 'nothing') (15)
   bool standby_decoding = false;   // logical decoding on a hot standby (16)
   bool failover_slots = false;     // slots synchronised to a physical standby (17)
+  // Publication option publish_generated_columns (none | stored), and stored generated columns
+  // named in a column list are published (18); before, pgoutput never sends a generated column.
+  bool publish_generated_columns = false;
+  bool idle_slot_timeout = false;  // idle_replication_slot_timeout invalidates an idle slot (18)
   // pg_replication_slots columns beyond slot_name … wal_status (13):
   bool slot_two_phase = false;    // two_phase (14)
   bool slot_conflicting = false;  // conflicting (16)

@@ -57,7 +57,7 @@ struct SlotProblem {
   enum class Cause {
     not_logical,     // a physical slot, or another output plugin
     other_database,  // a logical slot of another database
-    invalidated,     // wal_status lost: the WAL it needed is gone
+    invalidated,     // wal_status lost, conflicting, or an invalidation_reason (idle_timeout in 18)
     two_phase,       // decodes prepared transactions, which pgoutbox does not relay
   };
   Cause cause;
