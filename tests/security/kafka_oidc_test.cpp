@@ -79,7 +79,7 @@ struct OidcKafka {
                 // The harness (PLAINTEXT) and the controller are ANONYMOUS: the super user.
                 "super.users=User:ANONYMOUS\n"
                 "allow.everyone.if.no.acl.found=false\n",
-            // Kafka 4 fetches no OAuth URL that this JVM allow-list does not name, so that a
+            // Kafka 4.4 fetches no OAuth URL that this JVM allow-list does not name, so that a
             // configuration cannot make the broker reach arbitrary hosts.
             .system_properties = {"org.apache.kafka.sasl.oauthbearer.allowed.urls=" + provider.jwks_url()}};
   }
