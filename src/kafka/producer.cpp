@@ -92,6 +92,28 @@ std::string authentication_fix(const std::map<std::string, std::string>& propert
   std::string mechanism = value("sasl.mechanisms").empty() ? value("sasl.mechanism") : value("sasl.mechanisms");
   std::transform(mechanism.begin(), mechanism.end(), mechanism.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (mechanism == "OAUTHBEARER" && value("sasl.oauthbearer.method") == "oidc") {
+    // librdkafka fetches the token itself (client-credentials grant, HTTP Basic with the client
+    // id and secret), refuses one whose exp has passed ("Must supply an unexpired token"), and the
+    // broker checks its signature against its JWKS, its aud and iss, and exp with its clock skew.
+    return fmt::format(
+        "by the reason: invalid_client or HTTP 401 from the token endpoint: the identity provider does not know "
+        "kafka.properties.sasl.oauthbearer.client.id with this secret (PGOUTBOX_KAFKA_PROPERTY_SASL_OAUTHBEARER_"
+        "CLIENT_SECRET or kafka.properties.sasl.oauthbearer.client.secret_file), or "
+        "sasl.oauthbearer.token.endpoint.url "
+        "({}) is not its token endpoint; \"Must supply an unexpired token\": this host's clock and the provider's "
+        "disagree (synchronise both with NTP); invalid_token from the broker: the token lacks the scope it needs "
+        "(sasl.oauthbearer.scope) or the audience and issuer the listener expects (its "
+        "sasl.oauthbearer.expected.audience and expected.issuer), or its signing key is not in the listener's "
+        "sasl.oauthbearer.jwks.endpoint.url",
+        value("sasl.oauthbearer.token.endpoint.url").empty() ? std::string("not set")
+                                                             : value("sasl.oauthbearer.token.endpoint.url"));
+  }
+  if (mechanism == "OAUTHBEARER") {
+    return "set kafka.properties.sasl.oauthbearer.method=oidc with sasl.oauthbearer.client.id, the client secret, "
+           "sasl.oauthbearer.token.endpoint.url and sasl.oauthbearer.scope: without it librdkafka only makes "
+           "unsecured test tokens (sasl.oauthbearer.config), which a broker validating JWTs refuses";
+  }
   return fmt::format(
       "check kafka.properties.sasl.username and the password (PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD or "
       "kafka.properties.sasl.password_file), and that the user exists for SASL mechanism {} on the cluster ({})",

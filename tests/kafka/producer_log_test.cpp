@@ -88,5 +88,20 @@ TEST(AuthenticationFix, NamesTheCredentialsAndWhereTheMechanismKeepsItsUsers) {
   EXPECT_EQ(plain.find("kafka-configs.sh"), std::string::npos) << plain;
 }
 
+// OAUTHBEARER with OIDC has no username or password: the fix names the client at the identity
+// provider, the token endpoint, the clocks and what the broker expects of the token.
+TEST(AuthenticationFix, NamesTheIdentityProviderSideForOidc) {
+  const auto oidc = authentication_fix({{"sasl.mechanisms", "OAUTHBEARER"},
+                                        {"sasl.oauthbearer.method", "oidc"},
+                                        {"sasl.oauthbearer.token.endpoint.url", "https://idp.example/token"}});
+  for (const char* part : {"sasl.oauthbearer.client.id", "PGOUTBOX_KAFKA_PROPERTY_SASL_OAUTHBEARER_CLIENT_SECRET",
+                           "(https://idp.example/token)", "NTP", "sasl.oauthbearer.scope", "expected.audience"}) {
+    EXPECT_NE(oidc.find(part), std::string::npos) << part << " missing: " << oidc;
+  }
+  EXPECT_EQ(oidc.find("sasl.username"), std::string::npos) << oidc;
+  const auto unsecured = authentication_fix({{"sasl.mechanism", "oauthbearer"}});
+  EXPECT_NE(unsecured.find("sasl.oauthbearer.method=oidc"), std::string::npos) << unsecured;
+}
+
 }  // namespace
 }  // namespace pgoutbox::kafka

@@ -51,17 +51,8 @@ struct SecuredKafka {
   TestCa other_ca{certs.path(), "other-ca"};
   TestCa::Issued broker_cert = ca.issue("broker", "localhost", "DNS:localhost,IP:127.0.0.1");
   TestCa::Issued client = ca.issue("client", "pgoutbox-mtls");
-  std::string keystore = concatenate(certs.path() + "/broker.pem", {broker_cert.key, broker_cert.cert});
+  std::string keystore = ca.pem_keystore(broker_cert, "broker");
   KafkaBroker broker;
-
-  static std::string concatenate(const std::string& out_path, const std::vector<std::string>& parts) {
-    std::ofstream out(out_path);
-    for (const auto& part : parts) {
-      std::ifstream in(part);
-      out << in.rdbuf();
-    }
-    return out_path;
-  }
 
   KafkaBroker::Options options(const std::string& libs) const {
     const std::string scram_user = "[name=pgoutbox-scram,password=" + scram_password + "]";

@@ -61,18 +61,19 @@ std::string random_cluster_id() {
   }
 }
 
-std::vector<std::string> java_argv(const std::string& libs, const std::string& scratch, const std::string& main_class) {
-  return {java_binary(),
-          "-Xms128m",
-          "-Xmx768m",
-          "-XX:+UseSerialGC",
-          "-XX:TieredStopAtLevel=1",
-          "-Djava.awt.headless=true",
-          "-Dlog4j2.configurationFile=" PGOUTBOX_KAFKA_LOG4J,
-          "-Djava.io.tmpdir=" + scratch,
-          "-cp",
-          libs + "/*",
-          main_class};
+std::vector<std::string> java_argv(const std::string& libs, const std::string& scratch,
+                                   const std::vector<std::string>& system_properties, const std::string& main_class) {
+  std::vector<std::string> argv = {java_binary(),
+                                   "-Xms128m",
+                                   "-Xmx768m",
+                                   "-XX:+UseSerialGC",
+                                   "-XX:TieredStopAtLevel=1",
+                                   "-Djava.awt.headless=true",
+                                   "-Dlog4j2.configurationFile=" PGOUTBOX_KAFKA_LOG4J,
+                                   "-Djava.io.tmpdir=" + scratch};
+  for (const auto& property : system_properties) argv.push_back("-D" + property);
+  argv.insert(argv.end(), {"-cp", libs + "/*", main_class});
+  return argv;
 }
 
 }  // namespace
@@ -84,6 +85,7 @@ KafkaBroker::KafkaBroker() : KafkaBroker(Options{}) {}
 
 KafkaBroker::KafkaBroker(const Options& options)
     : libs_(options.libs.empty() ? default_kafka_libs() : options.libs),
+      system_properties_(options.system_properties),
       scratch_("kafka", std::nullopt),
       log_path_(scratch_.path() + "/broker.log"),
       config_path_(scratch_.path() + "/server.properties"),
@@ -132,7 +134,7 @@ KafkaBroker::KafkaBroker(const Options& options)
 
 int KafkaBroker::run_tool(const std::string& main_class, const std::vector<std::string>& args,
                           const std::string& log_path, std::chrono::seconds timeout) const {
-  auto argv = java_argv(libs_, scratch_.path(), main_class);
+  auto argv = java_argv(libs_, scratch_.path(), system_properties_, main_class);
   argv.insert(argv.end(), args.begin(), args.end());
   ChildProcess tool({.argv = argv, .log_path = log_path, .run_as = std::nullopt, .extra_env = {}});
   const auto status = tool.wait(timeout);
@@ -143,7 +145,7 @@ KafkaBroker::~KafkaBroker() { server_.kill_and_reap(); }
 
 void KafkaBroker::start() {
   if (running()) return;
-  auto argv = java_argv(libs_, scratch_.path(), "kafka.Kafka");
+  auto argv = java_argv(libs_, scratch_.path(), system_properties_, "kafka.Kafka");
   argv.push_back(config_path_);
   server_ = ChildProcess({.argv = argv, .log_path = log_path_, .run_as = std::nullopt, .extra_env = {}});
   const bool ready = eventually(

@@ -26,9 +26,12 @@ class KafkaBroker {
   // user's): its name is also its security protocol (SASL_SSL, SSL).
   struct Options {
     std::vector<std::string> listeners;
-    std::string properties;                // more server.properties lines
-    std::vector<std::string> format_args;  // more `kafka-storage format` arguments (--add-scram …)
-    std::string libs;                      // the broker's jars; empty: the default Kafka's
+    std::string properties;                  // more server.properties lines
+    std::vector<std::string> format_args{};  // more `kafka-storage format` arguments (--add-scram …)
+    std::string libs{};                      // the broker's jars; empty: the default Kafka's
+    // JVM system properties ("name=value", passed as -D), for settings Kafka reads only there,
+    // such as the OAuth URL allow-list org.apache.kafka.sasl.oauthbearer.allowed.urls.
+    std::vector<std::string> system_properties{};
   };
 
   KafkaBroker();
@@ -65,6 +68,7 @@ class KafkaBroker {
 
  private:
   std::string libs_;
+  std::vector<std::string> system_properties_;
   ScratchDir scratch_;
   std::string log_path_;
   std::string config_path_;

@@ -58,4 +58,16 @@ TestCa::Issued TestCa::issue(const std::string& file, const std::string& common_
   return out;
 }
 
+std::string TestCa::pem_keystore(const Issued& issued, const std::string& file) const {
+  const std::string path = dir_ + "/" + file + ".pem";
+  std::ofstream out(path);
+  for (const auto& part : {issued.key, issued.cert}) {
+    std::ifstream in(part);
+    out << in.rdbuf();
+  }
+  out.close();
+  ::chmod(path.c_str(), 0600);
+  return path;
+}
+
 }  // namespace pgoutbox::test

@@ -25,6 +25,9 @@ class TestCa {
   // are chowned to that account (a server refuses a key another user can read).
   Issued issue(const std::string& file, const std::string& common_name, const std::string& subject_alt_name = "",
                const std::optional<RunAs>& owner = std::nullopt) const;
+  // `issued`'s key followed by its certificate in one file, `dir`/`file`.pem: what a server
+  // taking a PEM keystore reads (Kafka's ssl.keystore.type=PEM). Returns its path.
+  std::string pem_keystore(const Issued& issued, const std::string& file) const;
 
  private:
   std::string dir_;

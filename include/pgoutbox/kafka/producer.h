@@ -45,7 +45,9 @@ struct DeliveryReport {
 DeliveryFailure classify(rd_kafka_resp_err_t error);
 
 // The fix for a failed SASL authentication under these user properties: where the credentials
-// come from and where the cluster keeps the mechanism's users.
+// come from and where the cluster keeps the mechanism's users; for OAUTHBEARER with
+// sasl.oauthbearer.method=oidc, the client at the identity provider, its token endpoint, the
+// clocks, and the scope, audience and issuer the broker expects.
 std::string authentication_fix(const std::map<std::string, std::string>& properties);
 
 struct ProducerSettings {
