@@ -2,7 +2,9 @@
 """Draws bench_compare's results (results.json) into a directory: bench.png (throughput per
 scenario and commit-to-visible latency per offered rate, one colour per contender) and one PNG
 per scale curve (scale-payload.png, scale-transaction.png, scale-keys.png: events/s and relay
-CPU per event as one dimension grows; rss-backlog.png: peak RSS against backlog size).
+CPU per event as one dimension grows; rss-backlog.png: peak RSS against backlog size), and one
+timeline per offered rate (timeline-1000.png, ...: each contender's worst commit-to-visible latency
+per 100 ms window against the time into the run, so a periodic stall shows as a pattern).
 
     python3 bench/chart.py bench/results/results.json bench/results
 """
@@ -86,6 +88,27 @@ def rss_curve(points, target):
     plt.close(fig)
 
 
+def timeline(rows, offered, target):
+    fig, ax = plt.subplots(figsize=(11, 5))
+    for r in rows:
+        points = r.get("timeline", [])
+        if not points:
+            continue
+        colour = COLOURS.get(r["contender"].split(" (")[0], "#000000")
+        style = "--" if "(baseline" in r["contender"] else "-"
+        ax.plot([p[0] for p in points], [p[2] for p in points], style, color=colour, linewidth=1,
+                label=f'{r["contender"]}: max per 100 ms')
+        ax.plot([p[0] for p in points], [p[1] for p in points], ":", color=colour, linewidth=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds into the timed run (by commit time)")
+    ax.set_ylabel("commit → visible, ms (log scale); dotted: median per 100 ms")
+    ax.set_title(f"Latency over time at {offered:.0f} events/s offered")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+
+
 def main(source, out_dir):
     with open(source) as f:
         data = json.load(f)
@@ -96,6 +119,9 @@ def main(source, out_dir):
     backlog = [p for p in data.get("scale", []) if p["curve"] == "backlog"]
     if backlog:
         rss_curve(backlog, os.path.join(out_dir, "rss-backlog.png"))
+    for offered in dict.fromkeys(r["offered"] for r in data["latency"]):
+        rows = [r for r in data["latency"] if r["offered"] == offered]
+        timeline(rows, offered, os.path.join(out_dir, f"timeline-{offered:.0f}.png"))
     target = os.path.join(out_dir, "bench.png")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 9))
 

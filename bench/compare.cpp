@@ -216,6 +216,8 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
     throw std::runtime_error("warm-up events never arrived:\n" + test::tail_of(relay.log_path()));
   }
   probe.begin();
+  StageProbe stages(relay.metrics_port());
+  if (is_pgoutbox(kind)) stages.begin();
   const double cpu_before = process_cpu_seconds(relay.pid());
   const auto t0 = std::chrono::steady_clock::now();
   spec.first_seq = warmup;
@@ -242,6 +244,7 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   row.contender = kind;
   row.build = bench.build;
   row.events = spec.events;
+  if (is_pgoutbox(kind)) row.stages = stages.end();
   row.process = relay.finish();
   row.process.cpu_s -= cpu_before;
   row.seconds = run_seconds;
@@ -255,6 +258,7 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   // a transactional record is its append, before the commit that makes it visible.
   const bool transactional = kind == Contender::pgoutbox_exactly_once;
   std::vector<double> latencies, to_ack;
+  std::vector<std::int64_t> commits;
   std::ofstream dump;
   if (!dump_dir.empty()) {
     dump.open(fmt::format("{}/latency-{}-{}.csv", dump_dir, tag, bench.tag(kind)));
@@ -264,12 +268,14 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
     const auto i = static_cast<std::size_t>(seq);
     const auto commit_us = written.commit_us[static_cast<std::size_t>(seq - spec.first_seq)];
     latencies.push_back(static_cast<double>(watch.visible_us()[i] - commit_us) / 1000.0);
+    commits.push_back(commit_us);
     if (!transactional)
       to_ack.push_back(static_cast<double>(watch.broker_ms()[i]) - static_cast<double>(commit_us) / 1000.0);
     if (dump.is_open()) {
       dump << fmt::format("{},{},{},{}\n", seq, commit_us, watch.visible_us()[i], watch.broker_ms()[i]);
     }
   }
+  row.timeline = timeline_of(commits, latencies);
   std::sort(to_ack.begin(), to_ack.end());
   if (!transactional) row.p99_ack_ms = percentile(to_ack, 0.99);
   std::sort(latencies.begin(), latencies.end());
@@ -348,6 +354,13 @@ int main(int argc, char** argv) {
   app.add_option("--baseline-pgoutbox", baseline_bin,
                  "a pgoutbox built from another commit: pgoutbox's contenders also run with it, beside this build, in "
                  "the same run (throughput and latency; the scale curves are this build's alone)");
+  std::vector<std::string> kafka_settings, baseline_kafka_settings;
+  app.add_option("--kafka-setting", kafka_settings,
+                 "a `key: value` line added to this build's pgoutbox `kafka:` section (repeatable), e.g. "
+                 "\"send_when_caught_up: false\"");
+  app.add_option("--baseline-kafka-setting", baseline_kafka_settings,
+                 "the same for the baseline's runs; with --baseline-pgoutbox naming this build's binary, an A/B of "
+                 "a setting in one run");
   app.add_option("--baseline-name", baseline_name, "the baseline's name in the tables (its commit)");
   app.add_option("--polling-relay", polling_bin, "the polling relay binary");
   const char* libs_env = std::getenv("PGOUTBOX_DEBEZIUM_LIBS");
@@ -403,8 +416,10 @@ int main(int argc, char** argv) {
                         {"checkpoint_timeout", "30min"}});
     test::KafkaBroker kafka;
     create_schema(pg, PGOUTBOX_SOURCE_DIR, polling.workers);
-    const Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling, PGOUTBOX_JAVA, debezium_libs, ""};
+    Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling, PGOUTBOX_JAVA, debezium_libs, "", {}};
+    bench.kafka_settings = kafka_settings;
     Bench baseline = bench;
+    baseline.kafka_settings = baseline_kafka_settings;
     baseline.pgoutbox_bin = baseline_bin;
     baseline.build = baseline_name.empty() ? "baseline" : "baseline " + baseline_name;
     const Builds builds = baseline_bin.empty() ? Builds{&bench} : Builds{&bench, &baseline};

@@ -29,8 +29,8 @@ std::string write_signing_key(const Bench& bench) {
   return key_path;
 }
 
-std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std::string& topic,
-                                  const std::string& slot) {
+std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
+                                  int metrics_port) {
   const std::string path = fmt::format("{}/pgoutbox-{}.yaml", bench.scratch, slot);
   std::ofstream out(path, std::ios::trunc);
   // Only what the run needs; everything else is pgoutbox's default. The message outbox has no
@@ -38,6 +38,8 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
   const std::string source = kind == Contender::pgoutbox_messages
                                  ? fmt::format("messages:\n  - prefix: outbox\n    topic: \"{}\"\n", topic)
                                  : fmt::format("tables:\n  - table: public.outbox\n    topic: \"{}\"\n", topic);
+  std::string kafka_settings;
+  for (const auto& setting : bench.kafka_settings) kafka_settings += "  " + setting + "\n";
   out << fmt::format(
       "postgres:\n"
       "  dsn: \"{}\"\n"
@@ -48,11 +50,13 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
       "kafka:\n"
       "  brokers: \"{}\"\n"
       "{}"
+      "{}"
       "delivery: {}\n"
       "log_format: text\n"
-      "log_level: warn\n",
-      bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), source,
-      kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once");
+      "log_level: warn\n"
+      "metrics_address: \"127.0.0.1:{}\"\n",
+      bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), kafka_settings, source,
+      kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once", metrics_port);
   if (!out) throw std::runtime_error("cannot write " + path);
   return path;
 }
@@ -136,10 +140,10 @@ std::vector<std::string> debezium_argv(const Bench& bench, Contender kind, const
 }
 
 test::ChildProcess spawn_relay(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
-                               const std::string& log_path) {
+                               const std::string& log_path, int metrics_port) {
   std::vector<std::string> argv, env;
   if (is_pgoutbox(kind)) {
-    argv = {bench.pgoutbox_bin, "run", "-c", write_pgoutbox_config(bench, kind, topic, slot)};
+    argv = {bench.pgoutbox_bin, "run", "-c", write_pgoutbox_config(bench, kind, topic, slot, metrics_port)};
     env = {"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE=" + write_signing_key(bench)};
   } else if (is_debezium(kind)) {
     argv = debezium_argv(bench, kind, topic, slot);
@@ -234,7 +238,8 @@ void check_delivery(Contender kind, const std::string& topic, const Delivery& d)
 RelayProcess::RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot)
     : log_path_(fmt::format("{}/{}-{}.log", bench.scratch, bench.tag(kind), topic)),
       java_(is_debezium(kind)),
-      child_(spawn_relay(bench, kind, topic, slot, log_path_)) {}
+      metrics_port_(is_pgoutbox(kind) ? test::free_loopback_port() : 0),
+      child_(spawn_relay(bench, kind, topic, slot, log_path_, metrics_port_)) {}
 
 ProcessCost RelayProcess::finish() {
   ProcessCost cost{process_cpu_seconds(child_.pid()), peak_rss_kib(child_.pid())};

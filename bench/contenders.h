@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "child_process.h"
 #include "db_probe.h"
@@ -69,6 +70,9 @@ struct Bench {
   // built from another commit, --baseline-pgoutbox): its pgoutbox contenders run beside this
   // build's, in the same run, under this label and with their own slots and topics.
   std::string build;
+  // More keys of pgoutbox's `kafka:` section for this build's runs, one `key: value` per line
+  // (--kafka-setting): an A/B of a setting in one run, the baseline being the same binary.
+  std::vector<std::string> kafka_settings;
 
   std::string dsn_as(const std::string& role) const;
   // tag_of(c), with "_base" after it for the baseline: slot, topic and file names.
@@ -100,10 +104,13 @@ class RelayProcess {
   // CPU and peak RSS as they are now, then SIGTERM and wait for a clean exit.
   ProcessCost finish();
   const std::string& log_path() const { return log_path_; }
+  // pgoutbox's /metrics on 127.0.0.1 (its stage histograms, stage_probe.h); 0 for the others.
+  int metrics_port() const { return metrics_port_; }
 
  private:
   std::string log_path_;
   bool java_;
+  int metrics_port_;
   test::ChildProcess child_;
 };
 

@@ -11,6 +11,8 @@
 
 #include "contenders.h"
 #include "scale.h"
+#include "stage_probe.h"
+#include "timeline.h"
 
 namespace pgoutbox::bench {
 
@@ -43,6 +45,10 @@ struct LatencyRow {
   // From the workload's last commit to the last event visible: how far behind the load the
   // relay was when it stopped (a relay that keeps up is a few milliseconds behind).
   double behind_at_end_s = 0;
+  // pgoutbox's own stage figures over the timed window (empty for the others), and the run's
+  // commit → visible latency over time.
+  StageFigures stages;
+  std::vector<TimelinePoint> timeline;
 };
 
 struct Report {

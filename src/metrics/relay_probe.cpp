@@ -1,5 +1,6 @@
 #include "pgoutbox/metrics/relay_probe.h"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -41,6 +42,27 @@ const prometheus::Histogram::BucketBoundaries& RelayProbe::latency_buckets() {
   static const prometheus::Histogram::BucketBoundaries buckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                                   0.5,   1,      2.5,   5,    10,    30,   60};
   return buckets;
+}
+
+const prometheus::Histogram::BucketBoundaries& RelayProbe::stage_buckets() {
+  static const prometheus::Histogram::BucketBoundaries buckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  return buckets;
+}
+
+RelayProbe::Stages RelayProbe::stages_in(prometheus::Registry& r) {
+  auto& family =
+      prometheus::BuildHistogram()
+          .Name("pgoutbox_stage_seconds")
+          .Help(
+              "Where a transaction's time goes, per stage (docs/operating.md, Stage latency): receive = its commit in "
+              "Postgres to its "
+              "Begin reaching pgoutbox (the server's clock against pgoutbox's), send = to its last record handed to "
+              "the producer, ack = to Kafka's acknowledgement of it (exactly-once: the Kafka commit), confirm = to its "
+              "end being confirmable to Postgres.")
+          .Register(r);
+  return {family.Add({{"stage", "receive"}}, stage_buckets()), family.Add({{"stage", "send"}}, stage_buckets()),
+          family.Add({{"stage", "ack"}}, stage_buckets()), family.Add({{"stage", "confirm"}}, stage_buckets())};
 }
 
 RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
@@ -85,6 +107,7 @@ RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
                          .Help("From the transaction's commit in Postgres to Kafka's acknowledgement of its record.")
                          .Register(r)
                          .Add({}, latency_buckets())),
+      stages_(stages_in(r)),
       kafka_queue_messages_(
           gauge(r, "pgoutbox_kafka_queue_messages", "Records in librdkafka's producer queue (statistics msg_cnt).")),
       kafka_queue_bytes_(
@@ -192,6 +215,20 @@ void RelayProbe::event_published(std::string_view topic_name, std::chrono::micro
   commit_to_ack_.Observe(static_cast<double>(commit_to_ack.count()) / 1e6);
   // An acknowledgement is proof that a broker is reachable.
   if (kafka_state_.load() != KafkaState::up) set_kafka_state(KafkaState::up);
+}
+
+void RelayProbe::transaction_stages(const relay::StageTimes& times, std::int64_t confirmed_us) {
+  // Each stage from the end of the one before; a stage the transaction skipped (no send time for
+  // a dead-lettered poison row, say) counts as zero. Clocks may step: never a negative duration.
+  const auto observe = [](prometheus::Histogram& histogram, std::int64_t from, std::int64_t to) {
+    histogram.Observe(static_cast<double>(std::max<std::int64_t>(0, to - from)) / 1e6);
+  };
+  const auto sent = std::max(times.sent_us, times.received_us);
+  const auto acked = std::max(times.acked_us, sent);
+  if (times.commit_us > 0) observe(stages_.receive, times.commit_us, times.received_us);
+  observe(stages_.send, times.received_us, sent);
+  observe(stages_.ack, sent, acked);
+  observe(stages_.confirm, acked, confirmed_us);
 }
 
 void RelayProbe::event_poison(std::string_view table, std::string_view topic_name, relay::PoisonAction action) {

@@ -124,6 +124,7 @@ bool AtLeastOnce::produce_now(const outbox::Record& record, DeliveryCookie cooki
   switch (sink_for(cookie).produce(record, cookie.pack(), error)) {
     case kafka::Sink::Produced::ok:
       if (is_batched(cookie)) ++topics_[record.topic].in_flight;
+      context_.events.sent(cookie.txn);
       return true;
     case kafka::Sink::Produced::queue_full:
       ++context_.counters.queue_full;
@@ -168,10 +169,7 @@ void AtLeastOnce::on_delivery(const kafka::Delivery& delivery) {
       context_.observer.event_poison(source.table, source.topic, PoisonAction::dead_lettered);
     } else {
       ++context_.counters.records_acked;
-      const auto now_us =
-          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
-      const auto latency = std::max<std::int64_t>(0, now_us - context_.tracker.commit_time_us(cookie.txn));
+      const auto latency = std::max<std::int64_t>(0, wall_us() - context_.tracker.commit_time_us(cookie.txn));
       context_.observer.event_published(delivery.topic, std::chrono::microseconds(latency));
     }
     context_.events.completed(cookie.txn, delivery.weight);

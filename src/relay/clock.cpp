@@ -4,6 +4,11 @@
 
 namespace pgoutbox::relay {
 
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 namespace {
 
 class AsioTimer final : public Timer {

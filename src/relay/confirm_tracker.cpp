@@ -18,11 +18,13 @@ const ConfirmTracker::Txn& ConfirmTracker::at(TxnId txn) const {
   return txns_[txn - first_id_];
 }
 
-ConfirmTracker::TxnId ConfirmTracker::begin(std::int64_t commit_time_us, Lsn commit_lsn) {
+ConfirmTracker::TxnId ConfirmTracker::begin(std::int64_t commit_time_us, Lsn commit_lsn, std::int64_t received_us) {
   if (open_) throw std::logic_error("ConfirmTracker: Begin while a transaction is open");
   if (txns_.empty()) first_id_ = next_id_;
   txns_.emplace_back();
   txns_.back().commit_time_us = commit_time_us;
+  txns_.back().times.commit_us = commit_time_us;
+  txns_.back().times.received_us = received_us;
   txns_.back().commit_lsn = commit_lsn;
   open_ = next_id_++;
   return *open_;
@@ -33,9 +35,13 @@ std::int64_t ConfirmTracker::commit_time_us(TxnId txn) const { return at(txn).co
 Lsn ConfirmTracker::commit_lsn(TxnId txn) const { return at(txn).commit_lsn; }
 
 void ConfirmTracker::add_record(TxnId txn) {
-  ++at(txn).outstanding;
+  auto& t = at(txn);
+  ++t.outstanding;
+  t.carried_records = true;
   ++outstanding_;
 }
+
+void ConfirmTracker::sent(TxnId txn, std::int64_t now_us) { at(txn).times.sent_us = now_us; }
 
 void ConfirmTracker::commit(TxnId txn, Lsn end_lsn, std::optional<TransactionMark> mark) {
   if (open_ != txn) throw std::logic_error("ConfirmTracker: Commit of a transaction that is not open");
@@ -62,10 +68,11 @@ void ConfirmTracker::commit(TxnId txn, Lsn end_lsn, std::optional<TransactionMar
   advance();
 }
 
-void ConfirmTracker::ack(TxnId txn) {
+void ConfirmTracker::ack(TxnId txn, std::int64_t now_us) {
   auto& t = at(txn);
   if (t.outstanding == 0) throw std::logic_error("ConfirmTracker: more acks than records");
   --t.outstanding;
+  t.times.acked_us = now_us;
   --outstanding_;
   advance();
 }
@@ -84,10 +91,19 @@ void ConfirmTracker::advance() {
   while (!txns_.empty() && txns_.front().committed && txns_.front().outstanding == 0) {
     if (txns_.front().end_lsn > durable_) durable_ = txns_.front().end_lsn;
     if (txns_.front().mark) durable_mark_ = txns_.front().mark;
+    if (txns_.front().carried_records && confirmed_times_.size() < kKeptTimes) {
+      confirmed_times_.push_back(txns_.front().times);
+    }
     txns_.pop_front();
     ++first_id_;
   }
   if (txns_.empty() && !open_ && idle_pending_ > durable_) durable_ = idle_pending_;
+}
+
+std::vector<StageTimes> ConfirmTracker::take_confirmed_times() {
+  std::vector<StageTimes> taken;
+  taken.swap(confirmed_times_);
+  return taken;
 }
 
 }  // namespace pgoutbox::relay

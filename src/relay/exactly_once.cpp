@@ -130,6 +130,7 @@ bool ExactlyOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) 
       if (cookie.is_checkpoint()) {
         checkpoint_in_txn_ = true;
       } else {
+        context_.events.sent(cookie.txn);
         const auto source =
             cookie.dead_letter ? dead_letter_source(record) : DeadLetterSource{record.table, record.topic};
         records_.push_back(
@@ -274,9 +275,7 @@ void ExactlyOnce::finish_commit() {
   reported_ = 0;
   const auto records = std::move(records_);
   records_.clear();
-  const auto now_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  const auto now_us = wall_us();
   for (const auto& r : records) {
     if (r.dead_letter) {
       ++context_.counters.dead_lettered;

@@ -72,10 +72,9 @@ void Relay::on_message(const pgoutput::MessageData& message) {
     ++counters_.checkpoint_skipped_rows;
     return;
   }
-  const auto now_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  unit_ = OpenUnit{.id = tracker_.begin(now_us, message.lsn), .context = {message.lsn, now_us, 0}, .skipping = false};
+  const auto now_us = wall_us();
+  unit_ = OpenUnit{
+      .id = tracker_.begin(now_us, message.lsn, now_us), .context = {message.lsn, now_us, 0}, .skipping = false};
   relay_built(builder_.message(message, unit_->context));  // poison NON_TRANSACTIONAL
   end_unit(message.lsn, mark);
 }

@@ -140,6 +140,8 @@ void Relay::update_flush() {
     reported_flush_ = durable;
     observer_.confirmed_lsn(durable);
   }
+  const auto now_us = wall_us();
+  for (const auto& times : tracker_.take_confirmed_times()) observer_.transaction_stages(times, now_us);
   source_->set_flush(durable);
 }
 
@@ -190,13 +192,15 @@ void Relay::update_reading() {
 }
 
 void Relay::completed(ConfirmTracker::TxnId unit, std::size_t weight) {
-  tracker_.ack(unit);
+  tracker_.ack(unit, wall_us());
   in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, weight);
   observer_.in_flight(tracker_.outstanding_records(), in_flight_bytes_);
   if (closing_) return;
   update_flush();
   changed();
 }
+
+void Relay::sent(ConfirmTracker::TxnId unit) { tracker_.sent(unit, wall_us()); }
 
 void Relay::lightened(std::size_t bytes) { in_flight_bytes_ -= std::min<std::uint64_t>(in_flight_bytes_, bytes); }
 
@@ -257,7 +261,7 @@ void Relay::on_begin(const pgoutput::BeginData& begin) {
   const auto commit_time = pgoutput::to_unix_micros(begin.commit_time);
   // The commit record starts at final_lsn; below the checkpoint, the whole transaction (which
   // ends before it) is in Kafka already (I10).
-  unit_ = OpenUnit{.id = tracker_.begin(commit_time, begin.final_lsn),
+  unit_ = OpenUnit{.id = tracker_.begin(commit_time, begin.final_lsn, wall_us()),
                    .context = {begin.final_lsn, commit_time, begin.xid},
                    .skipping = proof_.skips(begin.final_lsn)};
   if (!unit_->skipping && !skip_reported_ && counters_.checkpoint_skipped_transactions > 0) {

@@ -207,5 +207,49 @@ TEST(ConfirmTracker, TheDurableTransactionIsTheNewestConfirmedOneNotAKeepalive) 
   EXPECT_EQ(t.durable_transaction(), c);
 }
 
+// The stage histograms' source (stage_times.h): a transaction's times come out once, when it
+// becomes confirmable, in commit order; the last send and the last ack are the ones kept.
+TEST(ConfirmTracker, StageTimesComeOutOnceWhenATransactionBecomesConfirmable) {
+  ConfirmTracker t;
+  const auto a = t.begin(1'000, Lsn{10}, 1'400);
+  t.add_record(a);
+  t.add_record(a);
+  t.sent(a, 1'500);
+  t.sent(a, 1'600);
+  t.commit(a, Lsn{100});
+  const auto b = t.begin(2'000, Lsn{110}, 2'100);
+  t.add_record(b);
+  t.sent(b, 2'200);
+  t.commit(b, Lsn{200});
+  t.ack(b, 2'900);
+  t.ack(a, 3'000);
+  EXPECT_TRUE(t.take_confirmed_times().empty()) << "a is still waiting for one record";
+  t.ack(a, 3'500);
+  const auto times = t.take_confirmed_times();
+  ASSERT_EQ(times.size(), 2U);
+  EXPECT_EQ(times[0].commit_us, 1'000);
+  EXPECT_EQ(times[0].received_us, 1'400);
+  EXPECT_EQ(times[0].sent_us, 1'600);
+  EXPECT_EQ(times[0].acked_us, 3'500);
+  EXPECT_EQ(times[1].commit_us, 2'000);
+  EXPECT_EQ(times[1].acked_us, 2'900);
+  EXPECT_TRUE(t.take_confirmed_times().empty()) << "taken twice";
+}
+
+TEST(ConfirmTracker, TransactionsWithoutRecordsGiveNoStageTimesAndTheKeptOnesAreBounded) {
+  ConfirmTracker t;
+  const auto empty = t.begin(1, Lsn{1}, 2);
+  t.commit(empty, Lsn{5});
+  EXPECT_TRUE(t.take_confirmed_times().empty());
+  // Nobody reads them: at most kKeptTimes are kept.
+  for (std::uint64_t i = 0; i < ConfirmTracker::kKeptTimes + 10; ++i) {
+    const auto id = t.begin(1, Lsn{10 + i * 10}, 2);
+    t.add_record(id);
+    t.commit(id, Lsn{15 + i * 10});
+    t.ack(id, 3);
+  }
+  EXPECT_EQ(t.take_confirmed_times().size(), ConfirmTracker::kKeptTimes);
+}
+
 }  // namespace
 }  // namespace pgoutbox::relay

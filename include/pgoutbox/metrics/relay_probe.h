@@ -57,6 +57,7 @@ class RelayProbe final : public relay::Observer {
   void in_flight(std::uint64_t records, std::uint64_t bytes) override;
   void received_lsn(Lsn lsn) override;
   void confirmed_lsn(Lsn lsn) override;
+  void transaction_stages(const relay::StageTimes& times, std::int64_t confirmed_us) override;
   void paused(bool paused) override;
   void kafka_statistics(std::string_view json) override;
   void kafka_up(bool up) override;
@@ -75,6 +76,8 @@ class RelayProbe final : public relay::Observer {
 
   // Commit-to-ack histogram bounds in seconds: 1 ms to 60 s.
   static const prometheus::Histogram::BucketBoundaries& latency_buckets();
+  // Stage histogram bounds in seconds: 100 µs to 60 s.
+  static const prometheus::Histogram::BucketBoundaries& stage_buckets();
 
  private:
   struct TopicSeries {
@@ -111,6 +114,14 @@ class RelayProbe final : public relay::Observer {
   prometheus::Gauge& paused_gauge_;
   prometheus::Gauge& kafka_up_gauge_;
   prometheus::Histogram& commit_to_ack_;
+  struct Stages {
+    prometheus::Histogram& receive;  // commit → the relay has the transaction's Begin
+    prometheus::Histogram& send;     // → its last record is handed to the producer
+    prometheus::Histogram& ack;      // → Kafka acknowledged its last record
+    prometheus::Histogram& confirm;  // → its end is confirmable to Postgres
+  };
+  static Stages stages_in(prometheus::Registry& registry);
+  Stages stages_;
   prometheus::Gauge& kafka_queue_messages_;
   prometheus::Gauge& kafka_queue_bytes_;
   prometheus::Family<prometheus::Gauge>& broker_rtt_avg_;

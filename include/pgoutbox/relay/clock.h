@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -36,6 +37,11 @@ class Clock {
     timer.at(now() + std::chrono::duration_cast<time_point::duration>(delay), std::move(fire));
   }
 };
+
+// The wall clock in microseconds since the Unix epoch: what Postgres's commit timestamps are
+// compared with (commit-to-ack latency, the stage histograms). Never drives a decision, so the
+// simulator's virtual time need not cover it.
+std::int64_t wall_us();
 
 // Real time: std::chrono::steady_clock and boost::asio::steady_timer on `io`.
 class AsioClock final : public Clock {

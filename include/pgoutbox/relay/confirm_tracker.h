@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <vector>
 
 #include "pgoutbox/lsn.h"
+#include "pgoutbox/relay/stage_times.h"
 #include "pgoutbox/transaction_mark.h"
 
 namespace pgoutbox::relay {
@@ -23,8 +25,9 @@ class ConfirmTracker {
   using TxnId = std::uint64_t;
 
   // Begin of a transaction from the stream. Only one may be open at a time. The commit time
-  // (microseconds since the Unix epoch) is kept for commit-to-ack latency.
-  TxnId begin(std::int64_t commit_time_us = 0, Lsn commit_lsn = {});
+  // (microseconds since the Unix epoch) is kept for commit-to-ack latency; `received_us` is when
+  // its Begin arrived.
+  TxnId begin(std::int64_t commit_time_us = 0, Lsn commit_lsn = {}, std::int64_t received_us = 0);
   // What was given to begin(); the transaction must not be confirmed yet.
   std::int64_t commit_time_us(TxnId txn) const;
   Lsn commit_lsn(TxnId txn) const;
@@ -33,8 +36,10 @@ class ConfirmTracker {
   // The open transaction's Commit: it becomes confirmable once its records are acknowledged.
   // `mark`: what the Commit names it by (none for a unit that is not a Postgres transaction).
   void commit(TxnId txn, Lsn end_lsn, std::optional<TransactionMark> mark = std::nullopt);
-  // Kafka acknowledged (or the dead-letter path durably handled) one record of `txn`.
-  void ack(TxnId txn);
+  // A record of `txn` was handed to the producer at `now_us` (its first send or a re-send).
+  void sent(TxnId txn, std::int64_t now_us);
+  // Kafka acknowledged (or the dead-letter path durably handled) one record of `txn`, at `now_us`.
+  void ack(TxnId txn, std::int64_t now_us = 0);
 
   // A keepalive's walEnd may be confirmed when nothing is in flight and no transaction is half
   // received: every change before it has been handled, so the slot need not keep its WAL (I7).
@@ -55,6 +60,10 @@ class ConfirmTracker {
   std::uint64_t outstanding_records() const { return outstanding_; }
   std::size_t pending_transactions() const { return txns_.size(); }
   bool in_transaction() const { return open_.has_value(); }
+  // The stage times (stage_times.h) of the transactions with records that became confirmable
+  // since the last call, oldest first (at most kKeptTimes: a caller that never reads them costs nothing more).
+  std::vector<StageTimes> take_confirmed_times();
+  static constexpr std::size_t kKeptTimes = 4096;
 
  private:
   struct Txn {
@@ -62,6 +71,8 @@ class ConfirmTracker {
     bool committed = false;
     Lsn end_lsn;
     std::int64_t commit_time_us = 0;
+    StageTimes times;
+    bool carried_records = false;
     Lsn commit_lsn;
     std::optional<TransactionMark> mark;  // the newest transaction folded into it
   };
@@ -78,6 +89,7 @@ class ConfirmTracker {
   Lsn idle_pending_;  // the newest keepalive position not yet confirmable
   std::optional<TransactionMark> durable_mark_;
   std::optional<TransactionMark> newest_mark_;
+  std::vector<StageTimes> confirmed_times_;
 };
 
 }  // namespace pgoutbox::relay

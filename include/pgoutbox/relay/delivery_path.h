@@ -36,6 +36,8 @@ class DeliveryEvents {
   // One record of `unit` is settled for good (acknowledged, dead-lettered or skipped); `weight`:
   // the bytes it counted in flight.
   virtual void completed(ConfirmTracker::TxnId unit, std::size_t weight) = 0;
+  // A record of `unit` was handed to the producer (for the stage histograms alone).
+  virtual void sent(ConfirmTracker::TxnId unit) = 0;
   // A record in flight now weighs `bytes` less (its dead-letter copy replaced it).
   virtual void lightened(std::size_t bytes) = 0;
   // What the path needs of the stream changed (its queue drained, a commit ended): the

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "pgoutbox/lsn.h"
+#include "pgoutbox/relay/stage_times.h"
 
 namespace pgoutbox::relay {
 
@@ -42,6 +43,8 @@ class Observer {
 
   // Current in-flight records and bytes (after each change of either).
   virtual void in_flight(std::uint64_t /*records*/, std::uint64_t /*bytes*/) {}
+  // A transaction with records became confirmable at `confirmed_us`: where its time went.
+  virtual void transaction_stages(const StageTimes& /*times*/, std::int64_t /*confirmed_us*/) {}
   // The end of the last change received from the stream, and the last position confirmed.
   virtual void received_lsn(Lsn /*lsn*/) {}
   virtual void confirmed_lsn(Lsn /*lsn*/) {}

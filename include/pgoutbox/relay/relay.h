@@ -95,6 +95,7 @@ class Relay : private ChangeHandler, private DeliveryEvents {
 
   // What the delivery path reports (DeliveryEvents).
   void completed(ConfirmTracker::TxnId unit, std::size_t weight) override;
+  void sent(ConfirmTracker::TxnId unit) override;
   void lightened(std::size_t bytes) override;
   void changed() override;
   void ended(Outcome outcome) override;
