@@ -319,6 +319,11 @@ TEST_F(RelayTest, InFlightRecordsStayUnderTheCapWhileKafkaIsDown) {
   cfg.limits.max_in_flight_records = 500;
   cfg.limits.max_in_flight_bytes = 1 << 20;
   RelayRunner relay(cfg);
+  // The session reads its checkpoint from Kafka before it reads the stream; frozen before that,
+  // Kafka would hold it for the checkpoint read's 30 s timeout, and no record would be produced
+  // within the wait below (the CI rehearsal's flake). A counter read runs on the relay's event
+  // loop, which turns only once the stream is being read.
+  relay.counters();
   kafka.pause();
   for (int i = 0; i < 10; ++i) {
     pg.exec(
