@@ -21,6 +21,7 @@
 #include "identity_provider.h"
 #include "kafka_client.h"
 #include "pgoutbox_process.h"
+#include "secured_run.h"
 #include "services.h"
 #include "test_ca.h"
 
@@ -138,31 +139,10 @@ class KafkaOidcTest : public ::testing::Test {
     return {"PGOUTBOX_KAFKA_PROPERTY_SASL_OAUTHBEARER_CLIENT_SECRET=" + secret};
   }
 
-  std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
   // Runs pgoutbox, inserts `rows` rows and returns the log once `done` holds (or 90 s passed).
   std::string run_until(const std::string& name, const std::string& cfg, std::vector<std::string> env,
                         const std::function<bool(const std::string&)>& done, int rows = 1) {
-    const std::string log = dir.path() + "/" + name + ".log";
-    env.emplace_back("PGOUTBOX_SHUTDOWN_TIMEOUT=3s");
-    PgoutboxProcess process(PGOUTBOX_BINARY, cfg, log, env);
-    PGOUTBOX_EXPECT_EVENTUALLY(
-        pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name + "_slot'") == "t", 90s)
-        << read_file(log);
-    pg.exec("INSERT INTO " + name +
-            " (aggregatetype, aggregateid, payload) SELECT 'O', 'k-' || g, '{}' "
-            "FROM generate_series(1, " +
-            std::to_string(rows) + ") g");
-    PGOUTBOX_EXPECT_EVENTUALLY(done(read_file(log)), 90s) << read_file(log);
-    process.signal(SIGTERM);
-    if (!process.wait_exit(30s)) process.kill9();
-    pg.drop_slot_when_free(name + "_slot");
-    return read_file(log);
+    return test::run_until({pg, dir.path(), "O", 90s}, name, cfg, std::move(env), done, rows);
   }
 
   // A refused login: `run` logs the reason (librdkafka's, or the broker's) and the OIDC fix, no row reaches `topic`,

@@ -25,6 +25,7 @@
 #include "eventually.h"
 #include "kafka_client.h"
 #include "pgoutbox_process.h"
+#include "secured_run.h"
 #include "services.h"
 #include "test_ca.h"
 
@@ -153,32 +154,10 @@ class KafkaSecuredTest : public ::testing::Test {
     return write_pgoutbox_config(dir.path() + "/" + name + ".yaml", c);
   }
 
-  std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
   // Runs pgoutbox, inserts `rows` rows and returns the log once `done` holds (or 60 s passed).
   std::string run_until(const std::string& name, const std::string& cfg, std::vector<std::string> env,
                         const std::function<bool(const std::string&)>& done, int rows = 1) {
-    const std::string log = dir.path() + "/" + name + ".log";
-    // A broker that refuses the client never acknowledges the row, and SIGTERM would wait out
-    // the default 30 s for it.
-    env.emplace_back("PGOUTBOX_SHUTDOWN_TIMEOUT=3s");
-    PgoutboxProcess process(PGOUTBOX_BINARY, cfg, log, env);
-    PGOUTBOX_EXPECT_EVENTUALLY(
-        pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name + "_slot'") == "t", 60s);
-    pg.exec("INSERT INTO " + name +
-            " (aggregatetype, aggregateid, payload) SELECT 'S', 'k-' || g, '{}' "
-            "FROM generate_series(1, " +
-            std::to_string(rows) + ") g");
-    PGOUTBOX_EXPECT_EVENTUALLY(done(read_file(log)), 60s) << read_file(log);
-    process.signal(SIGTERM);
-    if (!process.wait_exit(30s)) process.kill9();
-    pg.drop_slot_when_free(name + "_slot");
-    return read_file(log);
+    return test::run_until({pg, dir.path(), "S", 60s}, name, cfg, std::move(env), done, rows);
   }
 
   // pgoutbox publishes all of 50 rows through SASL_SSL with `properties` and `password`, exactly
