@@ -12,6 +12,7 @@
 #include <array>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace pgoutbox::diagnostics {
 
@@ -47,12 +48,6 @@ constexpr std::array<Marks, 5> kMarks = {{
     {Platform::neon, "neon.", "neon_superuser"},
 }};
 
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& part : parts) out += (out.empty() ? "" : ", ") + part;
-  return out;
-}
-
 }  // namespace
 
 Recognition recognise(const ServerSignals& signals) {
@@ -68,7 +63,7 @@ Recognition recognise(const ServerSignals& signals) {
       platform = Platform::aurora;
       evidence.emplace_back("function aurora_version()");
     }
-    return {platform, join(evidence)};
+    return {platform, fmt::format("{}", fmt::join(evidence, ", "))};
   }
   return {};
 }
