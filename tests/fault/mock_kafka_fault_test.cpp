@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "eventually.h"
+#include "pgoutbox/config/config.h"
 #include "fault_fixture.h"
 #include "mock_kafka.h"
 
@@ -31,6 +32,10 @@ class MockKafkaFaultTest : public FaultTest {
 
   Run start(const std::string& name, std::map<std::string, std::string> kafka_properties = {}) {
     Run run{make_pipeline(name), nullptr, nullptr};
+    // The mock serves no CreateTopics: without the checkpoint topic, every start of a session
+    // (and a fatal producer error starts one) waits out the 30 s admin timeout before it streams,
+    // and three such waits outlast the wait for the injected errors below.
+    mock.create_topic(config::CheckpointConfig{}.topic, 1, kBrokers);
     for (const auto& t : run.pipeline.topics()) {
       mock.create_topic(t, kPartitions, kBrokers);
       // Every broker leads a partition, so errors queued on each of them are all met.
@@ -104,7 +109,7 @@ TEST_F(MockKafkaFaultTest, NotLeaderForPartitionWhileLeadersMove) {
   for (const auto& t : run.pipeline.topics()) {
     for (int part = 0; part < kPartitions; ++part) mock.set_leader(t, part, 1 + (part + 1) % kBrokers);
   }
-  PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s);
+  PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s) << log_tail(run.pipeline.name + ".log");
   finish(run, "mock-not-leader");
 }
 
@@ -124,7 +129,7 @@ TEST_F(MockKafkaFaultTest, RequestTimedOut) {
                              {RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, 500},
                              {RD_KAFKA_RESP_ERR_NO_ERROR, 4000}});
   }
-  PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s);
+  PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s) << log_tail(run.pipeline.name + ".log");
   finish(run, "mock-request-timed-out");
 }
 
@@ -132,7 +137,7 @@ TEST_F(MockKafkaFaultTest, OutOfOrderSequenceNumber) {
   auto run = start("mock_sequence");
   ASSERT_TRUE(flowing(run, 50)) << "nothing reaches the mock cluster:\n" << log_tail(run.pipeline.name + ".log");
   for (int b = 1; b <= kBrokers; ++b) mock.fail_produce_on(b, {{RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, 0}});
-  PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s);
+  PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s) << log_tail(run.pipeline.name + ".log");
   finish(run, "mock-out-of-order-sequence");
 }
 
@@ -148,7 +153,7 @@ TEST_F(MockKafkaFaultTest, BrokersDropConnectionsMidProduce) {
   for (int b = 1; b <= kBrokers; ++b) {
     mock.fail_produce_on(b, {{RD_KAFKA_RESP_ERR__TRANSPORT, 0}, {RD_KAFKA_RESP_ERR__TRANSPORT, 0}});
   }
-  PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s);
+  PGOUTBOX_ASSERT_EVENTUALLY(injected_errors_used_up(), 60s) << log_tail(run.pipeline.name + ".log");
   // And one broker goes away altogether for a while, leaders and all.
   mock.set_down(1);
   const auto committed_at_down = run.writers->committed_count();
