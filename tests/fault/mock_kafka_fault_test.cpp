@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "eventually.h"
-#include "pgoutbox/config/config.h"
 #include "fault_fixture.h"
 #include "mock_kafka.h"
+#include "pgoutbox/config/config.h"
 
 namespace pgoutbox::test {
 namespace {
