@@ -1,12 +1,12 @@
 // pgoutbox publishing to a Kafka that admits only clients bearing a JWT from an identity provider
 // (SASL/OAUTHBEARER with sasl.oauthbearer.method=oidc). The test serves the provider on loopback
 // (identity_provider.h): a token endpoint answering librdkafka's client-credentials grant with
-// RS256-signed JWTs, and the JWKS with their key. The broker (Kafka 4.4) validates each token with
-// its own OAuthBearerValidatorCallbackHandler against that JWKS, the expected audience and issuer,
-// and authorises the token's subject through ACLs, so a delivered row proves that the principal
-// was pgoutbox's client id. An expired token and a refused client (401 from the token endpoint)
-// are each named with their fix in `run`'s log and in `check`, and the client secret is never
-// printed by `run`, `check` or `validate`.
+// RS256-signed JWTs, and the JWKS with their key. The broker (Kafka 4.4; 4.1 and 3.9 for the
+// version matrix) validates each token with its own OAuthBearerValidatorCallbackHandler against
+// that JWKS, the expected audience and issuer, and authorises the token's subject through ACLs,
+// so a delivered row proves that the principal was pgoutbox's client id. An expired token and a
+// refused client (401 from the token endpoint) are each named with their fix in `run`'s log and
+// in `check`, and the client secret is never printed by `run`, `check` or `validate`.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -50,6 +50,8 @@ struct OidcKafka {
   ScratchDir certs{"kafka-oidc", std::nullopt};
   TestCa ca{certs.path(), "ca"};
   std::string keystore = ca.pem_keystore(ca.issue("broker", "localhost", "DNS:localhost,IP:127.0.0.1"), "broker");
+  std::string libs;
+  std::string more_properties;  // more server.properties lines
   KafkaBroker broker{options()};
 
   KafkaBroker::Options options() const {
@@ -79,13 +81,16 @@ struct OidcKafka {
                 "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
                 // The harness (PLAINTEXT) and the controller are ANONYMOUS: the super user.
                 "super.users=User:ANONYMOUS\n"
-                "allow.everyone.if.no.acl.found=false\n",
+                "allow.everyone.if.no.acl.found=false\n" +
+                more_properties,
+            .libs = libs,
             // Kafka 4.4 fetches no OAuth URL that this JVM allow-list does not name, so that a
-            // configuration cannot make the broker reach arbitrary hosts.
+            // configuration cannot make the broker reach arbitrary hosts (3.9.1 and 4.1 read it too).
             .system_properties = {"org.apache.kafka.sasl.oauthbearer.allowed.urls=" + provider.jwks_url()}};
   }
 
-  OidcKafka() {
+  OidcKafka(std::string broker_libs, std::string properties)
+      : libs(std::move(broker_libs)), more_properties(std::move(properties)) {
     allow_acls(broker.bootstrap(), std::string("User:") + kClientId,
                {{RD_KAFKA_RESOURCE_TOPIC, "oidc_", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, RD_KAFKA_ACL_OPERATION_WRITE},
                 {RD_KAFKA_RESOURCE_TOPIC, "oidc_", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, RD_KAFKA_ACL_OPERATION_DESCRIBE},
@@ -98,9 +103,13 @@ struct OidcKafka {
 
 class KafkaOidcTest : public ::testing::Test {
  protected:
+  // The broker's jars: empty for the default Kafka (4.4); the version matrix's older ones below.
+  virtual std::string broker_libs() const { return ""; }
+  virtual std::string broker_properties() const { return ""; }
+
   // One provider and broker for the suite (a start takes seconds), stopped when it ends.
   OidcKafka& kafka() {
-    if (!suite_kafka_) suite_kafka_ = std::make_unique<OidcKafka>();
+    if (!suite_kafka_) suite_kafka_ = std::make_unique<OidcKafka>(broker_libs(), broker_properties());
     return *suite_kafka_;
   }
   static void TearDownTestSuite() { suite_kafka_.reset(); }
@@ -164,32 +173,38 @@ class KafkaOidcTest : public ::testing::Test {
       EXPECT_EQ(check.output.find(s), std::string::npos) << "check printed a client secret";
     }
   }
+
+  // Every row reaches the topic with a token from the provider read through a secret file; `check`
+  // and `validate` pass; none of them prints the client secret.
+  void expect_every_row_published(const std::string& name, const std::string& topic) {
+    const std::string secret_file = dir.path() + "/" + name + ".secret";
+    {
+      std::ofstream out(secret_file);
+      out << kafka().client_secret << "\n";
+    }
+    ::chmod(secret_file.c_str(), 0600);
+    const auto cfg = config(name, topic, secret_file);
+    constexpr int kRows = 50;
+    const auto log = run_until(
+        name, cfg, {},
+        [&](const std::string&) { return topic_record_count(kafka().broker.bootstrap(), topic) >= kRows; }, kRows);
+    EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), topic), kRows) << log;
+    EXPECT_GE(kafka().provider.tokens_issued(), 1);
+    EXPECT_EQ(kafka().provider.last_token_request(), std::string("grant_type=client_credentials&scope=") + kScope);
+
+    const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "10"});
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+    const auto validate = run_pgoutbox(dir.path(), {"config", "validate", cfg});
+    EXPECT_EQ(validate.exit_code, 0) << validate.output;
+    for (const auto& [what, text] :
+         {std::pair{"run's log", log}, {"check", check.output}, {"validate", validate.output}}) {
+      EXPECT_EQ(text.find(kafka().client_secret), std::string::npos) << what << " printed the client secret";
+    }
+  }
 };
 
 TEST_F(KafkaOidcTest, PublishesEveryRowWithATokenFromTheIdentityProvider) {
-  const std::string secret_file = dir.path() + "/client.secret";
-  {
-    std::ofstream out(secret_file);
-    out << kafka().client_secret << "\n";
-  }
-  ::chmod(secret_file.c_str(), 0600);
-  const auto cfg = config("ko_ok", "oidc_ok", secret_file);
-  constexpr int kRows = 50;
-  const auto log = run_until(
-      "ko_ok", cfg, {},
-      [&](const std::string&) { return topic_record_count(kafka().broker.bootstrap(), "oidc_ok") >= kRows; }, kRows);
-  EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "oidc_ok"), kRows) << log;
-  EXPECT_GE(kafka().provider.tokens_issued(), 1);
-  EXPECT_EQ(kafka().provider.last_token_request(), std::string("grant_type=client_credentials&scope=") + kScope);
-
-  const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "10"});
-  EXPECT_EQ(check.exit_code, 0) << check.output;
-  const auto validate = run_pgoutbox(dir.path(), {"config", "validate", cfg});
-  EXPECT_EQ(validate.exit_code, 0) << validate.output;
-  for (const auto& [what, text] :
-       {std::pair{"run's log", log}, {"check", check.output}, {"validate", validate.output}}) {
-    EXPECT_EQ(text.find(kafka().client_secret), std::string::npos) << what << " printed the client secret";
-  }
+  expect_every_row_published("ko_ok", "oidc_ok");
 }
 
 TEST_F(KafkaOidcTest, AnExpiredTokenIsNamedWithItsFixInRunAndBlocksCheck) {
@@ -210,6 +225,48 @@ TEST_F(KafkaOidcTest, ATokenForAnotherAudienceIsRefusedByTheBrokerAndNamedWithIt
   kafka().provider.set_mode(IdentityProvider::Mode::foreign_audience);
   expect_named_with_fix("ko_audience", "oidc_audience", secret_env(kafka().client_secret), "SASL authentication error",
                         "the audience and issuer the listener expects", kafka().client_secret);
+}
+
+// The older brokers of the version matrix: their own validator of the same tokens, and the
+// broker-side refusal of a foreign audience.
+class KafkaOidc39Test : public KafkaOidcTest {
+ protected:
+  std::string broker_libs() const override { return kafka_3_9_libs(); }
+};
+
+TEST_F(KafkaOidc39Test, PublishesEveryRowWithATokenFromTheIdentityProvider) {
+  expect_every_row_published("ko39_ok", "oidc_ok");
+}
+
+TEST_F(KafkaOidc39Test, ATokenForAnotherAudienceIsRefusedByTheBrokerAndNamedWithItsFix) {
+  kafka().provider.set_mode(IdentityProvider::Mode::foreign_audience);
+  expect_named_with_fix("ko39_audience", "oidc_audience", secret_env(kafka().client_secret),
+                        "SASL authentication error", "the audience and issuer the listener expects",
+                        kafka().client_secret);
+}
+
+// Kafka 4.1's OAuthBearerValidatorCallbackHandler makes its default DefaultJwtValidator without a
+// key resolver, so it falls back to ClientJwtValidator, which checks neither the signature nor
+// the audience nor the issuer: with the configuration above, 4.1.1 let a token for another
+// audience write. Naming BrokerJwtValidator restores the checks (docs/versions.md).
+class KafkaOidc41Test : public KafkaOidcTest {
+ protected:
+  std::string broker_libs() const override { return kafka_4_1_libs(); }
+  std::string broker_properties() const override {
+    return "sasl.oauthbearer.jwt.validator.class="
+           "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator\n";
+  }
+};
+
+TEST_F(KafkaOidc41Test, PublishesEveryRowWithATokenFromTheIdentityProvider) {
+  expect_every_row_published("ko41_ok", "oidc_ok");
+}
+
+TEST_F(KafkaOidc41Test, ATokenForAnotherAudienceIsRefusedByTheBrokerAndNamedWithItsFix) {
+  kafka().provider.set_mode(IdentityProvider::Mode::foreign_audience);
+  expect_named_with_fix("ko41_audience", "oidc_audience", secret_env(kafka().client_secret),
+                        "SASL authentication error", "the audience and issuer the listener expects",
+                        kafka().client_secret);
 }
 
 }  // namespace
