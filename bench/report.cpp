@@ -89,8 +89,8 @@ std::string stage_table(const Report& r) {
     if (row.stages.empty()) continue;
     if (out.empty()) {
       out =
-          "| offered events/s | contender | commit → received p50 / p99 ms | → handed to librdkafka | → acknowledged | "
-          "→ confirmable | relay CPU µs/event |\n|---|---|---|---|---|---|---|\n";
+          "| offered events/s | contender | commit → walsender wrote p50 / p99 ms | → received | → handed to "
+          "librdkafka | → acknowledged | → confirmable | relay CPU µs/event |\n|---|---|---|---|---|---|---|---|\n";
     }
     out += fmt::format("| {:.0f} | {}", row.offered_eps, label_of(row.contender, row.build));
     for (const char* stage : kStages) {
@@ -319,8 +319,11 @@ std::string to_markdown(const Report& r) {
   if (const auto stages = stage_table(r); !stages.empty()) {
     out +=
         "\n**Where pgoutbox's time goes** — per transaction, from pgoutbox's own pgoutbox_stage_seconds histograms "
-        "over the timed window (docs/operating.md): commit → received = the server's commit timestamp (the Begin "
-        "message's) to the Begin reaching pgoutbox (two clocks, the same machine here); → handed = to its last "
+        "over the timed window (docs/operating.md): commit → walsender wrote = the server's commit timestamp (the "
+        "Begin message's) to the walsender writing that Begin (the send time of the XLogData around it; the "
+        "server's clock, so it holds the commit's WAL flush, the walsender's wake-up and its decoding); → received "
+        "= to the Begin reaching pgoutbox (two clocks, the same machine here: socket buffers and pgoutbox's own "
+        "wait to run); → handed = to its last "
         "record handed to librdkafka; → acknowledged = to Kafka's acknowledgement (exactly-once: its Kafka commit); "
         "→ confirmable = to its end being confirmable to Postgres (behind earlier transactions). Percentiles are "
         "interpolated inside the buckets (100 µs, 250 µs, 500 µs, 1, 2.5, 5, 10, 25, 50, 100 ms, …). A baseline "

@@ -14,8 +14,8 @@
 
 namespace pgoutbox::bench {
 
-// The stages in their order: commit → receive → send → ack → confirm.
-inline constexpr std::array<const char*, 4> kStages = {"receive", "send", "ack", "confirm"};
+// The stages in their order: commit → walsender → receive → send → ack → confirm.
+inline constexpr std::array<const char*, 5> kStages = {"walsender", "receive", "send", "ack", "confirm"};
 
 struct StagePercentiles {
   double p50_ms = 0;

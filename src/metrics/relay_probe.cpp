@@ -55,14 +55,15 @@ RelayProbe::Stages RelayProbe::stages_in(prometheus::Registry& r) {
       prometheus::BuildHistogram()
           .Name("pgoutbox_stage_seconds")
           .Help(
-              "Where a transaction's time goes, per stage (docs/operating.md, Stage latency): receive = its commit in "
-              "Postgres to its "
-              "Begin reaching pgoutbox (the server's clock against pgoutbox's), send = to its last record handed to "
-              "the producer, ack = to Kafka's acknowledgement of it (exactly-once: the Kafka commit), confirm = to its "
-              "end being confirmable to Postgres.")
+              "Where a transaction's time goes, per stage (docs/operating.md, Stage latency): walsender = its commit "
+              "in Postgres to the walsender writing its Begin (the server's clock), receive = to that Begin reaching "
+              "pgoutbox (the server's clock against pgoutbox's), send = to its last record handed to the producer, "
+              "ack = to Kafka's acknowledgement of it (exactly-once: the Kafka commit), confirm = to its end being "
+              "confirmable to Postgres.")
           .Register(r);
-  return {family.Add({{"stage", "receive"}}, stage_buckets()), family.Add({{"stage", "send"}}, stage_buckets()),
-          family.Add({{"stage", "ack"}}, stage_buckets()), family.Add({{"stage", "confirm"}}, stage_buckets())};
+  return {family.Add({{"stage", "walsender"}}, stage_buckets()), family.Add({{"stage", "receive"}}, stage_buckets()),
+          family.Add({{"stage", "send"}}, stage_buckets()), family.Add({{"stage", "ack"}}, stage_buckets()),
+          family.Add({{"stage", "confirm"}}, stage_buckets())};
 }
 
 RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
@@ -225,7 +226,12 @@ void RelayProbe::transaction_stages(const relay::StageTimes& times, std::int64_t
   };
   const auto sent = std::max(times.sent_us, times.received_us);
   const auto acked = std::max(times.acked_us, sent);
-  if (times.commit_us > 0) observe(stages_.receive, times.commit_us, times.received_us);
+  if (times.commit_us > 0 && times.server_sent_us > 0) {
+    observe(stages_.walsender, times.commit_us, times.server_sent_us);
+    observe(stages_.receive, times.server_sent_us, times.received_us);
+  } else if (times.commit_us > 0) {
+    observe(stages_.receive, times.commit_us, times.received_us);
+  }
   observe(stages_.send, times.received_us, sent);
   observe(stages_.ack, sent, acked);
   observe(stages_.confirm, acked, confirmed_us);

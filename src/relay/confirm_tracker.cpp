@@ -18,12 +18,14 @@ const ConfirmTracker::Txn& ConfirmTracker::at(TxnId txn) const {
   return txns_[txn - first_id_];
 }
 
-ConfirmTracker::TxnId ConfirmTracker::begin(std::int64_t commit_time_us, Lsn commit_lsn, std::int64_t received_us) {
+ConfirmTracker::TxnId ConfirmTracker::begin(std::int64_t commit_time_us, Lsn commit_lsn, std::int64_t received_us,
+                                            std::int64_t server_sent_us) {
   if (open_) throw std::logic_error("ConfirmTracker: Begin while a transaction is open");
   if (txns_.empty()) first_id_ = next_id_;
   txns_.emplace_back();
   txns_.back().commit_time_us = commit_time_us;
   txns_.back().times.commit_us = commit_time_us;
+  txns_.back().times.server_sent_us = server_sent_us;
   txns_.back().times.received_us = received_us;
   txns_.back().commit_lsn = commit_lsn;
   open_ = next_id_++;

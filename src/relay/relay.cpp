@@ -231,7 +231,7 @@ void Relay::on_data(const replication::XLogData& data) {
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, pgoutput::BeginData>) {
-          on_begin(m);
+          on_begin(m, data.send_time);
         } else if constexpr (std::is_same_v<T, pgoutput::CommitData>) {
           on_commit(m);
         } else if constexpr (std::is_same_v<T, pgoutput::RelationData>) {
@@ -256,12 +256,13 @@ void Relay::on_data(const replication::XLogData& data) {
       decoded.message());
 }
 
-void Relay::on_begin(const pgoutput::BeginData& begin) {
+void Relay::on_begin(const pgoutput::BeginData& begin, std::int64_t sent_time) {
   if (other_history(proof_.on_begin(begin.final_lsn, begin.xid))) return;
   const auto commit_time = pgoutput::to_unix_micros(begin.commit_time);
+  const auto server_sent = sent_time > 0 ? pgoutput::to_unix_micros(sent_time) : 0;
   // The commit record starts at final_lsn; below the checkpoint, the whole transaction (which
   // ends before it) is in Kafka already (I10).
-  unit_ = OpenUnit{.id = tracker_.begin(commit_time, begin.final_lsn, wall_us()),
+  unit_ = OpenUnit{.id = tracker_.begin(commit_time, begin.final_lsn, wall_us(), server_sent),
                    .context = {begin.final_lsn, commit_time, begin.xid},
                    .skipping = proof_.skips(begin.final_lsn)};
   if (!unit_->skipping && !skip_reported_ && counters_.checkpoint_skipped_transactions > 0) {

@@ -142,6 +142,31 @@ TEST_F(RelayProbeTest, CommitToAckFillsTheHistogramInSeconds) {
   EXPECT_EQ(sample_sum(text, "pgoutbox_commit_to_ack_seconds_bucket", "le=\"+Inf\""), 4);
 }
 
+// Each stage from the end of the one before (docs/operating.md, Stage latency). With the server's
+// send time known, commit → walsender and walsender → received; without it, commit → received.
+TEST_F(RelayProbeTest, StagesSplitAtTheWalsendersWriteWhenTheServerSaysWhen) {
+  relay::StageTimes times;
+  times.commit_us = 1'000'000;
+  times.server_sent_us = 1'003'000;  // 3 ms in the walsender
+  times.received_us = 1'003'200;     // 0.2 ms to pgoutbox
+  times.sent_us = 1'003'300;
+  times.acked_us = 1'010'000;
+  observer.transaction_stages(times, 1'010'100);
+  times.server_sent_us = 0;  // a unit whose send time is not known: all of it is receive
+  observer.transaction_stages(times, 1'010'100);
+  const auto text = scrape(registry);
+  const auto stage = [&](const char* name, const char* suffix) {
+    return sample_sum(text, std::string("pgoutbox_stage_seconds") + suffix, std::string("stage=\"") + name + "\"");
+  };
+  EXPECT_EQ(stage("walsender", "_count"), 1);
+  EXPECT_NEAR(*stage("walsender", "_sum"), 0.003, 1e-9);
+  EXPECT_EQ(stage("receive", "_count"), 2);
+  EXPECT_NEAR(*stage("receive", "_sum"), 0.0002 + 0.0032, 1e-9);
+  EXPECT_NEAR(*stage("send", "_sum"), 2 * 0.0001, 1e-9);
+  EXPECT_NEAR(*stage("ack", "_sum"), 2 * 0.0067, 1e-9);
+  EXPECT_NEAR(*stage("confirm", "_sum"), 2 * 0.0001, 1e-9);
+}
+
 TEST_F(RelayProbeTest, PoisonActionsAreFailuresCountedByOutcome) {
   observer.event_poison({}, "bad", relay::PoisonAction::retried);
   observer.event_poison({}, "bad", relay::PoisonAction::retried);

@@ -211,7 +211,7 @@ TEST(ConfirmTracker, TheDurableTransactionIsTheNewestConfirmedOneNotAKeepalive) 
 // becomes confirmable, in commit order; the last send and the last ack are the ones kept.
 TEST(ConfirmTracker, StageTimesComeOutOnceWhenATransactionBecomesConfirmable) {
   ConfirmTracker t;
-  const auto a = t.begin(1'000, Lsn{10}, 1'400);
+  const auto a = t.begin(1'000, Lsn{10}, 1'400, 1'300);
   t.add_record(a);
   t.add_record(a);
   t.sent(a, 1'500);
@@ -228,10 +228,12 @@ TEST(ConfirmTracker, StageTimesComeOutOnceWhenATransactionBecomesConfirmable) {
   const auto times = t.take_confirmed_times();
   ASSERT_EQ(times.size(), 2U);
   EXPECT_EQ(times[0].commit_us, 1'000);
+  EXPECT_EQ(times[0].server_sent_us, 1'300);
   EXPECT_EQ(times[0].received_us, 1'400);
   EXPECT_EQ(times[0].sent_us, 1'600);
   EXPECT_EQ(times[0].acked_us, 3'500);
   EXPECT_EQ(times[1].commit_us, 2'000);
+  EXPECT_EQ(times[1].server_sent_us, 0) << "not given";
   EXPECT_EQ(times[1].acked_us, 2'900);
   EXPECT_TRUE(t.take_confirmed_times().empty()) << "taken twice";
 }

@@ -115,10 +115,11 @@ class RelayProbe final : public relay::Observer {
   prometheus::Gauge& kafka_up_gauge_;
   prometheus::Histogram& commit_to_ack_;
   struct Stages {
-    prometheus::Histogram& receive;  // commit → the relay has the transaction's Begin
-    prometheus::Histogram& send;     // → its last record is handed to the producer
-    prometheus::Histogram& ack;      // → Kafka acknowledged its last record
-    prometheus::Histogram& confirm;  // → its end is confirmable to Postgres
+    prometheus::Histogram& walsender;  // commit → the walsender wrote the transaction's Begin
+    prometheus::Histogram& receive;    // → the relay has that Begin
+    prometheus::Histogram& send;       // → its last record is handed to the producer
+    prometheus::Histogram& ack;        // → Kafka acknowledged its last record
+    prometheus::Histogram& confirm;    // → its end is confirmable to Postgres
   };
   static Stages stages_in(prometheus::Registry& registry);
   Stages stages_;

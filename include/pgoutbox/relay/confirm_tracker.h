@@ -26,8 +26,9 @@ class ConfirmTracker {
 
   // Begin of a transaction from the stream. Only one may be open at a time. The commit time
   // (microseconds since the Unix epoch) is kept for commit-to-ack latency; `received_us` is when
-  // its Begin arrived.
-  TxnId begin(std::int64_t commit_time_us = 0, Lsn commit_lsn = {}, std::int64_t received_us = 0);
+  // its Begin arrived, `server_sent_us` when the server wrote it (its XLogData's send time).
+  TxnId begin(std::int64_t commit_time_us = 0, Lsn commit_lsn = {}, std::int64_t received_us = 0,
+              std::int64_t server_sent_us = 0);
   // What was given to begin(); the transaction must not be confirmed yet.
   std::int64_t commit_time_us(TxnId txn) const;
   Lsn commit_lsn(TxnId txn) const;

@@ -85,7 +85,8 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   void on_data(const replication::XLogData& data) override;
   void on_keepalive(const replication::Keepalive& keepalive) override;
   void on_caught_up() override;
-  void on_begin(const pgoutput::BeginData& begin);
+  // `sent_time`: the server's send time of the XLogData that carried it (Postgres epoch µs).
+  void on_begin(const pgoutput::BeginData& begin, std::int64_t sent_time);
   void on_commit(const pgoutput::CommitData& commit);
   void on_insert(const pgoutput::InsertData& insert);
   void on_message(const pgoutput::MessageData& message);
