@@ -31,7 +31,7 @@ def read(dirs):
         if not os.path.exists(path):  # a run that did not finish
             continue
         text = open(path).read()
-        base = re.search(r"events/s, baseline (\S+) \|", text)
+        base = re.search(r"events/s, baseline (.+?) \| difference", text)
         if base is None:
             continue
         base = base.group(1)
