@@ -174,6 +174,14 @@ class KafkaOidcTest : public ::testing::Test {
     }
   }
 
+  // librdkafka takes any unexpired token; the broker checks its audience against
+  // sasl.oauthbearer.expected.audience and refuses one issued for another.
+  void expect_foreign_audience_refused(const std::string& name) {
+    kafka().provider.set_mode(IdentityProvider::Mode::foreign_audience);
+    expect_named_with_fix(name, "oidc_audience", secret_env(kafka().client_secret), "SASL authentication error",
+                          "the audience and issuer the listener expects", kafka().client_secret);
+  }
+
   // Every row reaches the topic with a token from the provider read through a secret file; `check`
   // and `validate` pass; none of them prints the client secret.
   void expect_every_row_published(const std::string& name, const std::string& topic) {
@@ -219,12 +227,8 @@ TEST_F(KafkaOidcTest, ARefusedClientIsNamedWithItsFixInRunAndBlocksCheck) {
                         "the identity provider does not know kafka.properties.sasl.oauthbearer.client.id", wrong);
 }
 
-// librdkafka takes any unexpired token; the broker checks its audience against
-// sasl.oauthbearer.expected.audience and refuses this one.
 TEST_F(KafkaOidcTest, ATokenForAnotherAudienceIsRefusedByTheBrokerAndNamedWithItsFix) {
-  kafka().provider.set_mode(IdentityProvider::Mode::foreign_audience);
-  expect_named_with_fix("ko_audience", "oidc_audience", secret_env(kafka().client_secret), "SASL authentication error",
-                        "the audience and issuer the listener expects", kafka().client_secret);
+  expect_foreign_audience_refused("ko_audience");
 }
 
 // The older brokers of the version matrix: their own validator of the same tokens, and the
@@ -239,16 +243,13 @@ TEST_F(KafkaOidc39Test, PublishesEveryRowWithATokenFromTheIdentityProvider) {
 }
 
 TEST_F(KafkaOidc39Test, ATokenForAnotherAudienceIsRefusedByTheBrokerAndNamedWithItsFix) {
-  kafka().provider.set_mode(IdentityProvider::Mode::foreign_audience);
-  expect_named_with_fix("ko39_audience", "oidc_audience", secret_env(kafka().client_secret),
-                        "SASL authentication error", "the audience and issuer the listener expects",
-                        kafka().client_secret);
+  expect_foreign_audience_refused("ko39_audience");
 }
 
 // Kafka 4.1's OAuthBearerValidatorCallbackHandler makes its default DefaultJwtValidator without a
 // key resolver, so it falls back to ClientJwtValidator, which checks neither the signature nor
 // the audience nor the issuer: with the configuration above, 4.1.1 let a token for another
-// audience write. Naming BrokerJwtValidator restores the checks (docs/versions.md).
+// audience write. Naming BrokerJwtValidator restores the checks (docs/security.md).
 class KafkaOidc41Test : public KafkaOidcTest {
  protected:
   std::string broker_libs() const override { return kafka_4_1_libs(); }
@@ -263,10 +264,7 @@ TEST_F(KafkaOidc41Test, PublishesEveryRowWithATokenFromTheIdentityProvider) {
 }
 
 TEST_F(KafkaOidc41Test, ATokenForAnotherAudienceIsRefusedByTheBrokerAndNamedWithItsFix) {
-  kafka().provider.set_mode(IdentityProvider::Mode::foreign_audience);
-  expect_named_with_fix("ko41_audience", "oidc_audience", secret_env(kafka().client_secret),
-                        "SASL authentication error", "the audience and issuer the listener expects",
-                        kafka().client_secret);
+  expect_foreign_audience_refused("ko41_audience");
 }
 
 }  // namespace
