@@ -5,7 +5,7 @@
 //
 //   build/release/bench/bench_compare [--smoke] [--out-dir DIR] [--readme docs/benchmarks.md]
 //                                     [--headline README.md]
-//                                     [--baseline-pgoutbox BIN --baseline-name COMMIT]
+//                                     [--baseline-pgoutbox BIN --baseline-name COMMIT [--baseline-first]]
 //
 // For each scenario (events per transaction × payload size) a backlog is committed and each
 // contender drains it. Then the workload runs at fixed rates with each relay streaming, for
@@ -13,7 +13,9 @@
 // the backlog curve's last point is the 1,000,000-event catch-up). With a baseline (a pgoutbox
 // built from another commit, scripts/bench.sh --baseline REV) pgoutbox's contenders drain each
 // backlog and run each latency load twice, this build and the baseline, and the report adds
-// the throughput of one against the other. Prints
+// the throughput of one against the other. Which build goes first alternates from one
+// measurement to the next; --baseline-first starts the alternation with the baseline, so a second
+// run with it puts every measurement in the other order (order and build told apart). Prints
 // Markdown, writes it between markers into <out-dir>/RESULTS.md (and docs/benchmarks.md with --readme, and
 // the headline table into the README with --headline) and
 // the chart's data to <out-dir>/results/results.json. See bench/RESULTS.md for what each figure means.
@@ -109,9 +111,16 @@ using Builds = std::vector<const Bench*>;
 // Who runs contender `c`: every build for pgoutbox's contenders, this build alone for the others.
 Builds builds_of(const Builds& builds, Contender c) { return is_pgoutbox(c) ? builds : Builds{builds.front()}; }
 
-// `baseline_first`: the baseline drains before this build (every other scenario, so that neither
-// build always goes first: the first exactly-once drain on the fresh broker also waits for its
-// transaction coordinator).
+// Who runs contender `c`, in the order they run: `baseline_first` puts the baseline before this
+// build. It alternates from one measurement to the next so that neither build always goes first:
+// the first exactly-once drain on the fresh broker also waits for its transaction coordinator, and
+// the first latency load after the backlogs runs while Postgres and Kafka still write them out.
+Builds in_order(const Builds& builds, Contender c, bool baseline_first) {
+  auto runs = builds_of(builds, c);
+  if (baseline_first) std::reverse(runs.begin(), runs.end());
+  return runs;
+}
+
 std::vector<ThroughputRow> measure_throughput(const Builds& builds, const Scenario& s, const Selection& only,
                                               bool baseline_first) {
   const Bench& bench = *builds.front();
@@ -138,9 +147,7 @@ std::vector<ThroughputRow> measure_throughput(const Builds& builds, const Scenar
   std::vector<ThroughputRow> rows;
   // Drains with each build that runs `c`, from its own slot into its own topic.
   auto add = [&](Contender c, const WriterCost& writer) {
-    auto runs = builds_of(builds, c);
-    if (baseline_first) std::reverse(runs.begin(), runs.end());
-    for (const auto* b : runs) {
+    for (const auto* b : in_order(builds, c, baseline_first)) {
       const std::string topic = c == Contender::recvlogical ? "" : "bench." + s.tag() + "." + b->tag(c);
       const DrainResult r = drain(*b, c, slot_of(*b, c), end, topic, s.events);
       progress(fmt::format("  {}: {:.2f} s, {:.0f} events/s, {} duplicates", label_of(c, b->build), r.seconds,
@@ -362,6 +369,10 @@ int main(int argc, char** argv) {
                  "the same for the baseline's runs; with --baseline-pgoutbox naming this build's binary, an A/B of "
                  "a setting in one run");
   app.add_option("--baseline-name", baseline_name, "the baseline's name in the tables (its commit)");
+  bool baseline_first = false;
+  app.add_flag("--baseline-first", baseline_first,
+               "the baseline goes first in the first measurement (the order alternates from there): a second run "
+               "with this flag puts every measurement in the other order");
   app.add_option("--polling-relay", polling_bin, "the polling relay binary");
   const char* libs_env = std::getenv("PGOUTBOX_DEBEZIUM_LIBS");
   std::string debezium_libs = libs_env != nullptr && *libs_env != '\0' ? libs_env : PGOUTBOX_DEBEZIUM_LIBS;
@@ -433,7 +444,6 @@ int main(int argc, char** argv) {
                                     static_cast<std::int64_t>(static_cast<double>(s.events) * large_share))});
       }
     }
-    bool baseline_first = false;
     for (const auto& s : scenarios) {
       const bool wanted = only_scenarios.empty() || std::find(only_scenarios.begin(), only_scenarios.end(),
                                                               s.tag().substr(1)) != only_scenarios.end();
@@ -445,9 +455,10 @@ int main(int argc, char** argv) {
       for (const auto c : only) {
         if (c == Contender::recvlogical || c == Contender::pgoutbox_messages) continue;
         if (c == Contender::pgoutbox_exactly_once && smoke) continue;
-        for (const auto* b : builds_of(builds, c)) {
+        for (const auto* b : in_order(builds, c, baseline_first)) {
           report.latency.push_back(measure_latency(*b, c, rate, latency_seconds, dump_dir));
         }
+        if (builds_of(builds, c).size() > 1) baseline_first = !baseline_first;
       }
     }
     if (scale && selected(only, Contender::pgoutbox)) {

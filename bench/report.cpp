@@ -314,7 +314,8 @@ std::string to_markdown(const Report& r) {
       "client's commit time (same clock, µs). p99 to ack = the broker's LogAppendTime minus the commit time (1 ms "
       "resolution), for the non-transactional contenders only: exactly-once's records are appended before the "
       "commit that makes them visible. Duplicates are copies beyond the first that consumer saw; no run lost an "
-      "event (the bench stops if one does, or if exactly-once delivers one twice).\n\n";
+      "event (the bench stops if one does, or if exactly-once delivers one twice). Rows are in the order they "
+      "ran.\n\n";
   out += latency_table(r);
   if (const auto stages = stage_table(r); !stages.empty()) {
     out +=
@@ -343,7 +344,9 @@ std::string to_markdown(const Report& r) {
     out +=
         "\n**This build against the baseline** — the same backlogs drained in this run by this build's pgoutbox and "
         "by the baseline's (a pgoutbox built from another commit), each from its own slot into its own topic, one "
-        "after the other (the baseline first in every other scenario); difference = this build's figure over the "
+        "after the other (which build goes first alternates from one measurement to the next; `--baseline-first` "
+        "starts "
+        "with the baseline); difference = this build's figure over the "
         "baseline's, minus 1. The targets below are this "
         "build's alone.\n\n";
     out += against;

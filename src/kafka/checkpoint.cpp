@@ -51,11 +51,19 @@ struct MetadataDeleter {
 
 int millis(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
 
-// A consumer that never joins a group or commits offsets, reading only what is committed unless
-// `uncommitted` (which only asks where the partitions end). `authentication_fix` is what a
+// What a consumer of the checkpoint topic is for.
+enum class ConsumerRole {
+  // Reads what is committed, by assignment: librdkafka's assign() needs a group.id, though the
+  // consumer never joins that group or commits an offset.
+  reader,
+  // Only asks where the partitions end, read_uncommitted; no group.id, so no group coordinator
+  // connection either.
+  watermarks,
+};
+
+// A consumer that never joins a group or commits offsets. `authentication_fix` is what a
 // refused login logs as its fix; it outlives the consumer.
-KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authentication_fix,
-                          bool uncommitted = false) {
+KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authentication_fix, ConsumerRole role) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   std::map<std::string, std::string> props;
@@ -63,12 +71,18 @@ KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authe
   // ignores producer-only ones with a log line, which the log callback keeps at debug.
   for (const auto& [name, value] : settings.properties) props[name] = value;
   props["bootstrap.servers"] = settings.brokers;
-  props["group.id"] = "pgoutbox-checkpoint-reader";
+  if (role == ConsumerRole::reader) props["group.id"] = "pgoutbox-checkpoint-reader";
   props["enable.auto.commit"] = "false";
   props["enable.auto.offset.store"] = "false";
-  props["isolation.level"] = uncommitted ? "read_uncommitted" : "read_committed";
+  props["isolation.level"] = role == ConsumerRole::watermarks ? "read_uncommitted" : "read_committed";
   props["enable.partition.eof"] = "true";
   props["auto.offset.reset"] = "earliest";
+  // The end of a partition is known when a fetch comes back with nothing more; the broker holds
+  // such a fetch this long (librdkafka's default: 500 ms, each start).
+  props["fetch.wait.max.ms"] = "100";
+  // These consumers live for a moment. With client metrics push on (librdkafka's default since
+  // 2.5, KIP-714), destroying one waits up to a second for a final push that is never due.
+  props["enable.metrics.push"] = "false";
   props["client.id"] = "pgoutbox-checkpoint";
   for (const auto& [name, value] : props) {
     if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK)
@@ -119,22 +133,26 @@ int partitions_of(rd_kafka_t* rk, const std::string& topic, std::chrono::millise
   return t.partition_cnt;
 }
 
-// Each partition's high watermark: past every record written, committed or not. Asked with
-// read_uncommitted, as ListOffsets answers read_committed with the last stable offset.
-std::vector<std::int64_t> high_watermarks(const CheckpointSettings& settings, int partitions,
-                                          std::string& authentication_fix) {
-  const auto probe = open_consumer(settings, authentication_fix, true);
-  std::vector<std::int64_t> high(static_cast<std::size_t>(partitions));
+// Where each partition starts and ends: its end is past every record written, committed or not.
+// Asked with read_uncommitted, as ListOffsets answers read_committed with the last stable offset.
+struct Watermarks {
+  std::int64_t low = 0;
+  std::int64_t high = 0;
+};
+std::vector<Watermarks> watermarks(const CheckpointSettings& settings, int partitions,
+                                   std::string& authentication_fix) {
+  const auto probe = open_consumer(settings, authentication_fix, ConsumerRole::watermarks);
+  std::vector<Watermarks> marks(static_cast<std::size_t>(partitions));
   for (int p = 0; p < partitions; ++p) {
-    std::int64_t low = 0;
-    const auto err = rd_kafka_query_watermark_offsets(probe.get(), settings.topic.c_str(), p, &low,
-                                                      &high[static_cast<std::size_t>(p)], millis(settings.timeout));
+    auto& mark = marks[static_cast<std::size_t>(p)];
+    const auto err = rd_kafka_query_watermark_offsets(probe.get(), settings.topic.c_str(), p, &mark.low, &mark.high,
+                                                      millis(settings.timeout));
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       throw std::runtime_error(fmt::format("cannot ask where checkpoint topic {} partition {} ends: {}", settings.topic,
                                            p, rd_kafka_err2str(err)));
     }
   }
-  return high;
+  return marks;
 }
 
 // Creates the topic compacted, with one partition and the broker's replication factor. Returns
@@ -336,7 +354,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
                                 const std::string& transactional_id, const CheckpointKey* key) {
   CheckpointScan scan;
   std::string fix = authentication_fix(settings.properties);
-  const auto consumer = open_consumer(settings, fix);
+  const auto consumer = open_consumer(settings, fix, ConsumerRole::reader);
   rd_kafka_t* rk = consumer.get();
   int partitions = partitions_of(rk, settings.topic, settings.timeout);
   if (partitions == 0) {
@@ -346,15 +364,25 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
   // Where this read must get to: what was written before it began. read_committed ends at the
   // last stable offset instead, before the first record of a transaction still open there; a
   // record of this slot after it is hidden until that transaction ends (docs/spec.md I11).
-  const auto high = high_watermarks(settings, partitions, fix);
+  const auto marks = watermarks(settings, partitions, fix);
+  std::vector<std::int64_t> high;
+  std::set<int> at_end;  // an empty partition is read already
   const std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionsDeleter> assignment(
       rd_kafka_topic_partition_list_new(partitions));
-  for (int p = 0; p < partitions; ++p)
-    rd_kafka_topic_partition_list_add(assignment.get(), settings.topic.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  for (int p = 0; p < partitions; ++p) {
+    const auto& mark = marks[static_cast<std::size_t>(p)];
+    high.push_back(mark.high);
+    if (mark.low >= mark.high) {
+      at_end.insert(p);
+    } else {
+      rd_kafka_topic_partition_list_add(assignment.get(), settings.topic.c_str(), p)->offset =
+          RD_KAFKA_OFFSET_BEGINNING;
+    }
+  }
+  if (static_cast<int>(at_end.size()) == partitions) return scan;
   if (const auto err = rd_kafka_assign(rk, assignment.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
     throw std::runtime_error(fmt::format("cannot read checkpoint topic {}: {}", settings.topic, rd_kafka_err2str(err)));
 
-  std::set<int> at_end;
   std::map<int, std::int64_t> held;  // partitions read to their last stable offset, short of `high`
   std::optional<std::chrono::steady_clock::time_point> held_since;
   const auto deadline = std::chrono::steady_clock::now() + settings.timeout;

@@ -40,10 +40,12 @@ void expect_ok(rd_kafka_error_t* error, const char* what) {
   rd_kafka_error_destroy(error);
 }
 
-void produce(rd_kafka_t* rk, const SlotIdentity& slot, std::uint64_t lsn) {
+void produce(rd_kafka_t* rk, const SlotIdentity& slot, std::uint64_t lsn, const char* topic = kTopic,
+             std::int32_t partition = RD_KAFKA_PARTITION_UA) {
   const auto key = slot.key();
   const auto value = signed_value(slot, lsn);
-  ASSERT_EQ(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(kTopic), RD_KAFKA_V_KEY(key.data(), key.size()),
+  ASSERT_EQ(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                              RD_KAFKA_V_KEY(key.data(), key.size()),
                               RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
             RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -61,10 +63,10 @@ class CheckpointReader : public ::testing::Test {
     broker_ = nullptr;
   }
 
-  CheckpointSettings settings(std::chrono::milliseconds hidden_wait) const {
+  CheckpointSettings settings(std::chrono::milliseconds hidden_wait, const char* topic = kTopic) const {
     CheckpointSettings s;
     s.brokers = broker_->bootstrap();
-    s.topic = kTopic;
+    s.topic = topic;
     s.timeout = 30s;
     s.hidden_wait = hidden_wait;
     return s;
@@ -111,6 +113,30 @@ TEST_F(CheckpointReader, AnOpenTransactionOfAnotherSlotDoesNotHideThisSlotsNewer
   ASSERT_TRUE(waited.mine);
   EXPECT_EQ(waited.mine->lsn, Lsn{0x2000});
   EXPECT_EQ(waited.mine->covers(), (TransactionMark{0x2000, 0, Lsn{0x2000}}));
+}
+
+// A topic whose partitions are empty is read without fetching them (the reader skips a partition
+// whose start is its end); what the others hold is still found.
+TEST_F(CheckpointReader, EmptyPartitionsAreSkippedAndTheOthersStillRead) {
+  constexpr const char* kSparse = "pgoutbox.checkpoints.sparse";
+  constexpr const char* kEmpty = "pgoutbox.checkpoints.empty";
+  test::create_topic(broker_->bootstrap(), kSparse, 3, {{"cleanup.policy", "compact"}});
+  test::create_topic(broker_->bootstrap(), kEmpty, 2, {{"cleanup.policy", "compact"}});
+  const auto writer = test::make_client(RD_KAFKA_PRODUCER,
+                                        {{"bootstrap.servers", broker_->bootstrap()}, {"enable.idempotence", "true"}});
+  produce(writer.get(), kOtherSlot, 0x5000, kSparse, 0);
+  produce(writer.get(), kSlot, 0x3000, kSparse, 2);  // partition 1 stays empty
+
+  const auto sparse = read_checkpoints(settings(10s, kSparse), kSlot, "", &kKey);
+  EXPECT_TRUE(sparse.hidden.empty()) << sparse.hidden;
+  EXPECT_TRUE(sparse.warning.empty()) << sparse.warning;
+  ASSERT_TRUE(sparse.mine);
+  EXPECT_EQ(sparse.mine->lsn, Lsn{0x3000});
+
+  const auto empty = read_checkpoints(settings(10s, kEmpty), kSlot, "", &kKey);
+  EXPECT_TRUE(empty.hidden.empty()) << empty.hidden;
+  EXPECT_TRUE(empty.warning.empty()) << empty.warning;
+  EXPECT_FALSE(empty.mine);
 }
 
 }  // namespace
