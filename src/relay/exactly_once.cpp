@@ -237,6 +237,9 @@ void ExactlyOnce::start_commit() {
   } else if (!backlog_.send(context_.checkpointer.record(*last), DeliveryCookie::checkpoint())) {
     return;  // sent from the backlog; its report then finishes the commit
   }
+  // The transaction is whole, and its commit waits for every report: its last records go now
+  // instead of after linger.ms (at 1,000 one-event transactions/s, half of a commit's time).
+  main_->send_now();
   if (!closed_ && commit_ready()) finish_commit();
 }
 
