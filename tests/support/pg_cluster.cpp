@@ -1,6 +1,7 @@
 #include "pg_cluster.h"
 
 #include <signal.h>
+#include <sys/shm.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,9 +142,36 @@ void PgCluster::stop(Stop mode) {
     throw std::runtime_error("postgres did not stop in 60 s:\n" + tail_of(log_path_));
   }
   server_.kill_and_reap();  // stray backends of an immediate stop
+  wait_shared_memory_released();
 }
 
-void PgCluster::kill9() { server_.kill_and_reap(); }
+void PgCluster::kill9() {
+  server_.kill_and_reap();
+  wait_shared_memory_released();
+}
+
+// The backends of a killed server die on their own schedule (later under load, or one in an
+// fsync), and a postmaster started before the last of them is gone refuses to run: "pre-existing
+// shared memory block is still in use". Waits for what that check looks at, the System V segment
+// named on postmaster.pid's seventh line, to have no process attached.
+void PgCluster::wait_shared_memory_released() {
+  std::ifstream pid_file(data_dir_ + "/postmaster.pid");
+  std::string line;
+  for (int n = 0; n < 7; ++n) {
+    if (!std::getline(pid_file, line)) return;  // a clean shutdown removed the file
+  }
+  std::istringstream fields(line);
+  long key = 0;
+  int shmid = -1;
+  if (!(fields >> key >> shmid)) return;
+  const bool released = eventually(
+      [&] {
+        shmid_ds segment{};
+        return ::shmctl(shmid, IPC_STAT, &segment) != 0 || segment.shm_nattch == 0;
+      },
+      std::chrono::seconds(30));
+  if (!released) throw std::runtime_error("backends of the killed postgres still hold its shared memory after 30 s");
+}
 void PgCluster::pause() { server_.signal_group(SIGSTOP); }
 void PgCluster::resume() { server_.signal_group(SIGCONT); }
 bool PgCluster::running() { return server_.running(); }

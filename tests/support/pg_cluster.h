@@ -69,6 +69,7 @@ class PgCluster {
 
  private:
   void wait_ready(std::chrono::seconds timeout);
+  void wait_shared_memory_released();
   static int read_major(const std::string& pg_version_file);
   std::optional<RunAs> account_;
   ScratchDir scratch_;
