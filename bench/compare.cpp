@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -385,6 +386,12 @@ int main(int argc, char** argv) {
   app.add_option("--polling-mark", polling.mark, "delete or update sent rows")
       ->check(CLI::IsMember({"delete", "update"}));
   CLI11_PARSE(app, argc, argv);
+  // A rate names its latency run's slot and topic: a repeated one would read the first run's
+  // events again as its own (duplicates, negative latencies).
+  if (std::set<double>(rates.begin(), rates.end()).size() != rates.size()) {
+    std::fprintf(stderr, "bench: --rates lists a rate twice; run the command again instead\n");
+    return 1;
+  }
   if (smoke) {
     // Exactly-once commits a Kafka transaction only about every 10 s on this build (see
     // bench/RESULTS.md): the smoke run drains a small backlog with it and times only the
