@@ -467,7 +467,8 @@ std::vector<Entry<Draft>> make_global_entries() {
       "kafka.send_when_caught_up",
       "When the replication stream is caught up, send what is queued at once instead of waiting out linger.ms: "
       "batches while a backlog drains, lowest latency at low rates. Off: linger.ms always applies (fewer, fuller "
-      "requests at low rates). Exactly-once commits when caught up instead.",
+      "requests at low rates). Exactly-once ignores it: it commits when caught up, and a commit always sends its last "
+      "records at once.",
       [](auto& d) -> auto& { return d.config.kafka.send_when_caught_up; }));
 
   v.push_back(duration<Draft>(
