@@ -365,13 +365,11 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
   // last stable offset instead, before the first record of a transaction still open there; a
   // record of this slot after it is hidden until that transaction ends (docs/spec.md I11).
   const auto marks = watermarks(settings, partitions, fix);
-  std::vector<std::int64_t> high;
   std::set<int> at_end;  // an empty partition is read already
   const std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionsDeleter> assignment(
       rd_kafka_topic_partition_list_new(partitions));
   for (int p = 0; p < partitions; ++p) {
     const auto& mark = marks[static_cast<std::size_t>(p)];
-    high.push_back(mark.high);
     if (mark.low >= mark.high) {
       at_end.insert(p);
     } else {
@@ -383,7 +381,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
   if (const auto err = rd_kafka_assign(rk, assignment.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
     throw std::runtime_error(fmt::format("cannot read checkpoint topic {}: {}", settings.topic, rd_kafka_err2str(err)));
 
-  std::map<int, std::int64_t> held;  // partitions read to their last stable offset, short of `high`
+  std::map<int, std::int64_t> held;  // partitions read to their last stable offset, short of their high watermark
   std::optional<std::chrono::steady_clock::time_point> held_since;
   const auto deadline = std::chrono::steady_clock::now() + settings.timeout;
   while (static_cast<int>(at_end.size()) < partitions) {
@@ -396,7 +394,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
           "Kafka transaction opened there is still open (an exactly-once instance killed while writing, whose "
           "transaction the coordinator aborts transaction.timeout.ms after it began), and a newer checkpoint of "
           "this slot may be behind it",
-          p, settings.topic, stable, high[static_cast<std::size_t>(p)], settings.hidden_wait.count());
+          p, settings.topic, stable, marks[static_cast<std::size_t>(p)].high, settings.hidden_wait.count());
       break;
     }
     if (!only_held && now > deadline) {
@@ -409,7 +407,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
     const std::unique_ptr<rd_kafka_message_t, decltype(&rd_kafka_message_destroy)> owned(msg,
                                                                                          &rd_kafka_message_destroy);
     if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      if (msg->offset >= high[static_cast<std::size_t>(msg->partition)]) {
+      if (msg->offset >= marks[static_cast<std::size_t>(msg->partition)].high) {
         at_end.insert(msg->partition);
         held.erase(msg->partition);
       } else if (held.emplace(msg->partition, msg->offset).second && !held_since) {
@@ -418,7 +416,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
             "checkpoint topic {} partition {}: read_committed ends at offset {}, short of the {} written before "
             "this read began: a Kafka transaction there is still open, and a newer checkpoint of this slot may be "
             "behind it; waiting up to {} ms for it to be committed or aborted",
-            settings.topic, msg->partition, msg->offset, high[static_cast<std::size_t>(msg->partition)],
+            settings.topic, msg->partition, msg->offset, marks[static_cast<std::size_t>(msg->partition)].high,
             settings.hidden_wait.count());
       }
       continue;
