@@ -16,6 +16,9 @@ namespace {
 // for here is the coordinator's EndTxn: seconds would mean Kafka is away.
 constexpr auto kCommitTimeout = 10s;
 constexpr auto kAbortTimeout = 5s;
+// At a session's end, a call that times out is resumed so many times (each kAbortTimeout) before
+// the session ends without a verdict; a stop tries once.
+constexpr int kSettleAttempts = 6;
 constexpr auto kCommitRetry = 100ms;
 // How long a record sent alone waits for what precedes it, and for its own verdict.
 constexpr auto kFlushTimeout = 10s;
@@ -108,7 +111,7 @@ Outcome ExactlyOnce::close(Outcome outcome) {
   closed_ = true;
   backlog_.cancel();
   commit_timer_->cancel();
-  abort_open();
+  settle_open(outcome.kind == Outcome::Kind::stopped ? 1 : kSettleAttempts);
   // Whatever ends the session (a lost replication connection, say), a producer the abort or
   // librdkafka found fenced ends the instance: a reconnect would wait as a standby, silent.
   if (outcome.kind != Outcome::Kind::fatal) {
@@ -261,6 +264,7 @@ void ExactlyOnce::finish_commit() {
                 std::chrono::duration_cast<std::chrono::microseconds>(commit_started - started_).count());
   if (committed.status == kafka::TxnStatus::retry) {
     // Kafka is slow or away: the same commit resumes; nothing is confirmed meanwhile.
+    commit_pending_ = true;
     spdlog::warn("committing the Kafka transaction is taking long ({}); trying again", committed.message);
     context_.clock.after(*commit_timer_, kCommitRetry, [this] { finish_commit(); });
     return;
@@ -273,6 +277,7 @@ void ExactlyOnce::finish_commit() {
   if (context_.tracker.newest_transaction()) ++context_.counters.checkpoints_written;
   open_ = false;
   committing_ = false;
+  commit_pending_ = false;
   checkpoint_in_txn_ = false;
   produced_ = 0;
   reported_ = 0;
@@ -293,20 +298,49 @@ void ExactlyOnce::finish_commit() {
   context_.events.changed();
 }
 
-void ExactlyOnce::abort_open() {
+// The session ends with a transaction open; nothing of it is confirmed. A commit librdkafka
+// timed out is still under way, and librdkafka refuses an abort beside it: the commit is resumed
+// to its verdict instead (if it commits, the checkpoint it holds skips its records when they are
+// read again). A call that times out is resumed: a producer woken from a long pause (a frozen VM)
+// learns that it is fenced only from the coordinator's answer, and an instance that ended its
+// session without it would wait on as a silent standby instead of exiting 22.
+void ExactlyOnce::settle_open(int attempts) {
   if (!open_) return;
-  const auto aborted = main_->abort_transaction(kAbortTimeout);
-  if (!aborted.ok()) spdlog::warn("aborting the Kafka transaction: {}", aborted.message);
-  if (aborted.status == kafka::TxnStatus::fenced) fence_seen_ = "aborting the Kafka transaction: " + aborted.message;
+  bool committed = false;
+  for (int timeouts = 0;;) {
+    const bool resume_commit = commit_pending_;
+    const char* what = resume_commit ? "resuming the Kafka commit" : "aborting the Kafka transaction";
+    const auto result =
+        resume_commit ? main_->commit_transaction(kAbortTimeout) : main_->abort_transaction(kAbortTimeout);
+    if (result.ok()) {
+      committed = resume_commit;
+      break;
+    }
+    spdlog::warn("{}: {}", what, result.message);
+    if (result.status == kafka::TxnStatus::fenced) {
+      fence_seen_ = fmt::format("{}: {}", what, result.message);
+      break;
+    }
+    if (result.status == kafka::TxnStatus::abort && resume_commit) {
+      commit_pending_ = false;  // the commit failed: what is left is to abort it
+      continue;
+    }
+    if (result.status != kafka::TxnStatus::retry || ++timeouts >= attempts) break;
+  }
   open_ = false;
-  ++context_.counters.kafka_transactions_aborted;
+  commit_pending_ = false;
+  if (committed) {
+    ++context_.counters.kafka_transactions;
+  } else {
+    ++context_.counters.kafka_transactions_aborted;
+  }
 }
 
 // Nothing of the transaction is confirmed; the session ends and the next one publishes it again
 // from the slot. A record Kafka refused is remembered, so that it meets poison.policy after
 // poison.max_retries sessions, as in at-least-once.
 void ExactlyOnce::abort_and_end(const std::string& why) {
-  abort_open();
+  settle_open(1);
   std::string cause = why;
   if (failure_ && failure_->error) {
     const auto& error = *failure_->error;

@@ -64,7 +64,7 @@ class ExactlyOnce final : public DeliveryPath {
   void start_commit();
   bool commit_ready() const;
   void finish_commit();
-  void abort_open();
+  void settle_open(int attempts);
   void abort_and_end(const std::string& why);
   void on_transaction_failure(const kafka::TxnResult& result, const char* step);
   void note_failure(const kafka::Delivery& delivery);
@@ -87,6 +87,7 @@ class ExactlyOnce final : public DeliveryPath {
   // The open Kafka transaction.
   bool open_ = false;
   bool committing_ = false;         // the checkpoint is produced; waiting for the reports, then the commit
+  bool commit_pending_ = false;     // commit_transaction() timed out: librdkafka expects it resumed
   bool checkpoint_in_txn_ = false;  // the commit's checkpoint is handed to the sink
   Clock::time_point started_;
   std::vector<InTransaction> records_;

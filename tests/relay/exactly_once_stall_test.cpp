@@ -247,7 +247,7 @@ TEST(ExactlyOnceStalls, OnlyAFenceIsAFence) {
     // instance woken after a takeover) with a transaction open: its abort meets the fence.
     Harness h(exactly_once());
     h.script.hold = true;
-    h.script.abort_result = kafka::TxnResult{kafka::TxnStatus::fenced, "PRODUCER_FENCED: fenced"};
+    h.script.abort_result = [] { return kafka::TxnResult{kafka::TxnStatus::fenced, "PRODUCER_FENCED: fenced"}; };
     h.stop_when_done = false;
     h.source.push(relation());
     h.txn(0x1000, 1);
@@ -255,6 +255,57 @@ TEST(ExactlyOnceStalls, OnlyAFenceIsAFence) {
     ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
     EXPECT_EQ(outcome.cause, Fatal::fenced);
   }
+}
+
+// An instance woken from a long pause after a takeover: its session ends (the replication
+// connection is gone) before librdkafka has heard from the coordinator. What it answers first is a
+// timeout; the session's end waits for the verdict (the fence, exit 22) instead of reconnecting
+// as a silent standby. The fault suite's woken instance under load showed it.
+TEST(ExactlyOnceStalls, AnAbortThatTimesOutIsResumedUntilItNamesTheFence) {
+  Harness h(exactly_once());
+  h.script.hold = true;
+  int aborts = 0;
+  h.script.abort_result = [&aborts] {
+    return ++aborts < 3 ? kafka::TxnResult{kafka::TxnStatus::retry, "_TIMED_OUT: Timed out"}
+                        : kafka::TxnResult{kafka::TxnStatus::fenced, "_FENCED: fenced by a newer instance"};
+  };
+  h.stop_when_done = false;
+  h.source.push(relation());
+  h.txn(0x1000, 1);
+  const auto outcome = h.run({[] {}, [&] { h.source.lose_connection(); }});
+  ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
+  EXPECT_EQ(outcome.cause, Fatal::fenced);
+  EXPECT_EQ(aborts, 3);
+  EXPECT_EQ(h.source.flush, Lsn{0x100}) << "nothing of the transaction is confirmed";
+}
+
+// The session ends while a commit that timed out waits to be resumed. librdkafka refuses an
+// abort beside it (_CONFLICT, retriable), which the session's end used to log and reconnect on:
+// the commit is resumed to its verdict instead.
+TEST(ExactlyOnceStalls, ACommitThatTimedOutIsResumedToItsVerdictWhenTheSessionEnds) {
+  Harness h(exactly_once());
+  int commits = 0;
+  h.script.commit_result = [&] {
+    if (++commits == 1) {
+      h.source.lose_connection();  // the replication connection is lost meanwhile
+      return kafka::TxnResult{kafka::TxnStatus::retry, "_TIMED_OUT: Timed out"};
+    }
+    return kafka::TxnResult{kafka::TxnStatus::fenced, "_FENCED: fenced by a newer instance"};
+  };
+  h.script.abort_result = [] {
+    return kafka::TxnResult{kafka::TxnStatus::retry, "_CONFLICT: Conflicting commit_transaction API call is already "
+                                                     "in progress"};
+  };
+  h.stop_when_done = false;
+  h.source.push(relation());
+  h.txn(0x1000, 1);
+  const auto outcome = h.run();
+  ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
+  EXPECT_EQ(outcome.cause, Fatal::fenced);
+  EXPECT_EQ(commits, 2);
+  EXPECT_EQ(std::count(h.script.txn_calls.begin(), h.script.txn_calls.end(), "abort"), 0);
+  EXPECT_TRUE(h.script.committed.empty());
+  EXPECT_EQ(h.source.flush, Lsn{0x100});
 }
 
 }  // namespace

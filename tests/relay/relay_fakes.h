@@ -94,6 +94,11 @@ class FakeSource final : public ChangeSource {
     stopped_ = true;
     boost::asio::post(io_, [this] { on_end_(Outcome::stopped()); });
   }
+  // The server closed the replication connection (a terminated walsender, a restart).
+  void lose_connection() {
+    stopped_ = true;
+    boost::asio::post(io_, [this] { on_end_(Outcome::reconnect("the replication connection was lost")); });
+  }
   bool drained() const { return queue_.empty(); }
   // What the real stream says when the socket holds nothing more after handing data over.
   void caught_up() {
@@ -164,7 +169,7 @@ struct SinkScript {
   int txn_calls_inside_a_report = 0;
   std::function<kafka::TxnResult()> commit_result = [] { return kafka::TxnResult{}; };
   kafka::TxnResult init_result;
-  kafka::TxnResult abort_result;
+  std::function<kafka::TxnResult()> abort_result = [] { return kafka::TxnResult{}; };
   std::vector<outbox::Record> open_txn;
   std::vector<outbox::Record> committed;
   std::vector<Produced> produced;
@@ -277,7 +282,7 @@ class FakeSink final : public kafka::Sink {
     if (in_report_) ++script_.txn_calls_inside_a_report;
     script_.txn_calls.emplace_back("abort");
     script_.open_txn.clear();
-    return script_.abort_result;
+    return script_.abort_result();
   }
 
  private:

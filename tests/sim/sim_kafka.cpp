@@ -97,7 +97,11 @@ class SimSink final : public kafka::Sink {
   kafka::TxnResult commit_transaction(std::chrono::milliseconds /*timeout*/) override {
     if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
     if (fatal_) return {kafka::TxnStatus::fatal, "simulated: fatal"};
-    if (kafka_.down()) return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
+    if (kafka_.down()) {
+      commit_pending_ = true;  // librdkafka expects this commit resumed, and refuses an abort beside it
+      return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
+    }
+    commit_pending_ = false;
     while (!queue_.empty()) advance();
     poll();  // librdkafka serves the last reports inside the commit
     if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
@@ -110,6 +114,7 @@ class SimSink final : public kafka::Sink {
   }
   kafka::TxnResult abort_transaction(std::chrono::milliseconds /*timeout*/) override {
     if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
+    if (commit_pending_) return {kafka::TxnStatus::retry, "simulated: _CONFLICT: a commit_transaction call is under way"};
     if (kafka_.down()) return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
     while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::retriable, "_PURGE_QUEUE"), false);
     notify();
@@ -223,6 +228,7 @@ class SimSink final : public kafka::Sink {
   std::uint64_t txn_ = 0;
   bool txn_failed_ = false;
   bool fenced_ = false;
+  bool commit_pending_ = false;  // a commit answered "retry": only the commit may be called next
   std::optional<kafka::SinkFatal> fatal_;
 };
 
