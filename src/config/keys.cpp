@@ -462,6 +462,13 @@ std::vector<Entry<Draft>> make_global_entries() {
       "kafka.transaction_interval",
       "Exactly-once: how long one Kafka transaction collects whole Postgres transactions before it is committed.",
       [](auto& d) -> auto& { return d.config.kafka.transaction_interval; }));
+  v.push_back(flag<Draft>(
+      "kafka.alternate_producers",
+      "Exactly-once: two transactional producers, with kafka.transactional_id and the same id followed by -alt, "
+      "take turns, one Kafka transaction each: a transaction never waits for the coordinator to finish writing the "
+      "previous commit's markers (Kafka refuses the same id until then, and librdkafka retries after 20 ms). Off: one "
+      "producer, for a broker whose ACLs grant the one transactional id only.",
+      [](auto& d) -> auto& { return d.config.kafka.alternate_producers; }));
 
   v.push_back(flag<Draft>(
       "kafka.send_when_caught_up",

@@ -14,7 +14,10 @@ std::unique_ptr<DeliveryPath> make_delivery_path(const PathContext& context) {
   return std::make_unique<AtLeastOnce>(context);
 }
 
-std::optional<Outcome> open_stream_sink(const PathContext& context, SinkHandle& handle, kafka::SinkOptions options) {
+namespace {
+
+// The broker state and statistics of the producer, for the observer.
+void observe(const PathContext& context, kafka::SinkOptions& options) {
   options.on_statistics = [&observer = context.observer](std::string_view json) { observer.kafka_statistics(json); };
   options.on_brokers_up = [&observer = context.observer, up_before = std::optional<bool>()](bool up) mutable {
     // The client reconnects by itself and keeps every record queued meanwhile (I1); this only
@@ -24,6 +27,13 @@ std::optional<Outcome> open_stream_sink(const PathContext& context, SinkHandle& 
     up_before = up;
     observer.kafka_up(up);
   };
+}
+
+}  // namespace
+
+std::optional<Outcome> open_stream_sink(const PathContext& context, SinkHandle& handle, kafka::SinkOptions options,
+                                        bool observed) {
+  if (observed) observe(context, options);
   try {
     handle.open(context.io, context.sinks(std::move(options)));
   } catch (const std::invalid_argument& e) {

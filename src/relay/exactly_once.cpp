@@ -19,6 +19,7 @@ constexpr auto kAbortTimeout = 5s;
 // At a session's end, a call that times out is resumed so many times (each kAbortTimeout) before
 // the session ends without a verdict; a stop tries once.
 constexpr int kSettleAttempts = 6;
+constexpr const char* kAlternateSuffix = "-alt";
 constexpr auto kCommitRetry = 100ms;
 // How long a record sent alone waits for what precedes it, and for its own verdict.
 constexpr auto kFlushTimeout = 10s;
@@ -42,18 +43,34 @@ void ExactlyOnce::later(F f) {
 }
 
 std::optional<Outcome> ExactlyOnce::open() {
-  kafka::SinkOptions options;
-  options.transactional_id = context_.start.transactional_id;
-  options.on_delivery = [this](const kafka::Delivery& d) { on_delivery(d); };
-  if (auto refused = open_stream_sink(context_, main_, std::move(options))) return refused;
-  // Fences every older producer of this transactional id (a paused instance that the slot's
-  // new holder replaced) and aborts the transaction it left open.
-  const auto init = main_->init_transactions(kInitTimeout);
-  if (!init.ok()) {
-    return Outcome::reconnect(fmt::format("initialising Kafka transactions (transactional.id {}) failed: {}",
-                                          context_.start.transactional_id, init.message));
+  const std::size_t count = context_.config.kafka.alternate_producers ? producers_.size() : 1;
+  const auto id_of = [this](std::size_t i) {
+    return i == 0 ? context_.start.transactional_id : context_.start.transactional_id + kAlternateSuffix;
+  };
+  for (std::size_t i = 0; i < count; ++i) {
+    kafka::SinkOptions options;
+    options.transactional_id = id_of(i);
+    options.on_delivery = [this](const kafka::Delivery& d) { on_delivery(d); };
+    if (auto refused = open_stream_sink(context_, producers_[i], std::move(options), i == 0)) return refused;
   }
-  spdlog::info("exactly-once: Kafka transactions with transactional.id {}", context_.start.transactional_id);
+  // Fences every older producer of these transactional ids (a paused instance that the slot's
+  // new holder replaced) and aborts the transactions they left open. Both initialisations run
+  // at once (against a coordinator that does not know an id yet, each takes about a second):
+  // librdkafka carries on with a call that timed out, and the next call waits for it.
+  std::array<kafka::TxnResult, 2> init;
+  for (std::size_t i = 0; i < count; ++i) init[i] = producers_[i]->init_transactions(0ms);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (init[i].status == kafka::TxnStatus::retry) init[i] = producers_[i]->init_transactions(kInitTimeout);
+    if (!init[i].ok()) {
+      return Outcome::reconnect(fmt::format(
+          "initialising Kafka transactions (transactional.id {}) failed: {}{}", id_of(i), init[i].message,
+          i == 0 ? ""
+                 : "; the alternate producer's id needs the ACLs the first one has (WRITE and DESCRIBE on the "
+                   "transactional id), or set kafka.alternate_producers: false"));
+    }
+  }
+  spdlog::info("exactly-once: Kafka transactions with transactional.id {}{}", id_of(0),
+               count > 1 ? fmt::format(" and {} in turn", id_of(1)) : "");
   return std::nullopt;
 }
 
@@ -95,15 +112,19 @@ void ExactlyOnce::stopping() {
 }
 
 void ExactlyOnce::poll() {
-  main_.poll();
-  const auto fatal = main_->fatal();
-  if (!fatal) return;
-  if (fatal->kind == kafka::SinkFatal::Kind::fenced) {
-    context_.events.ended(fenced(fatal->text));
+  for (const auto& producer : producers_) {
+    producer.poll();
+    if (!producer.is_open()) continue;
+    const auto fatal = producer->fatal();
+    if (!fatal) continue;
+    if (fatal->kind == kafka::SinkFatal::Kind::fenced) {
+      context_.events.ended(fenced(fatal->text));
+      return;
+    }
+    context_.events.ended(Outcome::reconnect("the Kafka producer hit a fatal error (" + fatal->text +
+                                             "); rebuilding it and resuming from the slot's confirmed position"));
     return;
   }
-  context_.events.ended(Outcome::reconnect("the Kafka producer hit a fatal error (" + fatal->text +
-                                           "); rebuilding it and resuming from the slot's confirmed position"));
 }
 
 Outcome ExactlyOnce::close(Outcome outcome) {
@@ -127,7 +148,7 @@ void ExactlyOnce::send(const outbox::Record& record, DeliveryCookie cookie) {
 bool ExactlyOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) {
   if (closed_ || !ensure_transaction()) return true;  // the session is ending
   kafka::DeliveryError error;
-  switch (main_->produce(record, cookie.pack(), error)) {
+  switch (producer()->produce(record, cookie.pack(), error)) {
     case kafka::Sink::Produced::ok:
       ++produced_;
       if (cookie.is_checkpoint()) {
@@ -162,7 +183,7 @@ bool ExactlyOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) 
 
 void ExactlyOnce::backlog_round() {
   if (closed_) return;
-  main_.poll();
+  producer().poll();
   if (!backlog_.drain()) {
     backlog_.arm();
     return;
@@ -173,7 +194,7 @@ void ExactlyOnce::backlog_round() {
 bool ExactlyOnce::ensure_transaction() {
   if (open_) return true;
   if (closed_) return false;
-  const auto begun = main_->begin_transaction();
+  const auto begun = producer()->begin_transaction();
   if (!begun.ok()) {
     on_transaction_failure(begun, "beginning a Kafka transaction");
     return false;
@@ -242,7 +263,7 @@ void ExactlyOnce::start_commit() {
   }
   // The transaction is whole, and its commit waits for every report: its last records go now
   // instead of after linger.ms (at 1,000 one-event transactions/s, half of a commit's time).
-  main_->send_now();
+  producer()->send_now();
   if (!closed_ && commit_ready()) finish_commit();
 }
 
@@ -258,7 +279,7 @@ void ExactlyOnce::finish_commit() {
     return;
   }
   const auto commit_started = context_.clock.now();
-  const auto committed = main_->commit_transaction(kCommitTimeout);
+  const auto committed = producer()->commit_transaction(kCommitTimeout);
   spdlog::debug("commit_transaction took {} us ({} since the transaction began)",
                 std::chrono::duration_cast<std::chrono::microseconds>(context_.clock.now() - commit_started).count(),
                 std::chrono::duration_cast<std::chrono::microseconds>(commit_started - started_).count());
@@ -275,6 +296,8 @@ void ExactlyOnce::finish_commit() {
   }
   ++context_.counters.kafka_transactions;
   if (context_.tracker.newest_transaction()) ++context_.counters.checkpoints_written;
+  // The next transaction goes to the other producer, whose last one ended a transaction ago.
+  if (producers_[1].is_open()) current_ = 1 - current_;
   open_ = false;
   committing_ = false;
   commit_pending_ = false;
@@ -311,7 +334,7 @@ void ExactlyOnce::settle_open(int attempts) {
     const bool resume_commit = commit_pending_;
     const char* what = resume_commit ? "resuming the Kafka commit" : "aborting the Kafka transaction";
     const auto result =
-        resume_commit ? main_->commit_transaction(kAbortTimeout) : main_->abort_transaction(kAbortTimeout);
+        resume_commit ? producer()->commit_transaction(kAbortTimeout) : producer()->abort_transaction(kAbortTimeout);
     if (result.ok()) {
       committed = resume_commit;
       break;
@@ -439,10 +462,12 @@ Outcome ExactlyOnce::fenced(const std::string& what) const {
 // stops writing with the fence's code (a reconnect would wait as a standby, saying nothing).
 std::optional<Outcome> ExactlyOnce::fence_shown() const {
   if (fence_seen_) return fenced(*fence_seen_);
-  if (!main_.is_open()) return std::nullopt;
-  const auto fatal = main_->fatal();
-  if (!fatal || fatal->kind != kafka::SinkFatal::Kind::fenced) return std::nullopt;
-  return fenced(fatal->text);
+  for (const auto& producer : producers_) {
+    if (!producer.is_open()) continue;
+    const auto fatal = producer->fatal();
+    if (fatal && fatal->kind == kafka::SinkFatal::Kind::fenced) return fenced(fatal->text);
+  }
+  return std::nullopt;
 }
 
 std::string ExactlyOnce::refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
@@ -475,7 +500,7 @@ void ExactlyOnce::send_alone(const outbox::Record& record, DeliveryCookie cookie
                                        what, kFlushTimeout.count())));
   };
   for (;;) {
-    if (!main_->flush(kFlushTimeout)) return give_up("what precedes a record sent alone");
+    if (!producer()->flush(kFlushTimeout)) return give_up("what precedes a record sent alone");
     if (closed_) return;
     const bool drained = backlog_.drain();
     if (closed_) return;
@@ -483,7 +508,7 @@ void ExactlyOnce::send_alone(const outbox::Record& record, DeliveryCookie cookie
   }
   send(record, cookie);
   if (closed_) return;
-  if (!backlog_.empty() || !main_->flush(kFlushTimeout)) give_up("a record sent alone");
+  if (!backlog_.empty() || !producer()->flush(kFlushTimeout)) give_up("a record sent alone");
 }
 
 }  // namespace pgoutbox::relay

@@ -8,6 +8,7 @@
 // one publishes the same transactions again from the slot, skipping what the checkpoint (read
 // back with read_committed) says is committed.
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -100,7 +101,11 @@ class ExactlyOnce final : public DeliveryPath {
   static constexpr std::size_t kMaxFailuresKept = 10'000;
 
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // what it posts holds it weakly
-  SinkHandle main_;                                        // last: its reports reach the members above
+  // Last: their reports reach the members above. With kafka.alternate_producers, the second
+  // takes every other Kafka transaction; `current_` holds the open one.
+  std::array<SinkHandle, 2> producers_;
+  std::size_t current_ = 0;
+  SinkHandle& producer() { return producers_[current_]; }
 };
 
 }  // namespace pgoutbox::relay

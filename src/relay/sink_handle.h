@@ -41,8 +41,9 @@ class SinkHandle {
 };
 
 // Opens the producer of the stream's records into `handle`, with `options` (its reports, a
-// transactional id) and the broker state and statistics for the observer. An outcome: the
-// Kafka configuration is refused.
-std::optional<Outcome> open_stream_sink(const PathContext& context, SinkHandle& handle, kafka::SinkOptions options);
+// transactional id) and, when `observed`, the broker state and statistics for the observer (one
+// producer of a session reports them). An outcome: the Kafka configuration is refused.
+std::optional<Outcome> open_stream_sink(const PathContext& context, SinkHandle& handle, kafka::SinkOptions options,
+                                        bool observed = true);
 
 }  // namespace pgoutbox::relay

@@ -166,6 +166,7 @@ struct SinkScript {
   // "begin", "commit", "abort"); what each commit answers; what is in the open transaction and
   // what was committed, which is what a read_committed consumer reads.
   std::vector<std::string> txn_calls;
+  std::vector<std::string> commit_ids;  // the transactional id of each commit, in order
   int txn_calls_inside_a_report = 0;
   std::function<kafka::TxnResult()> commit_result = [] { return kafka::TxnResult{}; };
   kafka::TxnResult init_result;
@@ -270,6 +271,7 @@ class FakeSink final : public kafka::Sink {
     // a commit from inside it would wait for it until the timeout.
     if (in_report_) ++script_.txn_calls_inside_a_report;
     script_.txn_calls.emplace_back("commit");
+    script_.commit_ids.push_back(options_.transactional_id);
     poll();  // librdkafka serves the last reports inside the commit
     auto result = script_.commit_result();
     if (result.ok()) {

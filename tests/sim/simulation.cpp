@@ -99,6 +99,7 @@ class Run {
     c.checkpoint.interval = s.checkpoint_interval;
     c.kafka.transaction_interval = s.transaction_interval;
     c.kafka.send_when_caught_up = s.send_when_caught_up;
+    c.kafka.alternate_producers = s.alternate_producers;
     c.shutdown_timeout = 5s;
     config::MessageConfig m;
     m.prefix = "outbox";
@@ -565,6 +566,7 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
     }
     s.faults.push_back(f);
   }
+  s.alternate_producers = chance(0.7);  // drawn last: the draws above stay what each seed drew before
   return s;
 }
 
@@ -580,13 +582,14 @@ Schedule Schedule::with_faults(std::uint64_t mask) const {
 std::string Schedule::describe() const {
   std::string out = fmt::format(
       "seed {} ({}): {} transaction(s) of 1..{} rows{}{}{}, {} key(s); policy {}, max_retries {}, "
-      "max_in_flight_records {}, checkpoint every {} ms, transaction_interval {} ms, send_when_caught_up {}; "
-      "producer queue {}, commit aborts {}{}",
+      "max_in_flight_records {}, checkpoint every {} ms, transaction_interval {} ms, send_when_caught_up {}, "
+      "alternate_producers {}; producer queue {}, commit aborts {}{}",
       seed, delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once", transactions, max_rows,
       huge > 0 ? ", some of thousands" : "", poison > 0 ? ", poison rows" : "",
       messages > 0 ? ", logical decoding messages" : "", keys,
       policy == config::PoisonPolicy::stop ? "stop" : "dead-letter", max_retries, max_in_flight_records,
-      checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, queue_capacity, commit_aborts,
+      checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, alternate_producers,
+      queue_capacity, commit_aborts,
       dead_letter_refuses ? ", the dead-letter topic refuses" : "");
   for (const auto& f : faults) {
     out += fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind));

@@ -47,6 +47,7 @@ struct Schedule {
   std::chrono::milliseconds checkpoint_interval{1000};
   std::chrono::milliseconds transaction_interval{100};
   bool send_when_caught_up = true;
+  bool alternate_producers = true;  // exactly-once: two transactional producers take turns
   // Kafka's behaviour.
   std::size_t queue_capacity = 100'000;
   double commit_aborts = 0;

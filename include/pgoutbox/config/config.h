@@ -36,6 +36,11 @@ struct KafkaConfig {
   // Exactly-once only: how long one Kafka transaction collects whole Postgres transactions
   // before it is committed (it is committed sooner when the in-flight caps are reached).
   std::chrono::milliseconds transaction_interval{100};
+  // Exactly-once only: two transactional producers (transactional_id and transactional_id
+  // "-alt") take turns, one Kafka transaction each. The coordinator answers a commit before it
+  // has written the commit's markers, and refuses the same id's next transaction until it has
+  // (CONCURRENT_TRANSACTIONS, retried by librdkafka after 20 ms); the other id has no such wait.
+  bool alternate_producers = true;
   // At-least-once: when the stream is caught up, send what is queued at once instead of waiting
   // out linger.ms, so batching follows the load: whole batches while a backlog drains, one
   // round trip per event at low rates.
