@@ -314,6 +314,7 @@ int main(int argc, char** argv) {
   std::int64_t events_1 = 50'000, events_10 = 300'000, events_1000 = 200'000;
   double large_share = 0.5;  // 2 KB scenarios write this share of the 200 B scenario's events
   double latency_seconds = 8;
+  int busy = 0;
   std::vector<double> rates = {1000, 5000, 10000};
   bool scale = true;
   std::string out_dir = PGOUTBOX_SOURCE_DIR "/bench";
@@ -346,6 +347,10 @@ int main(int argc, char** argv) {
   app.add_option("--large-share", large_share, "share of those events the 2 KB scenarios write");
   app.add_option("--latency-seconds", latency_seconds, "seconds of load per latency run (0: no latency runs)");
   app.add_option("--rates", rates, "offered rates for the latency runs (events/s)")->delimiter(',');
+  app.add_option("--busy", busy,
+                 "this many processes spin on the CPU beside every latency run (a busy machine); the throughput "
+                 "runs and the scale curves run without them")
+      ->check(CLI::Range(0, 64));
   app.add_flag("!--no-scale", scale,
                "skip the scale curves (pgoutbox alone as payload, transaction size, keys and backlog grow)");
   std::string dump_dir;
@@ -458,6 +463,15 @@ int main(int argc, char** argv) {
       for (auto& row : measure_throughput(builds, s, only, baseline_first)) report.throughput.push_back(std::move(row));
       baseline_first = !baseline_first;
     }
+    // A busy machine: spinning processes beside the latency runs, killed when they end.
+    std::vector<std::unique_ptr<test::ChildProcess>> hogs;
+    if (latency_seconds > 0) {
+      for (int i = 0; i < busy; ++i) {
+        hogs.push_back(std::make_unique<test::ChildProcess>(test::ChildProcess::Options{
+            .argv = {"/bin/sh", "-c", "while :; do :; done"}, .log_path = "/dev/null", .run_as = {}, .extra_env = {}}));
+      }
+    }
+    report.busy = busy;
     for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
       for (const auto c : only) {
         if (c == Contender::recvlogical || c == Contender::pgoutbox_messages) continue;
@@ -468,6 +482,7 @@ int main(int argc, char** argv) {
         if (builds_of(builds, c).size() > 1) baseline_first = !baseline_first;
       }
     }
+    hogs.clear();
     if (scale && selected(only, Contender::pgoutbox)) {
       for (const auto& point : scale_points(smoke)) report.scale.push_back(measure_scale_point(bench, point));
     }

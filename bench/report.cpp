@@ -297,6 +297,10 @@ std::string to_markdown(const Report& r) {
   out += fmt::format("Machine: {}\n\n", r.machine);
   out +=
       fmt::format("Load average (1, 5, 15 min): {} at the start, {} at the end.\n\n", r.load_at_start, r.load_at_end);
+  if (r.busy > 0) {
+    out += fmt::format("Busy machine: {} process(es) spinning on the CPU beside every latency run (`--busy {}`).\n\n",
+                       r.busy, r.busy);
+  }
   out += fmt::format(
       "Polling relay settings: batch {}, {} worker(s), poll interval {} ms after a short batch, sent rows {}d.\n\n",
       r.polling.batch, r.polling.workers, r.polling.poll_interval_ms, r.polling.mark == "delete" ? "delete" : "update");

@@ -58,6 +58,7 @@ struct Report {
   double total_seconds = 0;
   std::string load_at_start, load_at_end;  // /proc/loadavg's 1, 5 and 15 minute averages
   PollingTuning polling;
+  int busy = 0;  // spinning processes beside the latency runs (--busy)
   std::vector<ThroughputRow> throughput;
   std::vector<LatencyRow> latency;
   std::vector<ScaleRow> scale;
