@@ -293,8 +293,9 @@ TEST(ExactlyOnceStalls, ACommitThatTimedOutIsResumedToItsVerdictWhenTheSessionEn
     return kafka::TxnResult{kafka::TxnStatus::fenced, "_FENCED: fenced by a newer instance"};
   };
   h.script.abort_result = [] {
-    return kafka::TxnResult{kafka::TxnStatus::retry, "_CONFLICT: Conflicting commit_transaction API call is already "
-                                                     "in progress"};
+    return kafka::TxnResult{kafka::TxnStatus::retry,
+                            "_CONFLICT: Conflicting commit_transaction API call is already "
+                            "in progress"};
   };
   h.stop_when_done = false;
   h.source.push(relation());

@@ -114,7 +114,8 @@ class SimSink final : public kafka::Sink {
   }
   kafka::TxnResult abort_transaction(std::chrono::milliseconds /*timeout*/) override {
     if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
-    if (commit_pending_) return {kafka::TxnStatus::retry, "simulated: _CONFLICT: a commit_transaction call is under way"};
+    if (commit_pending_)
+      return {kafka::TxnStatus::retry, "simulated: _CONFLICT: a commit_transaction call is under way"};
     if (kafka_.down()) return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
     while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::retriable, "_PURGE_QUEUE"), false);
     notify();

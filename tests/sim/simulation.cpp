@@ -589,8 +589,7 @@ std::string Schedule::describe() const {
       messages > 0 ? ", logical decoding messages" : "", keys,
       policy == config::PoisonPolicy::stop ? "stop" : "dead-letter", max_retries, max_in_flight_records,
       checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, alternate_producers,
-      queue_capacity, commit_aborts,
-      dead_letter_refuses ? ", the dead-letter topic refuses" : "");
+      queue_capacity, commit_aborts, dead_letter_refuses ? ", the dead-letter topic refuses" : "");
   for (const auto& f : faults) {
     out += fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind));
     if (f.length.count() > 0) out += fmt::format(" for {} ms", f.length.count());
