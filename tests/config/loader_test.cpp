@@ -72,6 +72,7 @@ kafka:
   transactional_id: shop-relay
   transaction_interval: 250ms
   send_when_caught_up: false
+  alternate_producers: false
   properties:
     linger.ms: 5
     compression.type: zstd
@@ -189,6 +190,7 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(c.kafka.transactional_id, "shop-relay");
   EXPECT_EQ(c.kafka.transaction_interval, 250ms);
   EXPECT_FALSE(c.kafka.send_when_caught_up);
+  EXPECT_FALSE(c.kafka.alternate_producers);
   EXPECT_EQ(c.shutdown_timeout, 45s);
   EXPECT_EQ(c.metrics_address, "0.0.0.0:9300");
   EXPECT_EQ(c.metrics_topic_labels, 20U);

@@ -199,6 +199,45 @@ TEST_F(ExactlyOnceFaultTest, AnOldInstanceThatWakesUpAfterATakeoverIsFencedAndWr
   EXPECT_NE(tail_of(dir.path() + "/old.log").find("took over"), std::string::npos) << log_tail("old.log");
 }
 
+// The slot taken over while this instance was away for a moment (its replication connection
+// cut, a standby quicker to the slot than its reconnect): the new holder fences its
+// transactional ids, and the instance ends with the fence's code, whether or not Kafka told its
+// producer first, instead of standing by without a word.
+TEST_F(ExactlyOnceFaultTest, AnInstanceThatLosesTheSlotToAStandbyEndsAsFenced) {
+  const auto p = make_pipeline("eostaken");
+  const auto standby_config = prepare(p, kExactlyOnce);
+  auto slow = config_for(p, kafka.bootstrap());
+  slow.extra_yaml = std::string("reconnect:\n  min: 5s\n  max: 5s\n") + kExactlyOnce;
+  const auto slow_config = write_config(p.name + "-slow.yaml", slow);
+  auto first = start_pgoutbox(slow_config, "first.log");
+  ASSERT_TRUE(wait_streaming(p, *first)) << log_tail("first.log");
+  auto standby = start_pgoutbox(standby_config, "standby.log");
+  const auto whole = [this](const std::string& name) {
+    std::ifstream in(dir.path() + "/" + name);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  ASSERT_TRUE(eventually([&] { return whole("standby.log").find("is active for PID") != std::string::npos; }, 60s))
+      << log_tail("standby.log");
+  auto writer_opts = writer_options(p);
+  writer_opts.pause = 20ms;
+  LoadWriter writers(writer_opts);
+  writers.start();
+  PGOUTBOX_ASSERT_EVENTUALLY(in_kafka(p) >= 50, 60s);
+  pg.exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" + p.slot + "'");
+  const auto code = first->wait_exit(60s);
+  ASSERT_TRUE(code) << "the first instance kept running after the standby took the slot:\n" << log_tail("first.log");
+  EXPECT_EQ(*code, 22) << log_tail("first.log");
+  EXPECT_NE(whole("first.log").find("took over"), std::string::npos) << log_tail("first.log");
+  const auto after = writers.committed_count();
+  PGOUTBOX_ASSERT_EVENTUALLY(writers.committed_count() >= after + 50, 60s);
+  writers.stop();
+  ASSERT_TRUE(wait_confirmed(p, current_wal_lsn(), 180s)) << log_tail("standby.log");
+  const auto report = audit(p, writers.committed());
+  Figures("exactly-once-slot-taken-over").add("first_exit", *code).add_audit(report);
+  expect_exactly_once(report);
+  EXPECT_TRUE(standby->running()) << log_tail("standby.log");
+}
+
 // Issue 24 item 1: a record the topic refuses (over its max.message.bytes) among small ones; its
 // refusal is reported while a commit waits. The transaction aborts, is retried once
 // (max_retries: 1), then the record is dead-lettered and every other row arrives.
