@@ -44,22 +44,6 @@ using namespace std::chrono_literals;
 // A session that streamed this long was healthy: the next failure backs off from the start.
 constexpr auto kHealthySession = 30s;
 
-// Exactly-once: the slot held by another instance right after this one streamed from it is a
-// takeover: the new holder initialises the same transactional ids, which fences this instance's
-// producers (closed with the session already). Kafka does not always tell the old producer
-// first: the fault suite's instance woken after a takeover sometimes ended its session on the
-// lost replication connection with its abort answered without a fence. So the instance ends as
-// fenced (exit 22), as when Kafka tells it, instead of standing by without a word.
-relay::Outcome taken_over(const relay::Outcome& standby, const config::Config& cfg) {
-  return relay::Outcome::fatal(
-      relay::Fatal::fenced,
-      fmt::format("another instance took over slot {} while this one was away ({}); in exactly-once delivery it "
-                  "fences this one's transactional ids ({}), so this one writes nothing more. A supervisor may "
-                  "restart it: it then waits as a standby",
-                  cfg.postgres.slot, standby.reason,
-                  cfg.kafka.transactional_id.empty() ? "derived from the slot" : cfg.kafka.transactional_id));
-}
-
 // How often a standby (the slot is active in another instance) checks whether it can take over.
 constexpr std::chrono::milliseconds kStandbyCheck = 2s;
 // How often the slot's lag and retained WAL are read, and the summary line logged.
@@ -238,7 +222,7 @@ int run(const std::string& config_path) {
   Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
   bool standby = false;
   bool ever_streamed = false;
-  bool streamed_last = false;  // the session before this one streamed from the slot
+  int previous_walsender = 0;  // the last session's, if it streamed
   // Exactly-once: records Kafka refused, remembered across sessions (their retries are sessions).
   const auto refused_records = std::make_shared<relay::RefusedRecords>();
   // Checkpoints a session found written over another WAL history: not trusted again.
@@ -251,6 +235,7 @@ int run(const std::string& config_path) {
       relay::Session relay(cfg, &relay_probe,
                            {.sinks = {},
                             .ever_streamed = ever_streamed,
+                            .previous_walsender = previous_walsender,
                             .refused = refused_records,
                             .refused_checkpoints = refused_checkpoints,
                             .config_path = absolute_config});
@@ -258,14 +243,12 @@ int run(const std::string& config_path) {
       outcome = relay.run();
       signals.attach(nullptr);
       ever_streamed = ever_streamed || relay.streamed();
-      if (outcome.standby && streamed_last && cfg.delivery == config::Delivery::exactly_once)
-        outcome = taken_over(outcome, cfg);
-      streamed_last = relay.streamed();
+      previous_walsender = relay.walsender_pid();
     } catch (const std::exception& e) {
       // Out of descriptors or memory while (re)connecting: transient, never std::terminate.
       signals.attach(nullptr);
       outcome = relay::Outcome::reconnect(fmt::format("session failed: {}", e.what()));
-      streamed_last = false;
+      previous_walsender = 0;
     }
     switch (outcome.kind) {
       case relay::Outcome::Kind::stopped:

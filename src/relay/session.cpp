@@ -396,9 +396,9 @@ Outcome Session::run() {
   Setup setup(config_);
   setup.context.ever_streamed = options_.ever_streamed;
   try {
-    if (auto failed = setup.open()) return *failed;
+    if (auto failed = setup.open()) return taken_over_if(*failed);
   } catch (const replication::PgError& e) {
-    return classify(e, setup.context);
+    return taken_over_if(classify(e, setup.context));
   }
   if (!setup.snapshot.empty()) {
     try {
@@ -429,6 +429,7 @@ Outcome Session::run() {
   }
   StreamSource source(io_, *setup.connection, config_, setup.context);
   streamed_ = true;
+  walsender_pid_ = PQbackendPID(setup.connection->raw());
   streaming_ = true;
   auto start = setup.start();
   start.refused = options_.refused;
@@ -463,6 +464,35 @@ Outcome Session::run() {
   watch.reset();
   streaming_ = false;
   return outcome;
+}
+
+// Exactly-once: the slot found active in another process right after this instance streamed
+// from it is a takeover: the new holder initialises the same transactional ids, which fences this
+// instance's producers (closed with the last session already). Kafka does not always tell the
+// old producer first: the fault suite's instance woken after a takeover sometimes ended its
+// session on the lost replication connection with its abort answered without a fence. So the
+// instance ends as fenced (exit 22), as when Kafka tells it, instead of standing by without a
+// word. The slot still held by this instance's own last walsender (not yet gone after a broken
+// connection) is no takeover; nor is a holder the server cannot name.
+Outcome Session::taken_over_if(Outcome outcome) const {
+  if (!outcome.standby || options_.previous_walsender == 0 || config_.delivery != config::Delivery::exactly_once)
+    return outcome;
+  std::optional<int> holder;
+  try {
+    const auto& pg = config_.postgres;
+    const auto conn =
+        replication::Connection::open(pg.dsn, false, pg.application_name, pg.password, std::chrono::seconds(5));
+    if (const auto slot = conn.slot(pg.slot)) holder = slot->active_pid;
+  } catch (const std::exception&) {
+    return outcome;
+  }
+  if (!holder || *holder == 0 || *holder == options_.previous_walsender) return outcome;
+  return Outcome::fatal(
+      Fatal::fenced,
+      fmt::format("another instance took over slot {} right after this one streamed from it (its walsender is PID "
+                  "{}; {}); in exactly-once delivery it fences this one's transactional ids, so this one writes "
+                  "nothing more. A supervisor may restart it: it then waits as a standby",
+                  config_.postgres.slot, *holder, outcome.reason));
 }
 
 std::optional<Outcome> Session::backfill(const std::string& snapshot, SessionStart start) {

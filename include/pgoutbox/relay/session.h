@@ -24,6 +24,9 @@ namespace pgoutbox::relay {
 struct SessionOptions {
   kafka::SinkFactory sinks;    // empty: the real Kafka producer of config.kafka
   bool ever_streamed = false;  // an earlier session of this process streamed (see pg_failure.h)
+  // The walsender of the session before this one, if that session streamed (0: it did not).
+  // Exactly-once: the slot found active in another process right after is a takeover.
+  int previous_walsender = 0;
   // Exactly-once: what Kafka refused in earlier sessions (relay.h), shared by them.
   std::shared_ptr<RefusedRecords> refused;
   // Checkpoints found written over another WAL history (relay.h), shared by them.
@@ -50,6 +53,8 @@ class Session {
   bool streaming() const { return streaming_.load(); }
   // This session reached START_REPLICATION.
   bool streamed() const { return streamed_; }
+  // The server process (walsender) of this session's replication connection, once it streamed.
+  int walsender_pid() const { return walsender_pid_; }
 
   const Counters& counters() const { return relay_.counters(); }
   Lsn confirmed() const { return relay_.confirmed(); }
@@ -59,6 +64,7 @@ class Session {
   // Publishes the configured backfills read in `snapshot` (relay/backfill.h); nullopt once every
   // record is acknowledged, else how the session ends.
   std::optional<Outcome> backfill(const std::string& snapshot, SessionStart start);
+  Outcome taken_over_if(Outcome outcome) const;
 
   boost::asio::io_context io_;
   AsioClock clock_{io_};
@@ -75,6 +81,7 @@ class Session {
   Relay* active_ = &relay_;  // the one stop() reaches
   std::atomic<bool> streaming_{false};
   bool streamed_ = false;
+  int walsender_pid_ = 0;
 };
 
 }  // namespace pgoutbox::relay
