@@ -1,12 +1,11 @@
 #pragma once
 
-// Exactly-once delivery (docs/spec.md I10): the records go into Kafka transactions of the one
-// transactional producer. A Kafka transaction holds whole Postgres transactions and, last, the
-// checkpoint (their end LSN); it is committed when the stream is caught up, after
-// kafka.transaction_interval or when the caps are reached, and only its commit acknowledges its
-// records. Anything that makes it fail is aborted, never confirmed: the session ends and the next
-// one publishes the same transactions again from the slot, skipping what the checkpoint (read
-// back with read_committed) says is committed.
+// Exactly-once delivery (docs/spec.md I10): the records go into Kafka transactions, one open at a
+// time, of one transactional producer or of two taking turns (kafka.alternate_producers). A Kafka transaction holds
+// whole Postgres transactions and, last, the checkpoint (their end LSN); it is committed when the stream is caught up,
+// after kafka.transaction_interval or when the caps are reached, and only its commit acknowledges its records. Anything
+// that makes it fail is aborted, never confirmed: the session ends and the next one publishes the same transactions
+// again from the slot, skipping what the checkpoint (read back with read_committed) says is committed.
 
 #include <array>
 #include <chrono>

@@ -18,6 +18,16 @@
 namespace pgoutbox::relay {
 namespace {
 
+// The server process holding the slot now; nullopt when none does or the server cannot say.
+std::optional<int> slot_holder(const config::PostgresConfig& pg) {
+  try {
+    const auto conn =
+        replication::Connection::open(pg.dsn, false, pg.application_name, pg.password, std::chrono::seconds(5));
+    if (const auto slot = conn.slot(pg.slot)) return slot->active_pid;
+  } catch (const std::exception&) {}
+  return std::nullopt;
+}
+
 using namespace std::chrono_literals;
 
 // How often the publication is checked while streaming: the slot monitor's interval
@@ -447,18 +457,8 @@ Outcome Session::run() {
     start.relation_arrived = [&watch] { watch->check_now(); };
   }
   if (config_.delivery == config::Delivery::exactly_once) {
-    const int walsender = PQbackendPID(setup.connection->raw());
-    start.holds_slot = [this, walsender] {
-      try {
-        const auto& pg = config_.postgres;
-        const auto conn =
-            replication::Connection::open(pg.dsn, false, pg.application_name, pg.password, std::chrono::seconds(5));
-        const auto slot = conn.slot(pg.slot);
-        return slot && slot->active_pid == walsender;
-      } catch (const std::exception&) {
-        return false;  // the server cannot say: a fence it is
-      }
-    };
+    // The server cannot say: a fence it is.
+    start.holds_slot = [this, walsender = walsender_pid_] { return slot_holder(config_.postgres) == walsender; };
   }
   auto outcome = relay_.run(source, std::move(start));
   watch.reset();
@@ -477,15 +477,7 @@ Outcome Session::run() {
 Outcome Session::taken_over_if(Outcome outcome) const {
   if (!outcome.standby || options_.previous_walsender == 0 || config_.delivery != config::Delivery::exactly_once)
     return outcome;
-  std::optional<int> holder;
-  try {
-    const auto& pg = config_.postgres;
-    const auto conn =
-        replication::Connection::open(pg.dsn, false, pg.application_name, pg.password, std::chrono::seconds(5));
-    if (const auto slot = conn.slot(pg.slot)) holder = slot->active_pid;
-  } catch (const std::exception&) {
-    return outcome;
-  }
+  const auto holder = slot_holder(config_.postgres);
   if (!holder || *holder == 0 || *holder == options_.previous_walsender) return outcome;
   return Outcome::fatal(
       Fatal::fenced,
