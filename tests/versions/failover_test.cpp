@@ -17,7 +17,6 @@
 #include <signal.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -27,6 +26,7 @@
 #include "../app/operator_fixture.h"
 #include "eventually.h"
 #include "kafka_client.h"
+#include "pg_standby.h"
 #include "pgoutbox_process.h"
 #include "services.h"
 
@@ -34,8 +34,6 @@ namespace pgoutbox::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-void run_shell(const std::string& command) { ASSERT_EQ(std::system(command.c_str()), 0) << command; }
 
 std::set<std::string> distinct_keys(const std::vector<ConsumedRecord>& records) {
   std::set<std::string> keys;
@@ -62,38 +60,15 @@ TEST_P(FailoverTest, APromotedStandbyEitherResumesFromTheSynchronisedSlotOrIsRef
       "CREATE TABLE fo_outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, "
       "aggregateid text, type text, payload jsonb)");
 
-  // The standby: a cluster of its own (port, scratch directory), its data directory replaced by
-  // a base backup of the primary.
-  PgCluster standby(std::map<std::string, std::string>{
-      {"hot_standby", "on"},
-      {"hot_standby_feedback", "on"},
-      {"sync_replication_slots", "on"},
-      // The base backup copies the primary's postgresql.auto.conf; once promoted, a
-      // synchronized_standby_slots naming a slot it lacks would hold every logical
-      // walsender back for good.
-      {"synchronized_standby_slots", ""},
-      {"primary_slot_name", "standby_slot"},
-      {"primary_conninfo", "host=127.0.0.1 port=" + std::to_string(primary.port()) +
-                               " user=postgres dbname=postgres application_name=standby"}});
-  standby.stop();
-  {
-    auto session = primary.connect();
-    exec_on(session.get(), "SELECT pg_backup_start('pgoutbox failover test', true)");
-    const std::string to = standby.data_dir();
-    run_shell("find " + to + " -mindepth 1 -delete && cp -a " + primary.data_dir() + "/. " + to + "/ && rm -f " + to +
-              "/postmaster.pid " + to + "/postmaster.opts && find " + to + "/pg_wal " + to +
-              "/pg_replslot -mindepth 1 -delete && mkdir -p " + to + "/pg_wal/archive_status");
-    std::unique_ptr<PGresult, decltype(&PQclear)> stop(
-        PQexec(session.get(), "SELECT labelfile FROM pg_backup_stop(true)"), &PQclear);
-    ASSERT_EQ(PQresultStatus(stop.get()), PGRES_TUPLES_OK) << PQerrorMessage(session.get());
-    std::ofstream(to + "/backup_label") << PQgetvalue(stop.get(), 0, 0);
-    std::ofstream(to + "/standby.signal");
-    if (const auto account = service_account()) {
-      run_shell("chown -R " + std::to_string(account->uid) + ":" + std::to_string(account->gid) + " " + to);
-    }
-  }
-  standby.start();
-  ASSERT_EQ(standby.query_value("SELECT pg_is_in_recovery()"), "t");
+  // The standby: a base backup of the primary streaming through standby_slot.
+  const auto standby_cluster = make_standby(primary, "standby_slot",
+                                            {{"hot_standby_feedback", "on"},
+                                             {"sync_replication_slots", "on"},
+                                             // The base backup copies the primary's postgresql.auto.conf; once
+                                             // promoted, a synchronized_standby_slots naming a slot it lacks would
+                                             // hold every logical walsender back for good.
+                                             {"synchronized_standby_slots", ""}});
+  PgCluster& standby = *standby_cluster;
 
   ScratchDir dir("failover", std::nullopt);
   const std::string dsn = "host=127.0.0.1,127.0.0.1 port=" + std::to_string(primary.port()) + "," +
