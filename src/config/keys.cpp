@@ -255,6 +255,18 @@ std::vector<Entry<Draft>> make_global_entries() {
       "sync_replication_slots = on keeps a copy and a promoted standby resumes from it "
       "(PostgreSQL 17 or later; refused before 17).",
       [](auto& d) -> auto& { return d.config.postgres.failover_slot; }));
+  auto primary_dsn = text<Draft>(
+      "postgres.primary_dsn", "string",
+      "When postgres.dsn names a hot standby (PostgreSQL 16+): a libpq connection string of its primary, over which "
+      "pgoutbox calls pg_log_standby_snapshot() while it creates its slot on the standby, so the creation takes "
+      "milliseconds instead of waiting for the primary's next running-transactions record. Optional; the role needs "
+      "EXECUTE on pg_log_standby_snapshot() (a superuser, or a grant). Uses postgres.password too.",
+      [](auto& d) -> auto& { return d.config.postgres.primary_dsn; },
+      [](std::string_view text) {
+        if (!text.empty()) check_dsn(text);
+      });
+  primary_dsn.show = [](const Draft& d) { return redact_dsn(d.config.postgres.primary_dsn); };
+  v.push_back(std::move(primary_dsn));
   v.push_back(flag<Draft>(
       "postgres.create_publication",
       "Create the publication for the configured tables when it does not exist (needs ownership of "

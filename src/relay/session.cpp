@@ -12,6 +12,7 @@
 #include "pgoutbox/replication/catalog.h"
 #include "pgoutbox/replication/generated_columns.h"
 #include "pgoutbox/replication/server_features.h"
+#include "pgoutbox/replication/standby_snapshot.h"
 #include "pgoutbox/replication/stream.h"
 #include "publication_watch.h"
 
@@ -29,6 +30,11 @@ std::optional<int> slot_holder(const config::PostgresConfig& pg) {
 }
 
 using namespace std::chrono_literals;
+
+bool in_recovery(const replication::Connection& connection) {
+  const auto res = connection.exec("SELECT pg_catalog.pg_is_in_recovery()");
+  return PQntuples(res.get()) == 1 && std::string_view(PQgetvalue(res.get(), 0, 0)) == "t";
+}
 
 // How often the publication is checked while streaming: the slot monitor's interval
 // (app/run_command.cpp), so a changed publication is seen about as soon as a slot going bad.
@@ -244,6 +250,16 @@ class Session::Setup {
                                           "postgres.create_slot: true",
                                           pg.slot, pg.slot));
       }
+      // On a hot standby the creation waits for a running-transactions record from the primary
+      // (replication/standby_snapshot.h): ask for one, or say what it waits for.
+      std::optional<replication::StandbySnapshotRequest> snapshot_request;
+      if (in_recovery(*connection)) {
+        spdlog::info("creating replication slot {} on a hot standby{}", pg.slot,
+                     pg.primary_dsn.empty() ? ": it waits for the primary's next running-transactions record"
+                                            : ", asking the primary (postgres.primary_dsn) for a running-transactions "
+                                              "record with pg_log_standby_snapshot()");
+        snapshot_request.emplace(replication::PrimaryAccess{pg.primary_dsn, pg.password, pg.application_name});
+      }
       if (any_backfill(config_)) {
         if (auto refused = check_backfill()) return refused;
         if (auto busy = take_backfill_lock()) return busy;
@@ -256,6 +272,7 @@ class Session::Setup {
       } else {
         slot_confirmed = connection->create_slot(pg.slot, pg.failover_slot);
       }
+      snapshot_request.reset();
       spdlog::info("created replication slot {} at {}{}", pg.slot, slot_confirmed.to_string(),
                    snapshot.empty() ? "" : fmt::format(", exporting snapshot {} for the backfill", snapshot));
       if (identity.timeline > 1) {

@@ -23,6 +23,9 @@ struct PostgresConfig {
   bool create_slot = true;          // create the slot when missing
   bool failover_slot = false;       // create it with failover (PostgreSQL 17+): synchronised to standbys
   bool create_publication = false;  // create the publication when missing (needs table ownership)
+  // When dsn names a hot standby: its primary, asked for a running-transactions record while the
+  // slot is created on the standby (pg_log_standby_snapshot()); empty: wait for the primary's own.
+  std::string primary_dsn;
   std::chrono::milliseconds status_interval{10'000};
   std::string application_name = "pgoutbox";
 };
