@@ -133,6 +133,54 @@ void check_platform(CheckContext& ctx) {
   }
 }
 
+// On a hot standby (docs/versions.md, "Decoding on a standby"): decoding needs 16+, and the slot
+// stays valid only while the primary keeps the catalog rows it needs (hot_standby_feedback over a
+// physical slot); without postgres.primary_dsn the slot's creation waits for the primary.
+static void check_standby(CheckContext& ctx) {
+  const std::string subject = "hot standby";
+  const auto row = first_row(ctx.conn,
+                             "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('server_version_num'), "
+                             "pg_catalog.current_setting('hot_standby_feedback'), "
+                             "pg_catalog.current_setting('primary_slot_name')");
+  if (row.empty() || row.at(0) != "t") return;
+  if (std::stol(row.at(1)) < 160000) {
+    ctx.findings.push_back(Finding::blocking(subject, "this server is a standby, and decoding on a standby needs "
+                                                      "PostgreSQL 16 or later.",
+                                             "point postgres.dsn at the primary, or upgrade to 16+."));
+    return;
+  }
+  bool fine = true;
+  if (row.at(2) != "on") {
+    fine = false;
+    ctx.findings.push_back(Finding::blocking(
+        subject,
+        "hot_standby_feedback is off: a vacuum on the primary can remove catalog rows the slot needs, and the "
+        "slot is then invalidated (conflicting = true).",
+        "ALTER SYSTEM SET hot_standby_feedback = on; SELECT pg_reload_conf(); on this standby."));
+  }
+  if (row.at(3).empty()) {
+    fine = false;
+    ctx.findings.push_back(Finding::blocking(
+        subject,
+        "primary_slot_name is not set: without a physical slot on the primary, its feedback does not hold vacuum "
+        "back while the standby is disconnected, and the slot can be invalidated.",
+        "SELECT pg_create_physical_replication_slot('<name>') on the primary, then primary_slot_name = '<name>' "
+        "on this standby."));
+  }
+  if (ctx.config.postgres.primary_dsn.empty()) {
+    ctx.findings.push_back(Finding::warning(
+        subject,
+        "postgres.primary_dsn is not set: creating the slot here waits for the primary's next running-transactions "
+        "record (within 15 s of WAL there, at its next checkpoint when it is idle); rows committed meanwhile are "
+        "not in the new slot.",
+        "set postgres.primary_dsn to the primary (pgoutbox calls pg_log_standby_snapshot() there), or create the "
+        "slot beforehand."));
+  } else if (fine) {
+    ctx.findings.push_back(Finding::ok(
+        subject, fmt::format("hot_standby_feedback = on, primary_slot_name = {}, postgres.primary_dsn set", row.at(3))));
+  }
+}
+
 void check_server(CheckContext& ctx) {
   // Each step stands alone: a failed query is reported and the next step still runs.
   const std::pair<const char*, Reading (*)(const CheckContext&)> steps[] = {
@@ -147,6 +195,12 @@ void check_server(CheckContext& ctx) {
       ctx.findings.push_back(Finding::blocking(subject, fmt::format("cannot be read: {}.", e.what()),
                                                "make sure the role may read server settings (SHOW)."));
     }
+  }
+  try {
+    check_standby(ctx);
+  } catch (const replication::PgError& e) {
+    ctx.findings.push_back(Finding::blocking("hot standby", fmt::format("cannot be read: {}.", e.what()),
+                                             "make sure the role may read server settings (SHOW)."));
   }
 }
 

@@ -65,6 +65,7 @@ const std::string kEverything = R"(postgres:
   create_slot: false
   failover_slot: true
   create_publication: true
+  primary_dsn: "host=pg-primary port=5432 dbname=shop user=relay"
   status_interval: 2s
   application_name: relay-1
 kafka:
@@ -144,6 +145,7 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_FALSE(c.postgres.create_slot);
   EXPECT_TRUE(c.postgres.failover_slot);
   EXPECT_TRUE(c.postgres.create_publication);
+  EXPECT_EQ(c.postgres.primary_dsn, "host=pg-primary port=5432 dbname=shop user=relay");
   EXPECT_EQ(c.postgres.status_interval, 2s);
   EXPECT_EQ(c.postgres.application_name, "relay-1");
   EXPECT_EQ(c.kafka.brokers, "k1:9092,k2:9092");

@@ -163,6 +163,12 @@ TEST_F(StandbyTest, EveryRowIsPublishedFromTheFirstStartThroughAKillAndAPromotio
 void StandbyTest::creation_race(bool ask_primary) {
   const std::string topic = ask_primary ? "sb_race_asked" : "sb_race";
   const auto cfg = write_config(topic, ask_primary ? "  primary_dsn: \"" + primary_dsn() + "\"\n" : "");
+  // check names what the standby needs and what the creation will wait for.
+  const auto check = run_pgoutbox(dir_.path(), {"check", "-c", cfg});
+  EXPECT_NE(line_starting(check.output, ask_primary ? "ok    hot standby: hot_standby_feedback = on"
+                                                    : "WARN  hot standby: postgres.primary_dsn is not set"),
+            "")
+      << check.output;
   std::atomic<bool> writing{true};
   std::vector<std::pair<std::string, std::string>> written;  // key, the primary's position before it
   std::mutex written_mutex;
