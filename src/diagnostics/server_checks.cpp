@@ -144,8 +144,9 @@ static void check_standby(CheckContext& ctx) {
                              "pg_catalog.current_setting('primary_slot_name')");
   if (row.empty() || row.at(0) != "t") return;
   if (std::stol(row.at(1)) < 160000) {
-    ctx.findings.push_back(Finding::blocking(subject, "this server is a standby, and decoding on a standby needs "
-                                                      "PostgreSQL 16 or later.",
+    ctx.findings.push_back(Finding::blocking(subject,
+                                             "this server is a standby, and decoding on a standby needs "
+                                             "PostgreSQL 16 or later.",
                                              "point postgres.dsn at the primary, or upgrade to 16+."));
     return;
   }
@@ -177,7 +178,8 @@ static void check_standby(CheckContext& ctx) {
         "slot beforehand."));
   } else if (fine) {
     ctx.findings.push_back(Finding::ok(
-        subject, fmt::format("hot_standby_feedback = on, primary_slot_name = {}, postgres.primary_dsn set", row.at(3))));
+        subject,
+        fmt::format("hot_standby_feedback = on, primary_slot_name = {}, postgres.primary_dsn set", row.at(3))));
   }
 }
 

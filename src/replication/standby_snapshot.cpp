@@ -30,8 +30,8 @@ StandbySnapshotRequest::~StandbySnapshotRequest() {
 
 bool StandbySnapshotRequest::request_once() {
   try {
-    const auto conn = Connection::open(primary_.dsn, false, primary_.application_name + "-snapshot",
-                                       primary_.password, std::chrono::seconds(5));
+    const auto conn = Connection::open(primary_.dsn, false, primary_.application_name + "-snapshot", primary_.password,
+                                       std::chrono::seconds(5));
     conn.exec("SELECT pg_catalog.pg_log_standby_snapshot()");
     return true;
   } catch (const std::exception& e) {

@@ -33,8 +33,8 @@ std::unique_ptr<PgCluster> make_standby(const PgCluster& primary, const std::str
   run_shell("find " + to + " -mindepth 1 -delete && cp -a " + primary.data_dir() + "/. " + to + "/ && rm -f " + to +
             "/postmaster.pid " + to + "/postmaster.opts && find " + to + "/pg_wal " + to +
             "/pg_replslot -mindepth 1 -delete && mkdir -p " + to + "/pg_wal/archive_status");
-  std::unique_ptr<PGresult, decltype(&PQclear)> stop(PQexec(session.get(), "SELECT labelfile FROM pg_backup_stop(true)"),
-                                                     &PQclear);
+  std::unique_ptr<PGresult, decltype(&PQclear)> stop(
+      PQexec(session.get(), "SELECT labelfile FROM pg_backup_stop(true)"), &PQclear);
   if (PQresultStatus(stop.get()) != PGRES_TUPLES_OK) {
     throw std::runtime_error(std::string("pg_backup_stop: ") + PQerrorMessage(session.get()));
   }
@@ -44,7 +44,8 @@ std::unique_ptr<PgCluster> make_standby(const PgCluster& primary, const std::str
     run_shell("chown -R " + std::to_string(account->uid) + ":" + std::to_string(account->gid) + " " + to);
   }
   standby->start();
-  if (standby->query_value("SELECT pg_is_in_recovery()") != "t") throw std::runtime_error("the standby is not in recovery");
+  if (standby->query_value("SELECT pg_is_in_recovery()") != "t")
+    throw std::runtime_error("the standby is not in recovery");
   return standby;
 }
 

@@ -8,14 +8,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
-#include <atomic>
-#include <set>
 
 #include "../app/operator_fixture.h"
 #include "eventually.h"
@@ -97,7 +97,9 @@ class StandbyTest : public ::testing::Test {
 // same process goes on streaming from the slot that is now on the new primary.
 TEST_F(StandbyTest, EveryRowIsPublishedFromTheFirstStartThroughAKillAndAPromotion) {
   const std::string topic = "sb_events";
-  const auto cfg = write_config(topic);
+  // The primary is idle here: without postgres.primary_dsn the creation would wait for its next
+  // checkpoint (on 17 it did not end within 90 s).
+  const auto cfg = write_config(topic, "  primary_dsn: \"" + primary_dsn() + "\"\n");
   const auto bootstrap = shared_kafka().bootstrap();
   auto process = std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, cfg, dir_.path() + "/run1.log");
   // Created and streaming: the slot has its consistent point (active is true while it is still
@@ -179,7 +181,8 @@ void StandbyTest::creation_race(bool ask_primary) {
       std::unique_ptr<PGresult, decltype(&PQclear)> before(PQexec(conn.get(), "SELECT pg_current_wal_insert_lsn()"),
                                                            &PQclear);
       const std::string position = PQgetvalue(before.get(), 0, 0);
-      exec_on(conn.get(), "INSERT INTO sb_outbox (aggregatetype, aggregateid, payload) VALUES ('E', '" + key + "', '{}')");
+      exec_on(conn.get(),
+              "INSERT INTO sb_outbox (aggregatetype, aggregateid, payload) VALUES ('E', '" + key + "', '{}')");
       {
         const std::lock_guard lock(written_mutex);
         written.emplace_back(key, position);
@@ -190,8 +193,9 @@ void StandbyTest::creation_race(bool ask_primary) {
   auto process = std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, cfg, dir_.path() + "/run.log");
   EXPECT_TRUE(eventually(
       [&] {
-        return standby_->query_value("SELECT confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots WHERE "
-                                     "slot_name = 'sb_slot'") == "t";
+        return standby_->query_value(
+                   "SELECT confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots WHERE "
+                   "slot_name = 'sb_slot'") == "t";
       },
       90s))
       << tail_of(dir_.path() + "/run.log");
@@ -225,14 +229,14 @@ void StandbyTest::creation_race(bool ask_primary) {
   EXPECT_NE(log.find(ask_primary ? "asking the primary (postgres.primary_dsn)" : "it waits for the primary's next"),
             std::string::npos)
       << log;
-  std::cout << "standby creation race" << (ask_primary ? " (primary_dsn)" : "") << ": " << written.size() << " rows written, consistent point " << created_at << ", "
-            << must.size() << " written after it, " << missing << " of those missing from Kafka\n";
+  std::cout << "standby creation race" << (ask_primary ? " (primary_dsn)" : "") << ": " << written.size()
+            << " rows written, consistent point " << created_at << ", " << must.size() << " written after it, "
+            << missing << " of those missing from Kafka\n";
   EXPECT_TRUE(all) << missing << " rows written after the consistent point never reached Kafka\n"
                    << tail_of(dir_.path() + "/run.log");
   process->signal(SIGTERM);
   EXPECT_EQ(process->wait_exit(30s), 0);
 }
-
 
 TEST_F(StandbyTest, EveryRowWrittenAfterTheConsistentPointIsPublishedWhileWritesRunThroughCreation) {
   creation_race(false);
