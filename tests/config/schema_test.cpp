@@ -82,7 +82,7 @@ TEST(ConfigSchema, DefaultsAreTheStructsDefaults) {
 // A valid value, different from the default, for each key's type; written so describe() prints
 // it back unchanged.
 std::optional<std::string> sample(const KeyInfo& key) {
-  if (key.path == "postgres.dsn") return "host=elsewhere";
+  if (key.path == "postgres.dsn" || key.path == "postgres.primary_dsn") return "host=elsewhere";
   if (key.path == "limits.resume_ratio") return "0.75";
   if (key.path == "reconnect.factor") return "1.5";
   if (key.type == "bool") return key.default_value == "true" ? "false" : "true";
