@@ -199,6 +199,7 @@ int run(const std::string& config_path) {
   }
   const metrics::SlotMonitor slot_monitor({.dsn = cfg.postgres.dsn,
                                            .password = cfg.postgres.password,
+                                           .primary_dsn = cfg.postgres.primary_dsn,
                                            .application_name = cfg.postgres.application_name + "-metrics",
                                            .slot = cfg.postgres.slot,
                                            .interval = kSlotInterval,

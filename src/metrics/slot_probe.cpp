@@ -25,7 +25,24 @@ SlotProbe::SlotProbe(prometheus::Registry& r)
               .Name("pgoutbox_slot_wal_status")
               .Help("1 for the slot's current wal_status (reserved, extended, unreserved, lost), or for "
                     "\"missing\" when the server answered without the slot; all 0 while Postgres does not answer.")
-              .Register(r)) {
+              .Register(r)),
+      in_recovery_gauge_(gauge(r, "pgoutbox_postgres_in_recovery",
+                               "1 when postgres.dsn is a hot standby (pg_is_in_recovery()): the slot decodes the WAL "
+                               "it replays.")),
+      unreplayed_gauge_(gauge(r, "pgoutbox_standby_unreplayed_bytes",
+                              "On a hot standby: WAL it has received from its primary and not yet replayed.")),
+      replay_delay_gauge_(gauge(r, "pgoutbox_standby_replay_delay_seconds",
+                                "On a hot standby with WAL left to replay: seconds since the last replayed "
+                                "transaction committed on the primary; 0 when it has replayed all it received.")),
+      behind_primary_gauge_(gauge(r, "pgoutbox_standby_behind_primary_bytes",
+                                  "With postgres.primary_dsn: WAL the primary wrote that the standby has not replayed.")),
+      primary_xmin_age_gauge_(gauge(r, "pgoutbox_primary_xmin_age",
+                                    "With postgres.primary_dsn: age in transactions of the xmin the standby's physical "
+                                    "slot holds on the primary (hot_standby_feedback: vacuum waits for it); 0 for none.")),
+      primary_catalog_xmin_age_gauge_(
+          gauge(r, "pgoutbox_primary_catalog_xmin_age",
+                "With postgres.primary_dsn: age in transactions of the catalog_xmin the standby's physical slot holds "
+                "on the primary for its logical slots; 0 for none.")) {
   for (const char* status : kWalStatuses) wal_status_.Add({{"status", status}});
 }
 
@@ -40,6 +57,14 @@ void SlotProbe::record(const SlotSample& sample) {
     lag_gauge_.Set(static_cast<double>(*sample.lag_bytes));
   }
   if (sample.retained_bytes) retained_gauge_.Set(static_cast<double>(*sample.retained_bytes));
+  in_recovery_gauge_.Set(sample.in_recovery ? 1 : 0);
+  unreplayed_gauge_.Set(static_cast<double>(sample.unreplayed_bytes.value_or(0)));
+  replay_delay_gauge_.Set(sample.replay_delay_seconds.value_or(0));
+  if (sample.behind_primary_bytes) behind_primary_gauge_.Set(static_cast<double>(*sample.behind_primary_bytes));
+  if (sample.behind_primary_bytes || !sample.in_recovery) {  // read on the primary, or no standby at all
+    primary_xmin_age_gauge_.Set(static_cast<double>(sample.primary_xmin_age.value_or(0)));
+    primary_catalog_xmin_age_gauge_.Set(static_cast<double>(sample.primary_catalog_xmin_age.value_or(0)));
+  }
 }
 
 void SlotProbe::unreachable() {

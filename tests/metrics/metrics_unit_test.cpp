@@ -274,7 +274,13 @@ TEST(SlotProbe, RecordsLagRetainedStatusAndUp) {
   prometheus::Registry registry;
   SlotProbe probe(registry);
   EXPECT_FALSE(probe.lag_bytes());
-  probe.record({.exists = true, .active = true, .wal_status = "extended", .lag_bytes = 1234, .retained_bytes = 99999});
+  SlotSample sample;
+  sample.exists = true;
+  sample.active = true;
+  sample.wal_status = "extended";
+  sample.lag_bytes = 1234;
+  sample.retained_bytes = 99999;
+  probe.record(sample);
   auto text = scrape(registry);
   EXPECT_EQ(sample_sum(text, "pgoutbox_postgres_up"), 1);
   EXPECT_EQ(sample_sum(text, "pgoutbox_replication_lag_bytes"), 1234);
@@ -284,8 +290,7 @@ TEST(SlotProbe, RecordsLagRetainedStatusAndUp) {
   EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status"), 1) << "one status at a time";
   EXPECT_EQ(probe.lag_bytes(), 1234);
 
-  probe.record(
-      {.exists = false, .active = false, .wal_status = "", .lag_bytes = std::nullopt, .retained_bytes = std::nullopt});
+  probe.record(SlotSample{});
   text = scrape(registry);
   EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status", "status=\"missing\""), 1);
   EXPECT_EQ(sample_sum(text, "pgoutbox_slot_wal_status", "status=\"extended\""), 0);
@@ -296,16 +301,60 @@ TEST(SlotProbe, RecordsLagRetainedStatusAndUp) {
   EXPECT_FALSE(probe.postgres_up());
 }
 
+// On a hot standby: the replay delay, and what the standby holds on its primary when that was
+// read; a reading without the primary's part keeps the last one the primary gave.
+TEST(SlotProbe, RecordsAStandbysReplayAndWhatItHoldsOnThePrimary) {
+  prometheus::Registry registry;
+  SlotProbe probe(registry);
+  SlotSample sample;
+  sample.exists = true;
+  sample.in_recovery = true;
+  sample.unreplayed_bytes = 4096;
+  sample.replay_delay_seconds = 12.5;
+  sample.behind_primary_bytes = 8192;
+  sample.primary_xmin_age = 30;
+  sample.primary_catalog_xmin_age = 40;
+  probe.record(sample);
+  auto text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_postgres_in_recovery"), 1);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_standby_unreplayed_bytes"), 4096);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_standby_replay_delay_seconds"), 12.5);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_standby_behind_primary_bytes"), 8192);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_primary_xmin_age"), 30);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_primary_catalog_xmin_age"), 40);
+
+  sample.behind_primary_bytes.reset();  // the primary did not answer this time
+  sample.primary_xmin_age.reset();
+  sample.primary_catalog_xmin_age.reset();
+  sample.replay_delay_seconds = 0;
+  probe.record(sample);
+  text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_standby_replay_delay_seconds"), 0);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_primary_xmin_age"), 30);
+
+  SlotSample promoted;  // no standby any more
+  promoted.exists = true;
+  probe.record(promoted);
+  text = scrape(registry);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_postgres_in_recovery"), 0);
+  EXPECT_EQ(sample_sum(text, "pgoutbox_primary_xmin_age"), 0);
+}
+
 TEST(SlotProbe, MissingOnlyWhenTheServerAnsweredWithoutTheSlot) {
   prometheus::Registry registry;
   SlotProbe probe(registry);
-  probe.record(
-      {.exists = false, .active = false, .wal_status = "", .lag_bytes = std::nullopt, .retained_bytes = std::nullopt});
+  probe.record(SlotSample{});
   EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status", "status=\"missing\""), 1);
   probe.unreachable();
   EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status"), 0)
       << "unreachable is not missing, nor any status";
-  probe.record({.exists = true, .active = true, .wal_status = "reserved", .lag_bytes = 0, .retained_bytes = 0});
+  SlotSample reserved;
+  reserved.exists = true;
+  reserved.active = true;
+  reserved.wal_status = "reserved";
+  reserved.lag_bytes = 0;
+  reserved.retained_bytes = 0;
+  probe.record(reserved);
   probe.unreachable();
   EXPECT_EQ(sample_sum(scrape(registry), "pgoutbox_slot_wal_status"), 0) << "no stale status either";
 }
@@ -319,7 +368,13 @@ TEST(Summary, RatesSinceTheLastLine) {
   for (int i = 0; i < 100; ++i) relay.event_published("t", 1ms);
   relay.in_flight(7, 700);
   relay.confirmed_lsn(*Lsn::parse("0/16B3748"));
-  slot.record({.exists = true, .active = true, .wal_status = "reserved", .lag_bytes = 4096, .retained_bytes = 8192});
+  SlotSample sample;
+  sample.exists = true;
+  sample.active = true;
+  sample.wal_status = "reserved";
+  sample.lag_bytes = 4096;
+  sample.retained_bytes = 8192;
+  slot.record(sample);
   const auto line = summary.next_line(start + 10s);
   EXPECT_NE(line.find("10.0 events/s published"), std::string::npos) << line;
   EXPECT_NE(line.find("in flight 7 events (700 bytes)"), std::string::npos) << line;

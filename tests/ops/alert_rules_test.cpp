@@ -58,7 +58,7 @@ TEST(AlertRules, TheIssueListIsCovered) {
        {"PgoutboxDown", "PgoutboxNotStreaming", "PgoutboxKafkaDown", "PgoutboxPaused", "PgoutboxReplicationLagHigh",
         "PgoutboxSlotRetainedWalHigh", "PgoutboxSlotWalUnreserved", "PgoutboxSlotLost", "PgoutboxEventsDeadLettered",
         "PgoutboxEventsSkipped", "PgoutboxDeliveriesFailing", "PgoutboxCommitToAckSlow", "PgoutboxRestartingRepeatedly",
-        "PgoutboxSlotClaimedTwice"}) {
+        "PgoutboxSlotClaimedTwice", "PgoutboxStandbyReplayBehind"}) {
     EXPECT_TRUE(names.count(wanted)) << wanted;
   }
 }

@@ -2,7 +2,7 @@
 
 // The slot's metrics, as the SlotMonitor reads them from pg_replication_slots on its own
 // connection: replication lag and retained WAL in bytes, wal_status, active, and whether
-// Postgres answers at all.
+// Postgres answers at all; on a hot standby, its replay delay and what it holds on the primary.
 
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
@@ -22,6 +22,17 @@ struct SlotSample {
   std::string wal_status;                      // reserved, extended, unreserved, lost
   std::optional<std::int64_t> lag_bytes;       // pg_current_wal_lsn() - confirmed_flush_lsn
   std::optional<std::int64_t> retained_bytes;  // pg_current_wal_lsn() - restart_lsn
+  // A hot standby (pg_is_in_recovery()): WAL received but not replayed, and how long ago the last
+  // replayed transaction committed while WAL is left to replay (0 when it has caught up).
+  bool in_recovery = false;
+  std::optional<std::int64_t> unreplayed_bytes;
+  std::optional<double> replay_delay_seconds;
+  // Read on the primary (postgres.primary_dsn): WAL it wrote that the standby has not replayed,
+  // and the age in transactions of the xmin and catalog_xmin the standby's physical slot holds
+  // there through hot_standby_feedback (NULL: holds none).
+  std::optional<std::int64_t> behind_primary_bytes;
+  std::optional<std::int64_t> primary_xmin_age;
+  std::optional<std::int64_t> primary_catalog_xmin_age;
 };
 
 class SlotProbe {
@@ -45,6 +56,12 @@ class SlotProbe {
   prometheus::Gauge& retained_gauge_;
   prometheus::Gauge& active_gauge_;
   prometheus::Family<prometheus::Gauge>& wal_status_;
+  prometheus::Gauge& in_recovery_gauge_;
+  prometheus::Gauge& unreplayed_gauge_;
+  prometheus::Gauge& replay_delay_gauge_;
+  prometheus::Gauge& behind_primary_gauge_;
+  prometheus::Gauge& primary_xmin_age_gauge_;
+  prometheus::Gauge& primary_catalog_xmin_age_gauge_;
   std::atomic<bool> up_{false};
   std::atomic<std::int64_t> lag_{-1};
 };
