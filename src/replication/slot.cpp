@@ -20,8 +20,8 @@ Lsn lsn_at(const PGresult* res, int row, int col) { return Lsn::parse(text_at(re
 
 // Why an invalidated slot was invalidated, and what keeps the next one from it. 17 and later say
 // (pg_replication_slots.invalidation_reason; every reason also sets wal_status lost, so the
-// reason is read first); before 17 a lost wal_status can only mean max_slot_wal_keep_size, and
-// conflicting (16) a recovery conflict on a standby.
+// reason is read first); on 16, conflicting means a recovery conflict on a standby (its
+// wal_status is lost as well), and otherwise a lost wal_status means max_slot_wal_keep_size.
 struct Invalidation {
   std::string shown;    // the column that says so: "invalidation_reason idle_timeout"
   std::string why;      // what happened
@@ -32,10 +32,14 @@ Invalidation invalidation_of(const SlotState& slot) {
   constexpr const char* kStandbyConflict =
       "; on a standby, hot_standby_feedback = on and a physical slot (primary_slot_name) prevent the conflict";
   if (!slot.invalidation_reason) {
-    if (slot.wal_status == WalStatus::lost) {
-      return {"wal_status lost", "the WAL it needed was removed (max_slot_wal_keep_size)", ""};
+    // 16 sets wal_status lost for a recovery conflict too: conflicting is what tells them apart.
+    if (slot.conflicting == true) {
+      return {"conflicting = true",
+              "rows it needed were vacuumed on the primary, or the primary's wal_level fell below logical (a recovery "
+              "conflict on this standby)",
+              kStandbyConflict};
     }
-    return {"conflicting = true", "a recovery conflict on this standby", kStandbyConflict};
+    return {"wal_status lost", "the WAL it needed was removed (max_slot_wal_keep_size)", ""};
   }
   const std::string& reason = *slot.invalidation_reason;
   const std::string shown = "invalidation_reason " + reason;

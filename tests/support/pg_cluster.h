@@ -48,6 +48,10 @@ class PgCluster {
   }
   bool running();
 
+  // Sets one postgresql.conf line for the next start (the settings are given on the command
+  // line, so ALTER SYSTEM cannot override them).
+  void set_setting(const std::string& name, const std::string& value) { settings_[name] = value; }
+
   int port() const { return port_; }
   // The server's major version (PG_VERSION of the data directory: 14, 15, …).
   int server_major() const { return server_major_; }

@@ -26,10 +26,15 @@ std::unique_ptr<PgCluster> make_standby(const PgCluster& primary, const std::str
                                  " user=postgres dbname=postgres application_name=standby";
   // A cluster of its own (port, scratch directory), its data directory replaced by the copy.
   auto standby = std::make_unique<PgCluster>(std::move(settings));
-  standby->stop();
+  rebase_standby(primary, *standby);
+  return standby;
+}
+
+void rebase_standby(const PgCluster& primary, PgCluster& standby) {
+  standby.stop();
   auto session = primary.connect();
   exec_on(session.get(), "SELECT pg_backup_start('pgoutbox test standby', true)");
-  const std::string to = standby->data_dir();
+  const std::string to = standby.data_dir();
   run_shell("find " + to + " -mindepth 1 -delete && cp -a " + primary.data_dir() + "/. " + to + "/ && rm -f " + to +
             "/postmaster.pid " + to + "/postmaster.opts && find " + to + "/pg_wal " + to +
             "/pg_replslot -mindepth 1 -delete && mkdir -p " + to + "/pg_wal/archive_status");
@@ -43,10 +48,9 @@ std::unique_ptr<PgCluster> make_standby(const PgCluster& primary, const std::str
   if (const auto account = service_account()) {
     run_shell("chown -R " + std::to_string(account->uid) + ":" + std::to_string(account->gid) + " " + to);
   }
-  standby->start();
-  if (standby->query_value("SELECT pg_is_in_recovery()") != "t")
+  standby.start();
+  if (standby.query_value("SELECT pg_is_in_recovery()") != "t")
     throw std::runtime_error("the standby is not in recovery");
-  return standby;
 }
 
 void wait_replayed(const PgCluster& primary, const PgCluster& standby) {

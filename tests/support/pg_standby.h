@@ -19,6 +19,10 @@ namespace pgoutbox::test {
 std::unique_ptr<PgCluster> make_standby(const PgCluster& primary, const std::string& physical_slot,
                                         std::map<std::string, std::string> settings = {});
 
+// Replaces `standby`'s data directory with a new base backup of `primary` and starts it again on
+// the same port: the standby an operator rebuilds, without the logical slots the old one had.
+void rebase_standby(const PgCluster& primary, PgCluster& standby);
+
 // Waits until `standby` has replayed everything `primary` has written so far.
 void wait_replayed(const PgCluster& primary, const PgCluster& standby);
 

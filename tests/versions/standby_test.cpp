@@ -19,6 +19,7 @@
 
 #include "../app/operator_fixture.h"
 #include "eventually.h"
+#include "http_get.h"
 #include "kafka_client.h"
 #include "pg_standby.h"
 #include "pgoutbox_process.h"
@@ -60,8 +61,11 @@ class StandbyTest : public ::testing::Test {
     return "host=127.0.0.1 port=" + std::to_string(primary_->port()) + " user=postgres dbname=postgres";
   }
 
+  std::string primary_dsn_key() const { return "  primary_dsn: \"" + primary_dsn() + "\"\n"; }
+
   std::string write_config(const std::string& topic, const std::string& extra_postgres = "") {
     PgoutboxConfig c;
+    c.metrics_address = "127.0.0.1:" + std::to_string(metrics_port_);
     c.dsn = standby_dsn();
     c.slot = "sb_slot";
     c.publication = "sb_pub";
@@ -87,9 +91,30 @@ class StandbyTest : public ::testing::Test {
 
   void creation_race(bool ask_primary);
 
+  // One metric from pgoutbox's /metrics, or -1 while it has none.
+  double metric(const std::string& name) const {
+    return sample_sum(http_get("127.0.0.1", metrics_port_, "/metrics").body, name).value_or(-1);
+  }
+  std::string slot_column(const std::string& column) const {
+    return standby_->query_value("SELECT " + column + " FROM pg_replication_slots WHERE slot_name = 'sb_slot'")
+        .value_or("");
+  }
+
+  // pgoutbox on the standby with postgres.primary_dsn, streaming, with `rows` of `topic` in Kafka.
+  std::unique_ptr<PgoutboxProcess> start_streaming(const std::string& topic, int rows, const std::string& log) {
+    auto process = std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, write_config(topic, primary_dsn_key()), log);
+    PGOUTBOX_EXPECT_EVENTUALLY(slot_column("active AND confirmed_flush_lsn IS NOT NULL") == "t", 60s) << tail_of(log);
+    insert_rows(topic + "-", rows);
+    PGOUTBOX_EXPECT_EVENTUALLY(keys_in(shared_kafka().bootstrap(), topic, rows).size() >= static_cast<std::size_t>(rows),
+                               60s)
+        << tail_of(log);
+    return process;
+  }
+
   std::unique_ptr<PgCluster> primary_;
   std::unique_ptr<PgCluster> standby_;
   ScratchDir dir_{"standby", std::nullopt};
+  int metrics_port_ = free_loopback_port();
 };
 
 // The operator's first start against a new standby: the slot is created there, the rows the
@@ -99,7 +124,7 @@ TEST_F(StandbyTest, EveryRowIsPublishedFromTheFirstStartThroughAKillAndAPromotio
   const std::string topic = "sb_events";
   // The primary is idle here: without postgres.primary_dsn the creation would wait for its next
   // checkpoint (on 17 it did not end within 90 s).
-  const auto cfg = write_config(topic, "  primary_dsn: \"" + primary_dsn() + "\"\n");
+  const auto cfg = write_config(topic, primary_dsn_key());
   const auto bootstrap = shared_kafka().bootstrap();
   auto process = std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, cfg, dir_.path() + "/run1.log");
   // Created and streaming: the slot has its consistent point (active is true while it is still
@@ -164,7 +189,7 @@ TEST_F(StandbyTest, EveryRowIsPublishedFromTheFirstStartThroughAKillAndAPromotio
 // and the creation, and so the window of rows the new slot cannot hold, shrinks to about a second.
 void StandbyTest::creation_race(bool ask_primary) {
   const std::string topic = ask_primary ? "sb_race_asked" : "sb_race";
-  const auto cfg = write_config(topic, ask_primary ? "  primary_dsn: \"" + primary_dsn() + "\"\n" : "");
+  const auto cfg = write_config(topic, ask_primary ? primary_dsn_key() : "");
   // check names what the standby needs and what the creation will wait for.
   const auto check = run_pgoutbox(dir_.path(), {"check", "-c", cfg});
   EXPECT_NE(line_starting(check.output, ask_primary ? "ok    hot standby: hot_standby_feedback = on"
@@ -243,5 +268,92 @@ TEST_F(StandbyTest, EveryRowWrittenAfterTheConsistentPointIsPublishedWhileWrites
 }
 
 TEST_F(StandbyTest, WithPrimaryDsnTheCreationAsksThePrimaryAndEveryLaterRowIsPublished) { creation_race(true); }
+// docs/spec.md I7 on a standby: while the outbox is quiet and other tables take 100,000 rows, the
+// slot's confirmed position and restart_lsn follow the standby's replay (a standby's slot moves
+// only with WAL it has replayed and a running-transactions record from the primary), and the
+// primary's physical slot for the standby follows the primary: neither server keeps the WAL.
+TEST_F(StandbyTest, AQuietOutboxPinsNoWalOnTheStandbyNorThePrimaryWhileOtherTablesAreWritten) {
+  primary_->exec("CREATE TABLE sb_other (id bigserial PRIMARY KEY, note text)");
+  auto process = start_streaming("sb_idle", 10, dir_.path() + "/idle.log");
+  const auto before = primary_->query_value("SELECT pg_current_wal_lsn()").value_or("0/0");
+  primary_->exec("INSERT INTO sb_other (note) SELECT repeat('x', 100) FROM generate_series(1, 100000)");
+  const auto after = primary_->query_value("SELECT pg_current_wal_lsn()").value_or("0/0");
+  const auto written = primary_->query_value("SELECT pg_wal_lsn_diff('" + after + "', '" + before + "')::bigint");
+  wait_replayed(*primary_, *standby_);
+  const auto started = std::chrono::steady_clock::now();
+  PGOUTBOX_EXPECT_EVENTUALLY(slot_column("confirmed_flush_lsn >= '" + after + "'::pg_lsn AND restart_lsn >= '" +
+                                         after + "'::pg_lsn") == "t",
+                             90s)
+      << "the standby's slot kept the WAL of rows it has nothing to publish from: confirmed "
+      << slot_column("confirmed_flush_lsn") << ", restart_lsn " << slot_column("restart_lsn") << ", the rows end at "
+      << after << "\n"
+      << tail_of(dir_.path() + "/idle.log");
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  PGOUTBOX_EXPECT_EVENTUALLY(primary_->query_value("SELECT restart_lsn >= '" + after +
+                                                   "'::pg_lsn FROM pg_replication_slots WHERE slot_name = "
+                                                   "'sb_standby'") == "t",
+                             30s);
+  // What the metrics say of it: a standby, its slot's WAL, and what it holds on the primary.
+  EXPECT_EQ(metric("pgoutbox_postgres_in_recovery"), 1);
+  PGOUTBOX_EXPECT_EVENTUALLY(metric("pgoutbox_slot_retained_wal_bytes") >= 0 &&
+                                 metric("pgoutbox_slot_retained_wal_bytes") < std::stod(written.value_or("0")),
+                             30s);
+  PGOUTBOX_EXPECT_EVENTUALLY(metric("pgoutbox_primary_catalog_xmin_age") > 0, 30s)
+      << "hot_standby_feedback forwards the logical slot's catalog_xmin to the primary";
+  EXPECT_GE(metric("pgoutbox_standby_behind_primary_bytes"), 0);
+  EXPECT_EQ(metric("pgoutbox_standby_replay_delay_seconds"), 0) << "the standby has replayed all it received";
+  std::cout << "standby idle: " << written.value_or("?") << " bytes of unrelated WAL; the slot was past them "
+            << waited.count() << " ms after the standby replayed them\n";
+  process->signal(SIGTERM);
+  EXPECT_EQ(process->wait_exit(30s), 0);
+}
+
+// A recovery conflict for real: with hot_standby_feedback off, the primary's vacuum removes
+// catalog rows the standby's slot still needs; the standby invalidates the slot, and pgoutbox ends
+// with exit 10 and a message naming the fix.
+TEST_F(StandbyTest, ASlotInvalidatedByARecoveryConflictEndsPgoutboxNamingTheFix) {
+  const auto log = dir_.path() + "/conflict.log";
+  auto process = start_streaming("sb_conflict", 10, log);
+  // The operator turns hot_standby_feedback off and restarts the standby; pgoutbox reconnects.
+  standby_->set_setting("hot_standby_feedback", "off");
+  standby_->restart();
+  PGOUTBOX_ASSERT_EVENTUALLY(primary_->query_value("SELECT xmin IS NULL AND catalog_xmin IS NULL FROM "
+                                                   "pg_replication_slots WHERE slot_name = 'sb_standby'") == "t",
+                             30s);
+  bool conflicting = false;
+  for (int i = 0; i < 30 && !conflicting; ++i) {
+    const auto table = "sb_churn_" + std::to_string(i);
+    // Two transactions: rows a transaction inserted and deleted itself conflict with no snapshot.
+    primary_->exec("CREATE TABLE " + table + " (a int)");
+    primary_->exec("DROP TABLE " + table);
+    primary_->exec("VACUUM pg_class, pg_attribute, pg_type, pg_depend");
+    wait_replayed(*primary_, *standby_);
+    conflicting = slot_column("conflicting") == "t";
+    if (!conflicting) std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_TRUE(conflicting) << "the standby did not invalidate the slot";
+  const auto code = process->wait_exit(60s);
+  const auto text = log_of(log);
+  EXPECT_EQ(code, 10) << tail_of(log);
+  EXPECT_NE(text.find("is invalidated"), std::string::npos) << text;
+  EXPECT_NE(text.find("hot_standby_feedback = on"), std::string::npos) << text;
+  std::cout << "standby conflict: slot invalidated ("
+            << (standby_->server_major() >= 17 ? slot_column("invalidation_reason") : "conflicting") << "), pgoutbox exit " << code.value_or(-1) << "\n";
+}
+
+// The standby rebuilt from a new base backup has none of the old one's logical slots: pgoutbox,
+// which streamed from it, does not create a new one silently (it would start at the current
+// position) but ends with exit 11 and the fix.
+TEST_F(StandbyTest, AStandbyRebuiltFromANewBaseBackupEndsPgoutboxAsItsSlotIsGone) {
+  const auto log = dir_.path() + "/rebuilt.log";
+  auto process = start_streaming("sb_rebuilt", 10, log);
+  rebase_standby(*primary_, *standby_);
+  const auto code = process->wait_exit(90s);
+  EXPECT_EQ(code, 11) << tail_of(log);
+  const auto text = log_of(log);
+  EXPECT_NE(text.find("no longer exists on the server"), std::string::npos) << text;
+  EXPECT_NE(text.find("re-publish"), std::string::npos) << text;
+  EXPECT_EQ(slot_column("1"), "") << "pgoutbox created no slot on the rebuilt standby";
+}
 }  // namespace
 }  // namespace pgoutbox::test
