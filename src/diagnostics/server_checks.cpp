@@ -5,6 +5,8 @@
 // refused there.
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "checks.h"
 #include "pgoutbox/diagnostics/slot_status.h"
 #include "platform_fixes.h"
@@ -136,6 +138,59 @@ void check_platform(CheckContext& ctx) {
 // On a hot standby (docs/versions.md, "Decoding on a standby"): decoding needs 16+, and the slot
 // stays valid only while the primary keeps the catalog rows it needs (hot_standby_feedback over a
 // physical slot); without postgres.primary_dsn the slot's creation waits for the primary.
+// What the standby needs of its primary, read over postgres.primary_dsn: wal_level = logical there
+// (the standby decodes only WAL written with it), the physical slot the standby streams through,
+// and the right to ask for a running-transactions record. False with a finding for each miss.
+static bool check_primary(CheckContext& ctx, const std::string& physical_slot) {
+  const std::string subject = "hot standby";
+  const auto& pg = ctx.config.postgres;
+  std::vector<std::string> row;
+  try {
+    const auto primary =
+        replication::Connection::open(pg.primary_dsn, false, pg.application_name + "-check", pg.password,
+                                      std::chrono::seconds(5));
+    const std::string slot = primary.literal(physical_slot);
+    row = first_row(primary,
+                    "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('wal_level'), "
+                    "EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_type = 'physical' AND slot_name = " +
+                        slot +
+                        "), pg_catalog.has_function_privilege('pg_catalog.pg_log_standby_snapshot()', 'EXECUTE')");
+  } catch (const std::exception& e) {
+    ctx.findings.push_back(Finding::blocking(
+        subject, fmt::format("postgres.primary_dsn cannot be read: {}.", e.what()),
+        "point postgres.primary_dsn at the standby's primary, reachable with the same role and password."));
+    return false;
+  }
+  bool fine = true;
+  const auto fail = [&](std::string message, std::string fix) {
+    fine = false;
+    ctx.findings.push_back(Finding::blocking(subject, std::move(message), std::move(fix)));
+  };
+  if (row.at(0) == "t") {
+    fail("postgres.primary_dsn is itself a standby: only the primary writes the running-transactions records a slot "
+         "on a standby waits for.",
+         "point postgres.primary_dsn at the primary of the replication chain.");
+    return false;
+  }
+  if (row.at(1) != "logical") {
+    fail(fmt::format("wal_level is {} on the primary: a standby decodes only WAL written with wal_level = logical, "
+                     "and its slots are invalidated (wal_level_insufficient) when the primary's falls below.",
+                     row.at(1)),
+         "ALTER SYSTEM SET wal_level = logical; on the primary, and restart it.");
+  }
+  if (!physical_slot.empty() && row.at(2) != "t") {
+    fail(fmt::format("the primary has no physical replication slot {} (this standby's primary_slot_name).",
+                     physical_slot),
+         fmt::format("SELECT pg_create_physical_replication_slot('{}'); on the primary.", physical_slot));
+  }
+  if (row.at(3) != "t") {
+    fail("the role may not call pg_log_standby_snapshot() on the primary: slot creation here then waits for the "
+         "primary's own next running-transactions record.",
+         "GRANT EXECUTE ON FUNCTION pg_log_standby_snapshot() TO <role>; on the primary.");
+  }
+  return fine;
+}
+
 static void check_standby(CheckContext& ctx) {
   const std::string subject = "hot standby";
   const auto row = first_row(ctx.conn,
@@ -168,7 +223,9 @@ static void check_standby(CheckContext& ctx) {
         "SELECT pg_create_physical_replication_slot('<name>') on the primary, then primary_slot_name = '<name>' "
         "on this standby."));
   }
-  if (ctx.config.postgres.primary_dsn.empty()) {
+  if (!ctx.config.postgres.primary_dsn.empty()) {
+    fine = check_primary(ctx, row.at(3)) && fine;
+  } else {
     ctx.findings.push_back(Finding::warning(
         subject,
         "postgres.primary_dsn is not set: creating the slot here waits for the primary's next running-transactions "
@@ -176,10 +233,13 @@ static void check_standby(CheckContext& ctx) {
         "not in the new slot.",
         "set postgres.primary_dsn to the primary (pgoutbox calls pg_log_standby_snapshot() there), or create the "
         "slot beforehand."));
-  } else if (fine) {
+  }
+  if (fine && !ctx.config.postgres.primary_dsn.empty()) {
     ctx.findings.push_back(Finding::ok(
         subject,
-        fmt::format("hot_standby_feedback = on, primary_slot_name = {}, postgres.primary_dsn set", row.at(3))));
+        fmt::format("hot_standby_feedback = on, primary_slot_name = {}; on postgres.primary_dsn: wal_level = logical, "
+                    "the physical slot exists, pg_log_standby_snapshot() may be called",
+                    row.at(3))));
   }
 }
 

@@ -274,6 +274,11 @@ TEST_F(StandbyTest, WithPrimaryDsnTheCreationAsksThePrimaryAndEveryLaterRowIsPub
 // primary's physical slot for the standby follows the primary: neither server keeps the WAL.
 TEST_F(StandbyTest, AQuietOutboxPinsNoWalOnTheStandbyNorThePrimaryWhileOtherTablesAreWritten) {
   primary_->exec("CREATE TABLE sb_other (id bigserial PRIMARY KEY, note text)");
+  // check reads the primary over postgres.primary_dsn: one naming a standby is refused.
+  const auto wrong = run_pgoutbox(
+      dir_.path(), {"check", "-c", write_config("sb_idle", "  primary_dsn: \"" + standby_dsn() + "\"\n")});
+  EXPECT_NE(line_starting(wrong.output, "FAIL  hot standby: postgres.primary_dsn is itself a standby"), "")
+      << wrong.output;
   auto process = start_streaming("sb_idle", 10, dir_.path() + "/idle.log");
   const auto before = primary_->query_value("SELECT pg_current_wal_lsn()").value_or("0/0");
   primary_->exec("INSERT INTO sb_other (note) SELECT repeat('x', 100) FROM generate_series(1, 100000)");
