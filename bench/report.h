@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "results_file.h"
+
 #include "contenders.h"
 #include "scale.h"
 #include "stage_probe.h"
@@ -71,12 +73,5 @@ std::string to_headline_markdown(const Report& report);
 // Replaces the text between "<!-- bench:begin -->" and "<!-- bench:end -->" in `path` (or
 // creates the file with only the markers and the text).
 void write_between_markers(const std::string& path, const std::string& text);
-// The same between other markers ("<!-- bench-headline:begin -->" in the README).
-void write_between_markers(const std::string& path, const std::string& text, const std::string& begin_marker,
-                           const std::string& end_marker);
-// CPU model, cores, memory, kernel, from /proc.
-std::string describe_machine();
-// "1.23 0.80 0.52": the load averages over 1, 5 and 15 minutes.
-std::string load_average();
 
 }  // namespace pgoutbox::bench

@@ -18,6 +18,12 @@
 # side; the tables label REV's "(baseline <commit>)" and add this build against it. Such a run
 # writes its results (Markdown and JSON) to --out-dir (default build/bench-baseline-<commit>),
 # not to bench/RESULTS.md, docs/benchmarks.md or README.md, and draws no chart.
+#
+# pgoutbox on the primary against pgoutbox on a hot standby of the same data (Postgres 17 from
+# the npm server binaries; PGOUTBOX_TEST_PG_MAJOR=16 or 18 for another), its table written into
+# docs/benchmarks.md between its own markers:
+#
+#   scripts/bench.sh --standby [bench_standby options, e.g. --events 500000, --smoke]
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,9 +31,11 @@ cd "$root"
 
 command="scripts/bench.sh${*:+ $*}"
 baseline=""
+standby=""
 args=()
 while [ $# -gt 0 ]; do
   case $1 in
+    --standby) standby=1; shift ;;
     --baseline) baseline=${2:?--baseline needs a revision}; shift 2 ;;
     --baseline=*) baseline=${1#--baseline=}; shift ;;
     *) args+=("$1"); shift ;;
@@ -45,6 +53,12 @@ if ! dpkg-query -W -f='${Status}' python3-matplotlib 2>/dev/null | grep -q 'inst
 fi
 
 cmake --preset release >/dev/null
+if [ -n "$standby" ]; then
+  cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_standby
+  build/release/bench/bench_standby --command "$command" --readme "$root/docs/benchmarks.md" ${args[@]+"${args[@]}"}
+  echo "bench: the standby table in docs/benchmarks.md"
+  exit 0
+fi
 cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_polling_relay bench_compare
 
 if [ -z "$baseline" ]; then

@@ -198,6 +198,18 @@ class Session::Setup {
         return Outcome::fatal(fatal_of(problem->cause), fmt::format("replication slot \"{}\" {}. Fix: {}", pg.slot,
                                                                     problem->message, problem->fix));
       }
+      if (slot->synced == true && in_recovery(*connection)) {
+        // Postgres 17's failover slots: the standby's copy follows the primary's slot and may not
+        // be decoded until the standby is promoted.
+        return Outcome::fatal(
+            Fatal::slot_unusable,
+            fmt::format("replication slot \"{}\" on this standby is the synchronised copy of the primary's failover "
+                        "slot (synced = true): Postgres decodes it only once the standby is promoted. Fix: point "
+                        "postgres.dsn at the primary, where the slot streams (list both servers with "
+                        "target_session_attrs=read-write to follow a promotion); to decode on this standby, give "
+                        "postgres.slot a slot of its own",
+                        pg.slot));
+      }
       if (any_backfill(config_)) {
         if (auto refused = backfill_state(slot)) return refused;
       }

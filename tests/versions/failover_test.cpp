@@ -126,6 +126,12 @@ TEST_P(FailoverTest, APromotedStandbyEitherResumesFromTheSynchronisedSlotOrIsRef
     const auto check = run_pgoutbox(dir.path(), {"check", "-c", standby_cfg}, env);
     EXPECT_TRUE(check.printed("ok    slot fo_slot: failover = true, synced (this server is the standby)"))
         << check.output;
+    // run there refuses the copy, which Postgres decodes only after a promotion, with the fix.
+    PgoutboxProcess on_copy(PGOUTBOX_BINARY, standby_cfg, dir.path() + "/on-copy.log", env);
+    EXPECT_EQ(on_copy.wait_exit(60s), 11) << tail_of(dir.path() + "/on-copy.log");
+    EXPECT_NE(tail_of(dir.path() + "/on-copy.log").find("synchronised copy of the primary's failover slot"),
+              std::string::npos)
+        << tail_of(dir.path() + "/on-copy.log");
   } else {
     // Beside a standby's physical slot, check on the primary warns what a failover would cost.
     const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg}, env);

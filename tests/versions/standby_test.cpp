@@ -105,8 +105,8 @@ class StandbyTest : public ::testing::Test {
     auto process = std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, write_config(topic, primary_dsn_key()), log);
     PGOUTBOX_EXPECT_EVENTUALLY(slot_column("active AND confirmed_flush_lsn IS NOT NULL") == "t", 60s) << tail_of(log);
     insert_rows(topic + "-", rows);
-    PGOUTBOX_EXPECT_EVENTUALLY(keys_in(shared_kafka().bootstrap(), topic, rows).size() >= static_cast<std::size_t>(rows),
-                               60s)
+    PGOUTBOX_EXPECT_EVENTUALLY(
+        keys_in(shared_kafka().bootstrap(), topic, rows).size() >= static_cast<std::size_t>(rows), 60s)
         << tail_of(log);
     return process;
   }
@@ -275,8 +275,8 @@ TEST_F(StandbyTest, WithPrimaryDsnTheCreationAsksThePrimaryAndEveryLaterRowIsPub
 TEST_F(StandbyTest, AQuietOutboxPinsNoWalOnTheStandbyNorThePrimaryWhileOtherTablesAreWritten) {
   primary_->exec("CREATE TABLE sb_other (id bigserial PRIMARY KEY, note text)");
   // check reads the primary over postgres.primary_dsn: one naming a standby is refused.
-  const auto wrong = run_pgoutbox(
-      dir_.path(), {"check", "-c", write_config("sb_idle", "  primary_dsn: \"" + standby_dsn() + "\"\n")});
+  const auto wrong =
+      run_pgoutbox(dir_.path(), {"check", "-c", write_config("sb_idle", "  primary_dsn: \"" + standby_dsn() + "\"\n")});
   EXPECT_NE(line_starting(wrong.output, "FAIL  hot standby: postgres.primary_dsn is itself a standby"), "")
       << wrong.output;
   auto process = start_streaming("sb_idle", 10, dir_.path() + "/idle.log");
@@ -286,9 +286,9 @@ TEST_F(StandbyTest, AQuietOutboxPinsNoWalOnTheStandbyNorThePrimaryWhileOtherTabl
   const auto written = primary_->query_value("SELECT pg_wal_lsn_diff('" + after + "', '" + before + "')::bigint");
   wait_replayed(*primary_, *standby_);
   const auto started = std::chrono::steady_clock::now();
-  PGOUTBOX_EXPECT_EVENTUALLY(slot_column("confirmed_flush_lsn >= '" + after + "'::pg_lsn AND restart_lsn >= '" +
-                                         after + "'::pg_lsn") == "t",
-                             90s)
+  PGOUTBOX_EXPECT_EVENTUALLY(
+      slot_column("confirmed_flush_lsn >= '" + after + "'::pg_lsn AND restart_lsn >= '" + after + "'::pg_lsn") == "t",
+      90s)
       << "the standby's slot kept the WAL of rows it has nothing to publish from: confirmed "
       << slot_column("confirmed_flush_lsn") << ", restart_lsn " << slot_column("restart_lsn") << ", the rows end at "
       << after << "\n"
@@ -343,7 +343,8 @@ TEST_F(StandbyTest, ASlotInvalidatedByARecoveryConflictEndsPgoutboxNamingTheFix)
   EXPECT_NE(text.find("is invalidated"), std::string::npos) << text;
   EXPECT_NE(text.find("hot_standby_feedback = on"), std::string::npos) << text;
   std::cout << "standby conflict: slot invalidated ("
-            << (standby_->server_major() >= 17 ? slot_column("invalidation_reason") : "conflicting") << "), pgoutbox exit " << code.value_or(-1) << "\n";
+            << (standby_->server_major() >= 17 ? slot_column("invalidation_reason") : "conflicting")
+            << "), pgoutbox exit " << code.value_or(-1) << "\n";
 }
 
 // The standby rebuilt from a new base backup has none of the old one's logical slots: pgoutbox,
@@ -359,6 +360,31 @@ TEST_F(StandbyTest, AStandbyRebuiltFromANewBaseBackupEndsPgoutboxAsItsSlotIsGone
   EXPECT_NE(text.find("no longer exists on the server"), std::string::npos) << text;
   EXPECT_NE(text.find("re-publish"), std::string::npos) << text;
   EXPECT_EQ(slot_column("1"), "") << "pgoutbox created no slot on the rebuilt standby";
+}
+// A standby of the standby (cascading replication): the slot is created on the second one, which
+// replays what the first relays; postgres.primary_dsn names the top of the chain, the only
+// server that writes running-transactions records.
+TEST_F(StandbyTest, ACascadedStandbyDecodesEveryRowThePrimaryCommits) {
+  auto cascaded = make_standby(*standby_, "sb_cascaded", {{"hot_standby_feedback", "on"}});
+  const auto log = dir_.path() + "/cascaded.log";
+  auto cfg = write_config("sb_cascaded", primary_dsn_key());
+  {
+    std::ifstream in(cfg);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = text.find("port=" + std::to_string(standby_->port()));
+    text.replace(at, 5 + std::to_string(standby_->port()).size(), "port=" + std::to_string(cascaded->port()));
+    std::ofstream(cfg, std::ios::trunc) << text;
+  }
+  auto process = std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, cfg, log);
+  PGOUTBOX_ASSERT_EVENTUALLY(cascaded->query_value("SELECT active AND confirmed_flush_lsn IS NOT NULL FROM "
+                                                   "pg_replication_slots WHERE slot_name = 'sb_slot'") == "t",
+                             60s)
+      << tail_of(log);
+  insert_rows("cascaded-", 1000);
+  PGOUTBOX_EXPECT_EVENTUALLY(keys_in(shared_kafka().bootstrap(), "sb_cascaded", 1000).size() >= 1000, 60s)
+      << tail_of(log);
+  process->signal(SIGTERM);
+  EXPECT_EQ(process->wait_exit(30s), 0);
 }
 }  // namespace
 }  // namespace pgoutbox::test
