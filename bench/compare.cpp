@@ -67,14 +67,6 @@ struct Scenario {
   }
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void create_schema(const test::PgCluster& pg, const std::string& source_dir, int polling_workers) {
   pg.exec("CREATE EXTENSION pg_stat_statements");
   pg.exec(

@@ -11,6 +11,14 @@
 
 namespace pgoutbox::bench {
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 void write_between_markers(const std::string& path, const std::string& text, const std::string& begin_marker,
                            const std::string& end_marker) {
   std::string content;

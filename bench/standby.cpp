@@ -44,14 +44,6 @@ using namespace std::chrono_literals;
 
 constexpr int kPartitions = 3;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // CPU seconds a cluster's processes have used: the postmaster, its children alive now, and the
 // children it has reaped (a backend that ended is in the postmaster's cutime/cstime).
 double cluster_cpu_seconds(const test::PgCluster& pg) {
@@ -103,8 +95,8 @@ class StandbyBench {
     primary_.exec(
         "CREATE TABLE orders (id bigserial PRIMARY KEY, customer text NOT NULL, total numeric(12,2) NOT NULL, "
         "created_at timestamptz NOT NULL DEFAULT now())");
-    primary_.exec(read_text(std::string(PGOUTBOX_SOURCE_DIR) + "/sql/outbox.sql"));
-    primary_.exec(read_text(std::string(PGOUTBOX_SOURCE_DIR) + "/sql/publication.sql"));
+    primary_.exec(read_file(std::string(PGOUTBOX_SOURCE_DIR) + "/sql/outbox.sql"));
+    primary_.exec(read_file(std::string(PGOUTBOX_SOURCE_DIR) + "/sql/publication.sql"));
     standby_ = test::make_standby(primary_, "bench_standby", {{"hot_standby_feedback", "on"}});
     sides_ = {{"primary", &primary_, "bench_on_primary", "onprimary"},
               {"standby", standby_.get(), "bench_on_standby", "onstandby"}};

@@ -63,10 +63,11 @@ class StandbyTest : public ::testing::Test {
 
   std::string primary_dsn_key() const { return "  primary_dsn: \"" + primary_dsn() + "\"\n"; }
 
-  std::string write_config(const std::string& topic, const std::string& extra_postgres = "") {
+  std::string write_config(const std::string& topic, const std::string& extra_postgres = "",
+                           const std::string& dsn = "") {
     PgoutboxConfig c;
     c.metrics_address = "127.0.0.1:" + std::to_string(metrics_port_);
-    c.dsn = standby_dsn();
+    c.dsn = dsn.empty() ? standby_dsn() : dsn;
     c.slot = "sb_slot";
     c.publication = "sb_pub";
     c.create_publication = false;
@@ -101,8 +102,9 @@ class StandbyTest : public ::testing::Test {
   }
 
   // pgoutbox on the standby with postgres.primary_dsn, streaming, with `rows` of `topic` in Kafka.
-  std::unique_ptr<PgoutboxProcess> start_streaming(const std::string& topic, int rows, const std::string& log) {
-    auto process = std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, write_config(topic, primary_dsn_key()), log);
+  std::unique_ptr<PgoutboxProcess> start_streaming(const std::string& topic, int rows, const std::string& log,
+                                                   const std::string& dsn = "") {
+    auto process = std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, write_config(topic, primary_dsn_key(), dsn), log);
     PGOUTBOX_EXPECT_EVENTUALLY(slot_column("active AND confirmed_flush_lsn IS NOT NULL") == "t", 60s) << tail_of(log);
     insert_rows(topic + "-", rows);
     PGOUTBOX_EXPECT_EVENTUALLY(
@@ -272,6 +274,7 @@ TEST_F(StandbyTest, WithPrimaryDsnTheCreationAsksThePrimaryAndEveryLaterRowIsPub
 // slot's confirmed position and restart_lsn follow the standby's replay (a standby's slot moves
 // only with WAL it has replayed and a running-transactions record from the primary), and the
 // primary's physical slot for the standby follows the primary: neither server keeps the WAL.
+// postgres.dsn lists both servers with target_session_attrs=standby.
 TEST_F(StandbyTest, AQuietOutboxPinsNoWalOnTheStandbyNorThePrimaryWhileOtherTablesAreWritten) {
   primary_->exec("CREATE TABLE sb_other (id bigserial PRIMARY KEY, note text)");
   // check reads the primary over postgres.primary_dsn: one naming a standby is refused.
@@ -279,7 +282,13 @@ TEST_F(StandbyTest, AQuietOutboxPinsNoWalOnTheStandbyNorThePrimaryWhileOtherTabl
       run_pgoutbox(dir_.path(), {"check", "-c", write_config("sb_idle", "  primary_dsn: \"" + standby_dsn() + "\"\n")});
   EXPECT_NE(line_starting(wrong.output, "FAIL  hot standby: postgres.primary_dsn is itself a standby"), "")
       << wrong.output;
-  auto process = start_streaming("sb_idle", 10, dir_.path() + "/idle.log");
+  // Both servers in one DSN, as an operator lists a cluster's hosts: libpq picks the standby.
+  const std::string both = "host=127.0.0.1,127.0.0.1 port=" + std::to_string(primary_->port()) + "," +
+                           std::to_string(standby_->port()) +
+                           " user=postgres dbname=postgres target_session_attrs=standby";
+  auto process = start_streaming("sb_idle", 10, dir_.path() + "/idle.log", both);
+  EXPECT_FALSE(primary_->query_value("SELECT 1 FROM pg_replication_slots WHERE slot_name = 'sb_slot'"))
+      << "the slot belongs on the standby";
   const auto before = primary_->query_value("SELECT pg_current_wal_lsn()").value_or("0/0");
   primary_->exec("INSERT INTO sb_other (note) SELECT repeat('x', 100) FROM generate_series(1, 100000)");
   const auto after = primary_->query_value("SELECT pg_current_wal_lsn()").value_or("0/0");
