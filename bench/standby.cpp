@@ -234,7 +234,7 @@ std::string to_table(const std::vector<Row>& rows, const std::string& command, d
       rate);
   const double base = rows.empty() ? 0 : rows.front().events_per_s;
   for (const auto& r : rows) {
-    out += fmt::format("| {} | {} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {} |\n",
+    out += fmt::format("| {} | {} | {:.0f} | {:.0f}% | {:.3f} | {:.3f} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {} |\n",
                        r.source, r.events, r.events_per_s, base > 0 ? 100.0 * r.events_per_s / base : 0,
                        r.primary_cpu_per_100k, r.standby_cpu_per_100k, r.drain.lost(), r.drain.duplicates, r.p50_ms,
                        r.p99_ms, r.max_ms, r.latency.lost());
