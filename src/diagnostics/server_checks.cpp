@@ -146,15 +146,14 @@ static bool check_primary(CheckContext& ctx, const std::string& physical_slot) {
   const auto& pg = ctx.config.postgres;
   std::vector<std::string> row;
   try {
-    const auto primary =
-        replication::Connection::open(pg.primary_dsn, false, pg.application_name + "-check", pg.password,
-                                      std::chrono::seconds(5));
+    const auto primary = replication::Connection::open(pg.primary_dsn, false, pg.application_name + "-check",
+                                                       pg.password, std::chrono::seconds(5));
     const std::string slot = primary.literal(physical_slot);
-    row = first_row(primary,
-                    "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('wal_level'), "
-                    "EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_type = 'physical' AND slot_name = " +
-                        slot +
-                        "), pg_catalog.has_function_privilege('pg_catalog.pg_log_standby_snapshot()', 'EXECUTE')");
+    row = first_row(
+        primary,
+        "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('wal_level'), "
+        "EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_type = 'physical' AND slot_name = " +
+            slot + "), pg_catalog.has_function_privilege('pg_catalog.pg_log_standby_snapshot()', 'EXECUTE')");
   } catch (const std::exception& e) {
     ctx.findings.push_back(Finding::blocking(
         subject, fmt::format("postgres.primary_dsn cannot be read: {}.", e.what()),
@@ -167,9 +166,10 @@ static bool check_primary(CheckContext& ctx, const std::string& physical_slot) {
     ctx.findings.push_back(Finding::blocking(subject, std::move(message), std::move(fix)));
   };
   if (row.at(0) == "t") {
-    fail("postgres.primary_dsn is itself a standby: only the primary writes the running-transactions records a slot "
-         "on a standby waits for.",
-         "point postgres.primary_dsn at the primary of the replication chain.");
+    fail(
+        "postgres.primary_dsn is itself a standby: only the primary writes the running-transactions records a slot "
+        "on a standby waits for.",
+        "point postgres.primary_dsn at the primary of the replication chain.");
     return false;
   }
   if (row.at(1) != "logical") {
@@ -184,9 +184,10 @@ static bool check_primary(CheckContext& ctx, const std::string& physical_slot) {
          fmt::format("SELECT pg_create_physical_replication_slot('{}'); on the primary.", physical_slot));
   }
   if (row.at(3) != "t") {
-    fail("the role may not call pg_log_standby_snapshot() on the primary: slot creation here then waits for the "
-         "primary's own next running-transactions record.",
-         "GRANT EXECUTE ON FUNCTION pg_log_standby_snapshot() TO <role>; on the primary.");
+    fail(
+        "the role may not call pg_log_standby_snapshot() on the primary: slot creation here then waits for the "
+        "primary's own next running-transactions record.",
+        "GRANT EXECUTE ON FUNCTION pg_log_standby_snapshot() TO <role>; on the primary.");
   }
   return fine;
 }

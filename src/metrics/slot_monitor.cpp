@@ -48,7 +48,8 @@ ResultPtr bounded_query(PGconn* conn, const std::string& query, std::chrono::mil
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (PQisBusy(conn) == 1) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd fd{PQsocket(conn), POLLIN, 0};
     if (left.count() <= 0 || ::poll(&fd, 1, static_cast<int>(left.count())) == 0) {
       error = "no answer within " + std::to_string(timeout.count()) + " ms";

@@ -34,11 +34,13 @@ SlotProbe::SlotProbe(prometheus::Registry& r)
       replay_delay_gauge_(gauge(r, "pgoutbox_standby_replay_delay_seconds",
                                 "On a hot standby with WAL left to replay: seconds since the last replayed "
                                 "transaction committed on the primary; 0 when it has replayed all it received.")),
-      behind_primary_gauge_(gauge(r, "pgoutbox_standby_behind_primary_bytes",
-                                  "With postgres.primary_dsn: WAL the primary wrote that the standby has not replayed.")),
-      primary_xmin_age_gauge_(gauge(r, "pgoutbox_primary_xmin_age",
-                                    "With postgres.primary_dsn: age in transactions of the xmin the standby's physical "
-                                    "slot holds on the primary (hot_standby_feedback: vacuum waits for it); 0 for none.")),
+      behind_primary_gauge_(
+          gauge(r, "pgoutbox_standby_behind_primary_bytes",
+                "With postgres.primary_dsn: WAL the primary wrote that the standby has not replayed.")),
+      primary_xmin_age_gauge_(
+          gauge(r, "pgoutbox_primary_xmin_age",
+                "With postgres.primary_dsn: age in transactions of the xmin the standby's physical "
+                "slot holds on the primary (hot_standby_feedback: vacuum waits for it); 0 for none.")),
       primary_catalog_xmin_age_gauge_(
           gauge(r, "pgoutbox_primary_catalog_xmin_age",
                 "With postgres.primary_dsn: age in transactions of the catalog_xmin the standby's physical slot holds "
