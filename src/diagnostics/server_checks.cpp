@@ -135,9 +135,6 @@ void check_platform(CheckContext& ctx) {
   }
 }
 
-// On a hot standby (docs/versions.md, "Decoding on a standby"): decoding needs 16+, and the slot
-// stays valid only while the primary keeps the catalog rows it needs (hot_standby_feedback over a
-// physical slot); without postgres.primary_dsn the slot's creation waits for the primary.
 // What the standby needs of its primary, read over postgres.primary_dsn: wal_level = logical there
 // (the standby decodes only WAL written with it), the physical slot the standby streams through,
 // and the right to ask for a running-transactions record. False with a finding for each miss.
@@ -192,6 +189,9 @@ static bool check_primary(CheckContext& ctx, const std::string& physical_slot) {
   return fine;
 }
 
+// On a hot standby (docs/versions.md, "Decoding on a standby"): decoding needs 16+, and the slot
+// stays valid only while the primary keeps the catalog rows it needs (hot_standby_feedback over a
+// physical slot); without postgres.primary_dsn the slot's creation waits for the primary.
 static void check_standby(CheckContext& ctx) {
   const std::string subject = "hot standby";
   const auto row = first_row(ctx.conn,
