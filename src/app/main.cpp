@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.footer(
       "Exit codes: 0 done; 1 check found something that blocks, or slot drop refused without --yes; 2 invalid "
-      "configuration; 3, 4 and 10-23 run stopped for a cause the operator must fix (docs/operating.md); 5 PostgreSQL "
+      "configuration; 3, 4 and 10-24 run stopped for a cause the operator must fix (docs/operating.md); 5 PostgreSQL "
       "cannot be "
       "reached; 6 the slot does not exist; 7 slot drop refused while the slot is active; 8 run stopped with records "
       "unacknowledged at shutdown_timeout; 64 wrong command line; 130 run left at once on a second signal.");
@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
       "wal_level; 16 authentication; 17 a mapped column is missing or unusable; 18 librdkafka refused a property; 19 "
       "the slot decodes two-phase transactions; 20 TLS certificate verification failed; 21 PostgreSQL too old for "
       "pgoutbox or a configured feature; 22 exactly-once: fenced by a newer instance; 23 exactly-once: an open Kafka "
-      "transaction hides the end of the checkpoint topic; 64 wrong command line; 130 a second signal.");
+      "transaction hides the end of the checkpoint topic; 24 the checkpoint topic refuses the checkpoint for good; 64 "
+      "wrong command line; 130 a second signal.");
 
   int kafka_timeout_s = 5;
   auto* check = app.add_subcommand("check",

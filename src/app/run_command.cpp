@@ -23,6 +23,7 @@
 #include "pgoutbox/config/loader.h"
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/diagnostics/preflight.h"
+#include "pgoutbox/kafka/topic_limits.h"
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/metrics/endpoints.h"
 #include "pgoutbox/metrics/http_server.h"
@@ -43,6 +44,7 @@ using namespace std::chrono_literals;
 
 // A session that streamed this long was healthy: the next failure backs off from the start.
 constexpr auto kHealthySession = 30s;
+constexpr int kAtOnceRestarts = 5;
 
 // How often a standby (the slot is active in another instance) checks whether it can take over.
 constexpr std::chrono::milliseconds kStandbyCheck = 2s;
@@ -222,16 +224,25 @@ int run(const std::string& config_path) {
   SignalWatcher signals;
   Backoff backoff(cfg.reconnect.min, cfg.reconnect.max, cfg.reconnect.factor);
   bool standby = false;
+  int at_once_in_a_row = 0;
   bool ever_streamed = false;
   int previous_walsender = 0;  // the last session's, if it streamed
   // Exactly-once: records Kafka refused, remembered across sessions (their retries are sessions).
   const auto refused_records = std::make_shared<relay::RefusedRecords>();
   // Checkpoints a session found written over another WAL history: not trusted again.
   const auto refused_checkpoints = std::make_shared<relay::RefusedCheckpoints>();
+  // Each destination topic's max.message.bytes and cleanup.policy, read once for the process.
+  std::shared_ptr<kafka::TopicLimits> topic_limits;
+  try {
+    topic_limits = kafka::cluster_topic_limits(cfg.kafka.brokers, cfg.kafka.properties);
+  } catch (const std::invalid_argument&) {
+    // The producer refuses the same properties at the session's start, with exit 18.
+  }
   while (!signals.stop_requested()) {
     const auto started = std::chrono::steady_clock::now();
     if (const auto refused = mapping_refused(cfg)) return *refused;
     relay::Outcome outcome;
+    bool delivered = false;
     try {
       relay::Session relay(cfg, &relay_probe,
                            {.sinks = {},
@@ -239,11 +250,13 @@ int run(const std::string& config_path) {
                             .previous_walsender = previous_walsender,
                             .refused = refused_records,
                             .refused_checkpoints = refused_checkpoints,
-                            .config_path = absolute_config});
+                            .config_path = absolute_config,
+                            .topic_limits = topic_limits});
       signals.attach(&relay);
       outcome = relay.run();
       signals.attach(nullptr);
       ever_streamed = ever_streamed || relay.streamed();
+      delivered = relay.counters().records_acked > 0;
       previous_walsender = relay.walsender_pid();
     } catch (const std::exception& e) {
       // Out of descriptors or memory while (re)connecting: transient, never std::terminate.
@@ -268,7 +281,18 @@ int run(const std::string& config_path) {
       case relay::Outcome::Kind::reconnect:
         break;
     }
-    if (std::chrono::steady_clock::now() - started > kHealthySession) backoff.reset();
+    // The backoff grows only for causes that can heal, and starts again once a session
+    // delivered: a session that committed before it failed was no outage of Kafka or Postgres.
+    if (std::chrono::steady_clock::now() - started > kHealthySession || delivered) backoff.reset();
+    // A restart at once is a session's own decision; a run of them that delivers nothing falls
+    // back to the backoff, so no cause can spin the process.
+    at_once_in_a_row = outcome.at_once && !delivered ? at_once_in_a_row + 1 : 0;
+    if (outcome.at_once && at_once_in_a_row <= kAtOnceRestarts) {
+      spdlog::info("slot {}: {}; starting a new session at once", cfg.postgres.slot, one_line(outcome.reason));
+      standby = false;
+      if (signals.stop_requested()) break;
+      continue;
+    }
     auto delay = backoff.next();
     if (outcome.standby) {
       // Another instance streams from the slot: wait as a standby, checking often enough to take

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <regex>
 #include <stdexcept>
 
@@ -96,6 +97,35 @@ bool template_fits(const std::vector<TopicPart>& parts, std::string_view topic) 
     reachable = std::move(next);
   }
   return reachable[topic.size()] != 0;
+}
+
+std::optional<std::string> static_topic(std::string_view topic_template) {
+  std::string topic;
+  try {
+    for (const auto& part : parse_topic_template(topic_template)) {
+      if (part.is_column) return std::nullopt;
+      topic += part.text;
+    }
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+  return topic;
+}
+
+std::vector<std::string> known_topics(const Config& config) {
+  std::vector<std::string> topics;
+  const auto add = [&topics](const std::string& topic) {
+    if (std::find(topics.begin(), topics.end(), topic) == topics.end()) topics.push_back(topic);
+  };
+  for (const auto& table : config.tables) {
+    if (auto topic = static_topic(table.topic)) add(*topic);
+  }
+  for (const auto& message : config.messages) {
+    if (auto topic = static_topic(message.topic)) add(*topic);
+  }
+  if (config.poison.policy == PoisonPolicy::dead_letter) add(config.poison.dead_letter_topic);
+  if (config.checkpoint.enabled) add(config.checkpoint.topic);
+  return topics;
 }
 
 std::vector<std::string> reserved_topics(const Config& config) {

@@ -4,6 +4,7 @@
 // read with DescribeConfigs).
 #include <librdkafka/rdkafka.h>
 
+#include <charconv>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,7 +15,9 @@
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/diagnostics/preflight.h"
+#include "pgoutbox/kafka/describe_configs.h"
 #include "pgoutbox/kafka/producer.h"
+#include "pgoutbox/kafka/topic_limits.h"
 
 namespace pgoutbox::diagnostics {
 namespace {
@@ -90,35 +93,11 @@ Client make_client(const config::Config& config, ClientErrors& errors, std::vect
 // One configuration value of a broker or a topic; nullopt when it cannot be read (e.g. no
 // DescribeConfigs ACL).
 std::optional<std::string> described_config(rd_kafka_t* rk, rd_kafka_ResourceType_t type, const std::string& name,
-                                            std::string_view key, std::chrono::milliseconds timeout) {
-  std::unique_ptr<rd_kafka_ConfigResource_t, decltype(&rd_kafka_ConfigResource_destroy)> resource(
-      rd_kafka_ConfigResource_new(type, name.c_str()), &rd_kafka_ConfigResource_destroy);
-  std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)> queue(rd_kafka_queue_new(rk),
-                                                                             &rd_kafka_queue_destroy);
-  std::unique_ptr<rd_kafka_AdminOptions_t, decltype(&rd_kafka_AdminOptions_destroy)> options(
-      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS), &rd_kafka_AdminOptions_destroy);
-  char err[256];
-  rd_kafka_AdminOptions_set_request_timeout(options.get(), static_cast<int>(timeout.count()), err, sizeof err);
-  rd_kafka_ConfigResource_t* resources[] = {resource.get()};
-  rd_kafka_DescribeConfigs(rk, resources, 1, options.get(), queue.get());
-  std::unique_ptr<rd_kafka_event_t, decltype(&rd_kafka_event_destroy)> event(
-      rd_kafka_queue_poll(queue.get(), static_cast<int>(timeout.count()) + 1000), &rd_kafka_event_destroy);
-  if (!event || rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
-  const auto* result = rd_kafka_event_DescribeConfigs_result(event.get());
-  if (result == nullptr) return std::nullopt;
-  std::size_t count = 0;
-  const auto** described = rd_kafka_DescribeConfigs_result_resources(result, &count);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (rd_kafka_ConfigResource_error(described[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
-    std::size_t entries = 0;
-    const auto** configs = rd_kafka_ConfigResource_configs(described[i], &entries);
-    for (std::size_t e = 0; e < entries; ++e) {
-      if (std::string_view(rd_kafka_ConfigEntry_name(configs[e])) != key) continue;
-      const char* value = rd_kafka_ConfigEntry_value(configs[e]);
-      return value != nullptr ? std::string(value) : std::string();
-    }
-  }
-  return std::nullopt;
+                                            const std::string& key, std::chrono::milliseconds timeout) {
+  const auto described = kafka::describe_config(rk, type, name, timeout);
+  const auto it = described.entries.find(key);
+  if (!described.ok() || it == described.entries.end()) return std::nullopt;
+  return it->second;
 }
 
 // The broker's auto.create.topics.enable; nullopt when it cannot be read.
@@ -127,20 +106,6 @@ std::optional<bool> broker_auto_creates(rd_kafka_t* rk, std::int32_t broker_id, 
       described_config(rk, RD_KAFKA_RESOURCE_BROKER, std::to_string(broker_id), "auto.create.topics.enable", timeout);
   if (!value) return std::nullopt;
   return *value == "true";
-}
-
-// The topic when the template has no ${column}: known before any row arrives.
-std::optional<std::string> static_topic(const std::string& topic_template) {
-  std::string topic;
-  try {
-    for (const auto& part : config::parse_topic_template(topic_template)) {
-      if (part.is_column) return std::nullopt;
-      topic += part.text;
-    }
-  } catch (const std::invalid_argument&) {
-    return std::nullopt;  // the loader refuses such a template; nothing to look up
-  }
-  return topic;
 }
 
 // The error the broker gives for `topic` asked by name. A listing of all topics leaves out those
@@ -158,14 +123,43 @@ rd_kafka_resp_err_t named_topic_error(rd_kafka_t* rk, const std::string& topic, 
   return md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-void check_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const std::string& subject,
-                 const std::string& topic, const rd_kafka_metadata_t& md, std::optional<bool> auto_create,
-                 std::vector<Finding>& findings) {
+// The topic's max.message.bytes against the producer's batch.size (docs/operating.md "Topic
+// limits"): what pgoutbox does about a limit below it, said before any batch is refused.
+void check_topic_limit(rd_kafka_t* rk, std::chrono::milliseconds timeout, const config::Config& config,
+                       const std::string& subject, const std::string& topic, std::vector<Finding>& findings) {
+  const auto value = described_config(rk, RD_KAFKA_RESOURCE_TOPIC, topic, "max.message.bytes", timeout);
+  std::size_t limit = 0;
+  if (!value || std::from_chars(value->data(), value->data() + value->size(), limit).ec != std::errc()) return;
+  std::size_t batch_size = 1'000'000;  // librdkafka's default
+  if (const auto it = config.kafka.properties.find("batch.size"); it != config.kafka.properties.end())
+    std::from_chars(it->second.data(), it->second.data() + it->second.size(), batch_size);
+  const auto under = kafka::batch_size_under(limit);
+  if (under >= batch_size) return;
+  const auto message = fmt::format(
+      "topic {} takes batches of at most {} bytes (max.message.bytes), below the producer's batch.size ({}): "
+      "pgoutbox keeps every batch of its producer under it (batch.size {}, for all topics), and a record "
+      "larger than {} bytes compressed goes to poison.policy before it is sent",
+      topic, limit, batch_size, under, limit);
+  if (config.poison.policy == config::PoisonPolicy::stop) {
+    findings.push_back(Finding::warning(
+        subject, message + "; with poison.policy: stop, such a record stops pgoutbox",
+        fmt::format("set poison.policy: dead-letter, or raise the topic's limit: kafka-configs.sh --alter "
+                    "--entity-type topics --entity-name {} --add-config max.message.bytes=1048588",
+                    topic)));
+    return;
+  }
+  findings.push_back(Finding::ok(subject, message));
+}
+
+void check_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const config::Config& config,
+                 const std::string& subject, const std::string& topic, const rd_kafka_metadata_t& md,
+                 std::optional<bool> auto_create, std::vector<Finding>& findings) {
   for (int i = 0; i < md.topic_cnt; ++i) {
     const auto& t = md.topics[i];
     if (topic != t.topic) continue;
     if (t.err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       findings.push_back(Finding::ok(subject, fmt::format("topic {} exists ({} partitions)", topic, t.partition_cnt)));
+      check_topic_limit(rk, timeout, config, subject, topic, findings);
       return;
     }
     if (t.err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
@@ -294,8 +288,9 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
   std::set<std::string> seen;
   for (const auto& table : config.tables) {
     const std::string subject = "table " + table.schema + "." + table.name;
-    if (const auto topic = static_topic(table.topic)) {
-      if (seen.insert(*topic).second) check_topic(client.get(), timeout, subject, *topic, *md, auto_create, findings);
+    if (const auto topic = config::static_topic(table.topic)) {
+      if (seen.insert(*topic).second)
+        check_topic(client.get(), timeout, config, subject, *topic, *md, auto_create, findings);
       continue;
     }
     if (auto_create == false) {
@@ -314,8 +309,8 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
   }
   if (config.poison.policy == config::PoisonPolicy::dead_letter &&
       seen.insert(config.poison.dead_letter_topic).second) {
-    check_topic(client.get(), timeout, "poison.dead_letter_topic", config.poison.dead_letter_topic, *md, auto_create,
-                findings);
+    check_topic(client.get(), timeout, config, "poison.dead_letter_topic", config.poison.dead_letter_topic, *md,
+                auto_create, findings);
   }
   if (config.checkpoint.enabled) {
     check_checkpoint_topic(client.get(), timeout, config, *md, findings);

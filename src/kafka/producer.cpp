@@ -5,15 +5,30 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "pgoutbox/config/kafka_properties.h"
+#include "pgoutbox/kafka/topic_limits.h"
 #include "pgoutbox/secrets.h"
 
 namespace pgoutbox::kafka {
+namespace {
+constexpr std::size_t kLibrdkafkaBatchSize = 1'000'000;  // librdkafka's default batch.size
+
+std::size_t batch_size_of(const std::map<std::string, std::string>& props) {
+  std::size_t size = kLibrdkafkaBatchSize;
+  if (const auto it = props.find("batch.size"); it != props.end()) {
+    const auto* end = it->second.data() + it->second.size();
+    if (const auto [ptr, ec] = std::from_chars(it->second.data(), end, size); ec != std::errc() || ptr != end)
+      size = kLibrdkafkaBatchSize;  // librdkafka refuses it when the producer is created
+  }
+  return size;
+}
+}  // namespace
 
 DeliveryFailure classify(rd_kafka_resp_err_t error) {
   switch (error) {
@@ -79,9 +94,19 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
     props[name] = value;
   }
   for (const auto& fixed : config::fixed_kafka_properties()) props[std::string(fixed.name)] = fixed.value;
+  if (settings.batch_limit > 0) {
+    // The broker refuses a whole batch above a topic's max.message.bytes, and librdkafka does
+    // not split it (the Java producer does): batches stay under the smallest limit.
+    if (const auto under = batch_size_under(settings.batch_limit); under < batch_size_of(props))
+      props["batch.size"] = std::to_string(under);
+  }
   if (!settings.transactional_id.empty()) props["transactional.id"] = settings.transactional_id;
   props["bootstrap.servers"] = settings.brokers;
   return props;
+}
+
+std::size_t effective_batch_size(const ProducerSettings& settings) {
+  return batch_size_of(effective_properties(settings));
 }
 
 std::string authentication_fix(const std::map<std::string, std::string>& properties) {

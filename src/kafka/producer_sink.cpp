@@ -88,6 +88,7 @@ SinkFactory producer_sink_factory(SinkSettings base) {
     settings.properties = base.properties;
     settings.max_in_flight_records = base.max_in_flight_records;
     settings.max_in_flight_bytes = base.max_in_flight_bytes;
+    settings.batch_limit = base.batch_limit;
     if (options.isolated) {
       // Kafka refuses a whole batch when one record in it is refused, so a verdict about one
       // record needs a batch of one.

@@ -196,6 +196,10 @@ void AtLeastOnce::on_failure(const outbox::Record& record, DeliveryCookie cookie
                              bool reported) {
   if (closed_) return;  // nothing more is sent; it stays unconfirmed and comes again after a restart
   if (check_fatal()) return;
+  // A batch refused for its size: the topic's limit may have changed since it was read, and the
+  // next record for it reads it again (relay.cpp).
+  if (error.size_refusal && is_batched(cookie) && context_.start.topic_limits)
+    context_.start.topic_limits->forget(record.topic);
   if (is_batched(cookie)) {
     hold(record, cookie, error, reported);
     return;

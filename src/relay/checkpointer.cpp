@@ -10,9 +10,43 @@
 
 namespace pgoutbox::relay {
 
+bool refused_for_good(const kafka::DeliveryError& error) {
+  return error.kind == kafka::DeliveryFailure::permanent && error.code != "UNKNOWN_TOPIC_OR_PART" &&
+         error.code != "_UNKNOWN_TOPIC" && error.code != "_UNKNOWN_PARTITION";
+}
+
+Outcome checkpoint_refused(const config::Config& config, const kafka::DeliveryError& error) {
+  const auto& topic = config.checkpoint.topic;
+  std::string fix;
+  if (error.code == "TOPIC_AUTHORIZATION_FAILED") {
+    fix = fmt::format(
+        "grant pgoutbox's principal WRITE, READ and DESCRIBE on topic {} (kafka-acls.sh --add --allow-principal "
+        "User:<name> --operation Write --operation Read --operation Describe --topic {})",
+        topic, topic);
+  } else if (error.size_refusal) {
+    fix = fmt::format(
+        "raise the topic's limit (kafka-configs.sh --alter --entity-type topics --entity-name {} --add-config "
+        "max.message.bytes=1048588), or give the slot a checkpoint.topic of its own with Kafka's defaults",
+        topic);
+  } else {
+    fix = fmt::format(
+        "make topic {} accept pgoutbox's writes (pgoutbox check -c FILE reads it), or set "
+        "checkpoint.topic to one that does",
+        topic);
+  }
+  return Outcome::fatal(Fatal::checkpoint_refused,
+                        fmt::format("the checkpoint topic {} refuses pgoutbox's checkpoint ({}: {}); {}. Fix: {}",
+                                    topic, error.code, error.text,
+                                    config.delivery == config::Delivery::exactly_once
+                                        ? "no Kafka transaction can commit without it"
+                                        : "without it a Postgres crash publishes everything since the slot's last "
+                                          "persisted position again",
+                                    fix));
+}
+
 Checkpointer::Checkpointer(const config::Config& config, boost::asio::io_context& io, Clock& clock,
                            const kafka::SinkFactory& sinks, const SessionStart& start, const ConfirmTracker& tracker,
-                           Counters& counters, Observer& observer)
+                           Counters& counters, Observer& observer, DeliveryEvents& events)
     : config_(config),
       io_(io),
       clock_(clock),
@@ -21,6 +55,7 @@ Checkpointer::Checkpointer(const config::Config& config, boost::asio::io_context
       tracker_(tracker),
       counters_(counters),
       observer_(observer),
+      events_(events),
       timer_(clock.timer()) {
   if (!config.checkpoint.signing_key.empty()) key_.emplace(config.checkpoint.signing_key);
 }
@@ -102,6 +137,10 @@ void Checkpointer::write() {
   if (produced == kafka::Sink::Produced::ok) {
     sending_ = durable->end_lsn;
   } else if (produced == kafka::Sink::Produced::failed) {
+    if (refused_for_good(error)) {
+      events_.ended(checkpoint_refused(config_, error));
+      return;
+    }
     spdlog::warn("checkpoint: Kafka refused it ({}: {}); trying again in {} ms", error.code, error.text,
                  config_.checkpoint.interval.count());
   }
@@ -110,6 +149,10 @@ void Checkpointer::write() {
 void Checkpointer::on_delivery(const kafka::Delivery& delivery) {
   const auto written = sending_;
   sending_.reset();
+  if (delivery.error && refused_for_good(*delivery.error) && !stopping_) {
+    events_.ended(checkpoint_refused(config_, *delivery.error));
+    return;
+  }
   if (delivery.error) {
     spdlog::warn("checkpoint: writing it to {} failed ({}: {}); {}", config_.checkpoint.topic, delivery.error->code,
                  delivery.error->text, stopping_ ? "stopping without it" : "trying again");

@@ -19,6 +19,7 @@
 #include "pgoutbox/relay/clock.h"
 #include "pgoutbox/relay/confirm_tracker.h"
 #include "pgoutbox/relay/counters.h"
+#include "pgoutbox/relay/delivery_path.h"
 #include "pgoutbox/relay/observer.h"
 #include "pgoutbox/relay/outcome.h"
 #include "pgoutbox/relay/session_start.h"
@@ -27,10 +28,21 @@
 
 namespace pgoutbox::relay {
 
+// The checkpoint topic refuses pgoutbox's writes for good (no WRITE ACL there, a
+// max.message.bytes below a checkpoint record): without them a Postgres crash republishes far
+// more (at-least-once) or nothing can commit (exactly-once), so the instance stops (exit 24)
+// with the topic and the fix.
+// A topic just created may be unknown to a broker for a moment: only the other permanent
+// refusals count.
+bool refused_for_good(const kafka::DeliveryError& error);
+Outcome checkpoint_refused(const config::Config& config, const kafka::DeliveryError& error);
+
 class Checkpointer {
  public:
+  // `events` ends the session when the checkpoint topic refuses a write for good.
   Checkpointer(const config::Config& config, boost::asio::io_context& io, Clock& clock, const kafka::SinkFactory& sinks,
-               const SessionStart& start, const ConfirmTracker& tracker, Counters& counters, Observer& observer);
+               const SessionStart& start, const ConfirmTracker& tracker, Counters& counters, Observer& observer,
+               DeliveryEvents& events);
 
   // Reads the checkpoint topic and judges what it read (checkpoint_trust.h): what the stream may
   // skip goes into `proof`. An outcome: the session ends before it streams.
@@ -61,6 +73,7 @@ class Checkpointer {
   const ConfirmTracker& tracker_;
   Counters& counters_;
   Observer& observer_;
+  DeliveryEvents& events_;
   std::optional<kafka::CheckpointKey> key_;  // from checkpoint.signing_key; none: unsigned
   bool active_ = false;                      // read at the start: written this session
   bool stopping_ = false;

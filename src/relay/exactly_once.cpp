@@ -370,10 +370,17 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
     const auto cookie = DeliveryCookie::unpack(failure_->cookie);
     for (const auto& failure : failures_) {
       const auto failed = DeliveryCookie::unpack(failure.cookie);
+      if (failed.is_checkpoint() && failure.error && refused_for_good(*failure.error)) {
+        context_.events.ended(checkpoint_refused(context_.config, *failure.error));
+        return;
+      }
       if (!failure.record || !failure.error || failed.is_checkpoint() || failed.dead_letter ||
           failure.error->kind != kafka::DeliveryFailure::permanent)
         continue;
       const auto& record = *failure.record;
+      // A batch refused for its size: the topic's limit may have changed since it was read.
+      if (failure.error->size_refusal && !failed.isolated && context_.start.topic_limits)
+        context_.start.topic_limits->forget(record.topic);
       auto& refused = (*refused_)[refused_key(record, failed.txn)];
       refused.error = *failure.error;
       if (!failed.isolated) {
@@ -407,6 +414,15 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
     // Records failed because the producer is fenced report librdkafka's _FATAL, not the fence.
     if (auto fence = fence_shown()) {
       context_.events.ended(std::move(*fence));
+      return;
+    }
+    if (error.kind == kafka::DeliveryFailure::permanent) {
+      // Kafka refused a record, not a session: nothing is wrong with the servers, and the next
+      // session publishes the transaction again at once, the record alone (docs/spec.md I13).
+      context_.events.ended(Outcome::restart(
+          fmt::format("Kafka transaction aborted: {}; nothing of it was confirmed, and it is published again from the "
+                      "slot's confirmed position",
+                      cause)));
       return;
     }
   }

@@ -9,6 +9,7 @@
 #include "checkpointer.h"
 #include "pg_failure.h"
 #include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/kafka/record_size.h"
 #include "pgoutbox/pgoutput/decoder.h"
 
 namespace pgoutbox::relay {
@@ -23,6 +24,7 @@ Relay::Relay(const config::Config& config, boost::asio::io_context& io, Clock& c
       sinks_(std::move(sinks)),
       observer_(observer),
       builder_(config, std::move(ancestry)),
+      compression_(kafka::producer_compression(config.kafka.properties)),
       poll_timer_(clock.timer()),
       stop_deadline_(clock.timer()) {}
 
@@ -36,7 +38,9 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
   tracker_.idle_position(start_.slot_confirmed);
   reported_flush_ = tracker_.durable();
   source.set_flush(start_.slot_confirmed);
-  checkpointer_ = std::make_unique<Checkpointer>(config_, io_, clock_, sinks_, start_, tracker_, counters_, observer_);
+  DeliveryEvents& events = *this;
+  checkpointer_ =
+      std::make_unique<Checkpointer>(config_, io_, clock_, sinks_, start_, tracker_, counters_, observer_, events);
   path_ = make_delivery_path(PathContext{.config = config_,
                                          .io = io_,
                                          .clock = clock_,
@@ -337,7 +341,26 @@ void Relay::relay_built(Built built) {
     const auto& record = std::get<outbox::Record>(built.record);
     track(unit_->id, record);
     observer_.event_received(record.table, record.topic);
-    path_->deliver(record, unit_->id);
+    if (!start_.topic_limits) {
+      path_->deliver(record, unit_->id);
+    } else if (const auto& limit = start_.topic_limits->of(record.topic);
+               start_.batch_size > 0 && kafka::batch_size_under(limit.max_message_bytes) < start_.batch_size) {
+      // A batch of this session's producers could exceed the topic's limit: the next session's
+      // keep under it (docs/spec.md I13). Nothing of this record was sent.
+      finish(Outcome::restart(fmt::format(
+          "topic {} takes batches of at most {} bytes (max.message.bytes), less than the producer's batch.size "
+          "({}); the producer is rebuilt with its batches under it, and what was not acknowledged is published "
+          "again",
+          record.topic, limit.max_message_bytes, start_.batch_size)));
+      return;
+    } else if (auto refusal = kafka::predicted_refusal(record, limit, compression_)) {
+      // Kafka would refuse it (and a batch holding it, and a Kafka transaction): poison.policy
+      // applies at once, as to a row that cannot become a record.
+      ++counters_.refused_before_sending;
+      path_->refuse(record, unit_->id, *refusal);
+    } else {
+      path_->deliver(record, unit_->id);
+    }
   }
   update_reading();
 }

@@ -5,7 +5,9 @@
 #include <boost/asio/post.hpp>
 
 #include "pg_failure.h"
+#include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/kafka/checkpoint.h"
+#include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/kafka/producer_sink.h"
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/relay/backfill.h"
@@ -40,10 +42,36 @@ bool in_recovery(const replication::Connection& connection) {
 // (app/run_command.cpp), so a changed publication is seen about as soon as a slot going bad.
 constexpr auto kPublicationCheckInterval = 5s;
 
-kafka::SinkFactory real_sinks(const config::Config& config) {
-  return kafka::producer_sink_factory(kafka::SinkSettings{config.kafka.brokers, config.kafka.properties,
-                                                          config.limits.max_in_flight_records,
-                                                          config.limits.max_in_flight_bytes});
+kafka::SinkSettings sink_settings(const config::Config& config, std::size_t batch_limit) {
+  return kafka::SinkSettings{config.kafka.brokers, config.kafka.properties, config.limits.max_in_flight_records,
+                             config.limits.max_in_flight_bytes, batch_limit};
+}
+
+// With the real producer and no limits kept by the caller: limits read for this session only.
+SessionOptions with_limits(const config::Config& config, SessionOptions options) {
+  if (options.topic_limits || options.sinks) return options;
+  try {
+    options.topic_limits = kafka::cluster_topic_limits(config.kafka.brokers, config.kafka.properties);
+  } catch (const std::invalid_argument&) {
+    // The producer refuses the same properties when the session opens it, and says so.
+  }
+  return options;
+}
+
+// The batch.size of this session's producers: under the smallest max.message.bytes of the
+// topics known before any row arrives and of those earlier sessions wrote (docs/spec.md I13).
+std::size_t producer_batch_size(const config::Config& config, kafka::TopicLimits* limits) {
+  kafka::ProducerSettings settings;
+  settings.properties = config.kafka.properties;
+  if (limits != nullptr) {
+    for (const auto& topic : config::known_topics(config)) limits->of(topic);
+    settings.batch_limit = limits->smallest().value_or(0);
+  }
+  try {
+    return kafka::effective_batch_size(settings);
+  } catch (const std::invalid_argument&) {
+    return 0;  // the producer refuses the properties when the session opens it
+  }
 }
 
 // The replication stream as the relay's change source.
@@ -424,8 +452,11 @@ class Session::Setup {
 
 Session::Session(const config::Config& config, Observer* observer, SessionOptions options)
     : config_(config),
-      options_(std::move(options)),
-      sinks_(options_.sinks ? options_.sinks : real_sinks(config)),
+      options_(with_limits(config, std::move(options))),
+      batch_size_(options_.topic_limits ? producer_batch_size(config, options_.topic_limits.get()) : 0),
+      sinks_(options_.sinks ? options_.sinks
+                            : kafka::producer_sink_factory(sink_settings(
+                                  config, options_.topic_limits ? options_.topic_limits->smallest().value_or(0) : 0))),
       observer_(observer != nullptr ? observer : &no_observer_),
       relay_(config, io_, clock_, sinks_, *observer_, ancestry_lookup(config.postgres)) {}
 
@@ -473,6 +504,8 @@ Outcome Session::run() {
   auto start = setup.start();
   start.refused = options_.refused;
   start.refused_checkpoints = options_.refused_checkpoints;
+  start.topic_limits = options_.topic_limits;
+  start.batch_size = batch_size_;
   if (options_.sinks) start.read_checkpoints = nullptr;  // a test's sinks: no real Kafka to read
   // A message outbox needs nothing of the publication: pgoutput sends logical decoding messages
   // whatever it lists.

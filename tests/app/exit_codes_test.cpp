@@ -61,6 +61,7 @@ Codes fatal_codes() {
       case Fatal::server_version:
       case Fatal::fenced:
       case Fatal::checkpoint_hidden:
+      case Fatal::checkpoint_refused:
         codes.insert(i);
         break;
     }

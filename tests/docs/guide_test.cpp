@@ -293,6 +293,7 @@ TEST(Guide, NamesEveryExitCode) {
       case pgoutbox::relay::Fatal::server_version:
       case pgoutbox::relay::Fatal::fenced:
       case pgoutbox::relay::Fatal::checkpoint_hidden:
+      case pgoutbox::relay::Fatal::checkpoint_refused:
         codes.insert(i);
         break;
     }

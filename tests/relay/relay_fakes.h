@@ -361,6 +361,8 @@ struct Harness {
     start.read_checkpoints = checkpoints;
     start.refused = refused;
     start.refused_checkpoints = refused_checkpoints;
+    start.topic_limits = topic_limits;
+    start.batch_size = batch_size;
     const auto outcome = relay.run(source, std::move(start));
     counters = relay.counters();
     relay_ = nullptr;
@@ -389,6 +391,9 @@ struct Harness {
   // Checkpoints found written over another WAL history: kept across runs, as by one process.
   std::shared_ptr<RefusedCheckpoints> refused_checkpoints = std::make_shared<RefusedCheckpoints>();
   Observer* observer = nullptr;  // hears the relay when set
+  // The destination topics' limits and the producers' batch.size (SessionStart); none by default.
+  std::shared_ptr<kafka::TopicLimits> topic_limits;
+  std::size_t batch_size = 0;
 
  private:
   Relay* relay_ = nullptr;

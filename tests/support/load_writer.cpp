@@ -43,10 +43,12 @@ std::string random_hex(std::mt19937_64& rng, std::size_t n) {
   return out;
 }
 
-// One transaction as built before it is tried; it is retried unchanged until it commits.
+// One transaction as built before it is tried; it is retried unchanged until it commits (a
+// rolled-back one is tried once).
 struct Pending {
-  std::string sql;
-  std::vector<CommittedEvent> events;
+  std::vector<std::string> statements;  // between BEGIN and COMMIT (or ROLLBACK)
+  bool rollback = false;
+  std::vector<CommittedEvent> events;  // the rows it keeps when it commits
   std::uint64_t payload_bytes = 0;
   std::map<std::string, std::int64_t> next_seq;  // the key sequence after this commit
 };
@@ -96,32 +98,61 @@ LoadWriter::Stats LoadWriter::stats() const {
 }
 
 void LoadWriter::run_thread(int index) {
-  std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index));
+  std::mt19937_64 rng(options_.seed != 0 ? options_.seed + static_cast<std::uint64_t>(index)
+                                         : std::random_device{}() ^ static_cast<std::uint64_t>(index));
   const std::string thread_tag = options_.id_prefix + "-w" + std::to_string(index);
   std::map<std::string, std::int64_t> seq_of_key;
   std::uint64_t counter = 0;
   Conn conn;
 
+  const auto percent = [&](int pct) { return pct > 0 && static_cast<int>(rng() % 100) < pct; };
+
+  // One row's VALUES tuple; a kept row is also recorded in `p` (with the next seq of its key).
+  const auto make_row = [&](Pending& p, bool keep, bool oversized) {
+    const auto key_index = static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(options_.keys_per_thread));
+    CommittedEvent ev;
+    ev.id = thread_tag + (keep ? "-" : "-x") + std::to_string(++counter);
+    ev.key = thread_tag + "-k" + std::to_string(key_index);
+    const auto& type = options_.aggregate_types[key_index % options_.aggregate_types.size()];
+    ev.topic = options_.topic_prefix + type;
+    ev.seq = keep ? ++p.next_seq[ev.key] : 0;
+    ev.qty = static_cast<std::int64_t>(rng() % 9) + 1;
+    ev.oversized = oversized;
+    const std::string payload = "{\"key\": \"" + ev.key + "\", \"seq\": " + std::to_string(ev.seq) +
+                                ", \"qty\": " + std::to_string(ev.qty) + ", \"pad\": \"" +
+                                random_hex(rng, oversized ? options_.oversized_bytes : options_.payload_bytes) + "\"}";
+    std::string tuple = "('" + ev.id + "', '" + type + "', '" + ev.key + "', 'Created', '" + payload + "')";
+    if (keep) {
+      p.payload_bytes += payload.size();
+      p.events.push_back(std::move(ev));
+    }
+    return tuple;
+  };
+  const auto insert_of = [&](Pending& p, int rows, bool keep, int oversized_at) {
+    std::string sql = "INSERT INTO " + options_.table + " (id, aggregatetype, aggregateid, type, payload) VALUES ";
+    for (int r = 0; r < rows; ++r) {
+      if (r > 0) sql += ", ";
+      sql += make_row(p, keep, r == oversized_at);
+    }
+    return sql;
+  };
+
   const auto build = [&] {
     Pending p;
     p.next_seq = seq_of_key;
-    p.sql = "INSERT INTO " + options_.table + " (id, aggregatetype, aggregateid, type, payload) VALUES ";
-    for (int r = 0; r < options_.rows_per_transaction; ++r) {
-      const auto key_index = static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(options_.keys_per_thread));
-      CommittedEvent ev;
-      ev.id = thread_tag + "-" + std::to_string(++counter);
-      ev.key = thread_tag + "-k" + std::to_string(key_index);
-      const auto& type = options_.aggregate_types[key_index % options_.aggregate_types.size()];
-      ev.topic = options_.topic_prefix + type;
-      ev.seq = ++p.next_seq[ev.key];
-      ev.qty = static_cast<std::int64_t>(rng() % 9) + 1;
-      const std::string payload = "{\"key\": \"" + ev.key + "\", \"seq\": " + std::to_string(ev.seq) +
-                                  ", \"qty\": " + std::to_string(ev.qty) + ", \"pad\": \"" +
-                                  random_hex(rng, options_.payload_bytes) + "\"}";
-      p.payload_bytes += payload.size();
-      if (r > 0) p.sql += ", ";
-      p.sql += "('" + ev.id + "', '" + type + "', '" + ev.key + "', 'Created', '" + payload + "')";
-      p.events.push_back(std::move(ev));
+    p.rollback = percent(options_.rollback_percent);
+    const int rows =
+        percent(options_.big_transaction_percent) ? options_.big_transaction_rows : options_.rows_per_transaction;
+    const int oversized_at =
+        percent(options_.oversized_percent) ? static_cast<int>(rng() % static_cast<std::uint64_t>(rows)) : -1;
+    const bool savepoint = !p.rollback && rows >= 2 && percent(options_.savepoint_percent);
+    const int first = savepoint ? 1 + static_cast<int>(rng() % static_cast<std::uint64_t>(rows - 1)) : rows;
+    p.statements.push_back(insert_of(p, first, !p.rollback, oversized_at));
+    if (savepoint) {
+      p.statements.emplace_back("SAVEPOINT discarded");
+      p.statements.push_back(insert_of(p, 1 + static_cast<int>(rng() % 3), false, -1));
+      p.statements.emplace_back("ROLLBACK TO SAVEPOINT discarded");
+      p.statements.push_back(insert_of(p, rows - first, true, oversized_at - first));
     }
     return p;
   };
@@ -182,9 +213,18 @@ void LoadWriter::run_thread(int index) {
         commit_unsure = false;  // it did not commit: try it again
       }
       const auto begun = Clock::now();
-      if (!run(conn.get(), "BEGIN") || !run(conn.get(), p.sql)) {
+      bool ran = run(conn.get(), "BEGIN");
+      for (const auto& statement : p.statements) ran = ran && run(conn.get(), statement);
+      if (!ran) {
         failed();
+        if (p.rollback) break;
         continue;
+      }
+      if (p.rollback) {
+        if (!run(conn.get(), "ROLLBACK")) failed();
+        std::lock_guard lock(mutex_);
+        stats_.rolled_back += 1;
+        break;
       }
       if (!run(conn.get(), "COMMIT")) {
         commit_unsure = true;

@@ -3,6 +3,7 @@
 // The topic template of an outbox table: literal Kafka topic characters and ${column}
 // references, each replaced by that column's text when a record is routed.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,14 @@ std::string topic_name_problem(std::string_view topic);
 // Whether the template can expand to `topic`: literal parts as written, each ${column} one or
 // more bytes.
 bool template_fits(const std::vector<TopicPart>& parts, std::string_view topic);
+
+// The topic when the template has no ${column}: known before any row arrives; nullopt otherwise
+// (and for a template the loader refuses).
+std::optional<std::string> static_topic(std::string_view topic_template);
+
+// Every topic known before any row arrives, once each: the tables' and message outboxes' static
+// templates, the dead-letter topic under poison.policy dead-letter, the checkpoint topic.
+std::vector<std::string> known_topics(const Config& config);
 
 // Topics pgoutbox writes for itself: the checkpoint topic and the dead-letter topic. No outbox
 // row or message may route an event into either (docs/spec.md I11): a record there could pass

@@ -57,6 +57,9 @@ struct ProducerSettings {
   // librdkafka's own queue must hold at least what the relay lets be in flight.
   std::uint64_t max_in_flight_records = 20'000;
   std::uint64_t max_in_flight_bytes = 16ULL << 20;
+  // Non-zero: the smallest max.message.bytes of the topics this producer writes (topic_limits.h);
+  // batch.size is kept under it, so that the broker never refuses a whole batch for its size.
+  std::size_t batch_limit = 0;
   // Served by poll(), on the caller's thread: librdkafka's statistics JSON (every
   // statistics.interval.ms, which pgoutbox sets to 5 s unless the user does), and whether any
   // broker is reachable (false on "all brokers down", true again on the next statistics that
@@ -72,6 +75,9 @@ struct ProducerSettings {
 // defaults, then the user's, then the fixed ones. Throws std::invalid_argument when a user
 // property contradicts a fixed one.
 std::map<std::string, std::string> effective_properties(const ProducerSettings& settings);
+
+// The batch.size a producer of these settings fills its batches to (batch_limit applied).
+std::size_t effective_batch_size(const ProducerSettings& settings);
 
 class Producer {
  public:

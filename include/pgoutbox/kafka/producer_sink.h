@@ -15,6 +15,7 @@ struct SinkSettings {
   std::map<std::string, std::string> properties;  // user's librdkafka properties
   std::uint64_t max_in_flight_records = 20'000;
   std::uint64_t max_in_flight_bytes = 16ULL << 20;
+  std::size_t batch_limit = 0;  // ProducerSettings::batch_limit
 };
 
 SinkFactory producer_sink_factory(SinkSettings settings);

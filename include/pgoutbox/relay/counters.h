@@ -19,6 +19,7 @@ struct Counters {
   std::uint64_t poison_retried = 0;                   // sends again after Kafka refused a record for good
   std::uint64_t dead_lettered = 0;                    // poison records whose dead-letter write was acknowledged
   std::uint64_t skipped = 0;                          // poison records dropped under policy skip
+  std::uint64_t refused_before_sending = 0;           // records the topic's limits refuse (docs/spec.md I13)
   std::uint64_t queue_full = 0;                       // sends the sink's queue had no room for (retried on a timer)
   std::uint64_t checkpoint_skipped_transactions = 0;  // already in Kafka by the checkpoint (I10)
   std::uint64_t checkpoint_skipped_rows = 0;

@@ -118,6 +118,7 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   kafka::SinkFactory sinks_;
   Observer& observer_;
   RecordBuilder builder_;
+  std::string compression_;  // the producer's codec, for what a record weighs in its batch
 
   // The session.
   SessionStart start_;

@@ -15,6 +15,7 @@
 
 #include "pgoutbox/config/config.h"
 #include "pgoutbox/kafka/sink.h"
+#include "pgoutbox/kafka/topic_limits.h"
 #include "pgoutbox/relay/observer.h"
 #include "pgoutbox/relay/outcome.h"
 #include "pgoutbox/relay/relay.h"
@@ -33,6 +34,10 @@ struct SessionOptions {
   std::shared_ptr<RefusedCheckpoints> refused_checkpoints;
   // The configuration file, for the commands a fatal message names; empty: "FILE".
   std::string config_path;
+  // Each destination topic's limits (kafka/topic_limits.h), kept across sessions by the caller.
+  // Empty: with the real Kafka producer, read from config.kafka's cluster for this session only;
+  // with a test's sinks, none.
+  std::shared_ptr<kafka::TopicLimits> topic_limits;
 };
 
 class Session {
@@ -70,6 +75,7 @@ class Session {
   AsioClock clock_{io_};
   const config::Config& config_;
   SessionOptions options_;
+  std::size_t batch_size_ = 0;  // the producers' batch.size this session (0: a test's sinks)
   kafka::SinkFactory sinks_;
   Observer no_observer_;
   Observer* observer_;

@@ -12,6 +12,7 @@
 
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/sink.h"
+#include "pgoutbox/kafka/topic_limits.h"
 #include "pgoutbox/lsn.h"
 #include "pgoutbox/relay/checkpoint_trust.h"
 
@@ -53,6 +54,12 @@ struct SessionStart {
   // the session and again after its description changed: the publication watch checks then
   // (session.cpp). Empty: nothing is called.
   std::function<void()> relation_arrived;
+  // Each destination topic's limits (docs/spec.md I13): a record they refuse meets poison.policy
+  // before it is sent. Empty: none are known (a test's sinks).
+  std::shared_ptr<kafka::TopicLimits> topic_limits;
+  // The producers' batch.size this session: a topic whose max.message.bytes is below it ends the
+  // session at once, and the next one's producers keep their batches under it. 0: not compared.
+  std::size_t batch_size = 0;
 };
 
 }  // namespace pgoutbox::relay
