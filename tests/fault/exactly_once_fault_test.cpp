@@ -238,9 +238,9 @@ TEST_F(ExactlyOnceFaultTest, AnInstanceThatLosesTheSlotToAStandbyEndsAsFenced) {
   EXPECT_TRUE(standby->running()) << log_tail("standby.log");
 }
 
-// Issue 24 item 1: a record the topic refuses (over its max.message.bytes) among small ones; its
-// refusal is reported while a commit waits. The transaction aborts, is retried once
-// (max_retries: 1), then the record is dead-lettered and every other row arrives.
+// Issue 24 item 1, issue 36: a record the topic would refuse (over its max.message.bytes) among
+// small ones is dead-lettered before it is sent (docs/spec.md I13), so no Kafka transaction
+// aborts for it, and every other row arrives.
 TEST_F(ExactlyOnceFaultTest, ARecordTheTopicRefusesIsDeadLetteredAndEveryOtherRowArrives) {
   const auto p = make_pipeline("eosrefuse", {"Order"});
   const std::string topic = p.topic_prefix + "Order";
