@@ -341,19 +341,19 @@ void Relay::relay_built(Built built) {
     const auto& record = std::get<outbox::Record>(built.record);
     track(unit_->id, record);
     observer_.event_received(record.table, record.topic);
-    if (!start_.topic_limits) {
-      path_->deliver(record, unit_->id);
-    } else if (const auto& limit = start_.topic_limits->of(record.topic);
-               start_.batch_size > 0 && kafka::batch_size_under(limit.max_message_bytes) < start_.batch_size) {
+    const kafka::TopicLimit* limit = start_.topic_limits ? &start_.topic_limits->of(record.topic) : nullptr;
+    if (limit != nullptr && start_.batch_size > 0 &&
+        kafka::batch_size_under(limit->max_message_bytes) < start_.batch_size) {
       // A batch of this session's producers could exceed the topic's limit: the next session's
       // keep under it (docs/spec.md I13). Nothing of this record was sent.
       finish(Outcome::restart(fmt::format(
           "topic {} takes batches of at most {} bytes (max.message.bytes), less than the producer's batch.size "
           "({}); the producer is rebuilt with its batches under it, and what was not acknowledged is published "
           "again",
-          record.topic, limit.max_message_bytes, start_.batch_size)));
+          record.topic, limit->max_message_bytes, start_.batch_size)));
       return;
-    } else if (auto refusal = kafka::predicted_refusal(record, limit, compression_)) {
+    }
+    if (auto refusal = limit != nullptr ? kafka::predicted_refusal(record, *limit, compression_) : std::nullopt) {
       // Kafka would refuse it (and a batch holding it, and a Kafka transaction): poison.policy
       // applies at once, as to a row that cannot become a record.
       ++counters_.refused_before_sending;
