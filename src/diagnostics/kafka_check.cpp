@@ -130,9 +130,14 @@ void check_topic_limit(rd_kafka_t* rk, std::chrono::milliseconds timeout, const 
   const auto value = described_config(rk, RD_KAFKA_RESOURCE_TOPIC, topic, "max.message.bytes", timeout);
   std::size_t limit = 0;
   if (!value || std::from_chars(value->data(), value->data() + value->size(), limit).ec != std::errc()) return;
-  std::size_t batch_size = 1'000'000;  // librdkafka's default
-  if (const auto it = config.kafka.properties.find("batch.size"); it != config.kafka.properties.end())
-    std::from_chars(it->second.data(), it->second.data() + it->second.size(), batch_size);
+  kafka::ProducerSettings settings;
+  settings.properties = config.kafka.properties;
+  std::size_t batch_size = 0;
+  try {
+    batch_size = kafka::effective_batch_size(settings);
+  } catch (const std::invalid_argument&) {
+    return;  // the properties are a finding of their own
+  }
   const auto under = kafka::batch_size_under(limit);
   if (under >= batch_size) return;
   const auto message = fmt::format(

@@ -94,12 +94,11 @@ class ClusterTopicLimits final : public TopicLimits {
 }  // namespace
 
 const TopicLimit& TopicLimits::of(const std::string& topic) {
-  const auto now = std::chrono::steady_clock::now();
+  // Once per record: a topic's own figures are final, the clock is read only for the others.
   auto it = cache_.find(topic);
-  if (it != cache_.end() &&
-      (it->second.limit.source == TopicLimit::Source::topic || now - it->second.read_at < kUnreadRetry)) {
-    return it->second.limit;
-  }
+  if (it != cache_.end() && it->second.limit.source == TopicLimit::Source::topic) return it->second.limit;
+  const auto now = std::chrono::steady_clock::now();
+  if (it != cache_.end() && now - it->second.read_at < kUnreadRetry) return it->second.limit;
   const auto limit = read(topic);
   if (it == cache_.end() || it->second.limit.max_message_bytes != limit.max_message_bytes) {
     spdlog::info("topic {}: max.message.bytes {}{} ({})", topic, limit.max_message_bytes,
