@@ -91,6 +91,21 @@ TEST_F(CheckCommandTest, AMissingStaticTopicIsFineWhenTheBrokerCreatesTopics) {
   EXPECT_TRUE(again.printed("topic chk_autotopic.never.created does not exist")) << again.output;
 }
 
+// docs/operating.md "Topic limits": a topic whose max.message.bytes is below the producer's
+// batch.size is said, a warning under poison.policy stop (an oversized row would stop pgoutbox).
+TEST_F(CheckCommandTest, ATopicLimitBelowTheBatchSizeIsAWarningUnderPolicyStop) {
+  create_outbox("chk_limit");
+  create_topic(kafka.bootstrap(), "chk_limit.events", 1, {{"max.message.bytes", "16384"}});
+  const std::string line = "table public.chk_limit: topic chk_limit.events takes batches of at most 16384 bytes";
+  const auto stop = check(write_config("chk_limit", "chk_limit.events"));
+  EXPECT_EQ(stop.exit_code, 0) << stop.output;
+  EXPECT_NE(line_starting(stop.output, "WARN  " + line), "") << stop.output;
+  const auto dead_letter = check(write_config("chk_limit", pg.dsn(), kafka.bootstrap(), "chk_limit.events",
+                                              "poison:\n  policy: dead-letter\n  dead_letter_topic: chk_limit.dlq\n"));
+  EXPECT_EQ(dead_letter.exit_code, 0) << dead_letter.output;
+  EXPECT_NE(line_starting(dead_letter.output, "ok    " + line), "") << dead_letter.output;
+}
+
 TEST_F(CheckCommandTest, WalLevelReplicaBlocksWithTheFix) {
   PgCluster replica_only(std::map<std::string, std::string>{{"wal_level", "replica"}});
   create_outbox("chk_wal", true, &replica_only);
