@@ -448,15 +448,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
 std::chrono::milliseconds hidden_end_wait(const std::map<std::string, std::string>& properties, bool exactly_once) {
   using namespace std::chrono_literals;
   if (!exactly_once) return 10s;
-  std::chrono::milliseconds timeout = 60s;  // librdkafka's transaction.timeout.ms
-  if (const auto it = properties.find("transaction.timeout.ms"); it != properties.end()) {
-    try {
-      timeout = std::chrono::milliseconds(std::stoll(it->second));
-    } catch (const std::exception&) {
-      // librdkafka refuses it when the producer is created, with the property's name.
-    }
-  }
-  return timeout + 15s;
+  return transaction_timeout(properties) + 15s;
 }
 
 }  // namespace pgoutbox::kafka

@@ -109,6 +109,18 @@ std::size_t effective_batch_size(const ProducerSettings& settings) {
   return batch_size_of(effective_properties(settings));
 }
 
+std::chrono::milliseconds transaction_timeout(const std::map<std::string, std::string>& properties) {
+  constexpr std::int64_t kLibrdkafkaDefault = 60'000;
+  std::int64_t ms = kLibrdkafkaDefault;
+  if (const auto it = properties.find("transaction.timeout.ms"); it != properties.end()) {
+    const auto* end = it->second.data() + it->second.size();
+    // A value librdkafka refuses is refused with its name when the producer is created.
+    if (const auto [ptr, ec] = std::from_chars(it->second.data(), end, ms); ec != std::errc() || ptr != end)
+      ms = kLibrdkafkaDefault;
+  }
+  return std::chrono::milliseconds(ms);
+}
+
 std::string authentication_fix(const std::map<std::string, std::string>& properties) {
   const auto value = [&](const char* name) {
     const auto it = properties.find(name);
@@ -252,6 +264,10 @@ std::optional<SinkFatal> Producer::fatal() const {
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
   SinkFatal fatal;
   fatal.text = redact_secrets(fmt::format("{}: {}", rd_kafka_err2name(err), reason));
+  if (err == RD_KAFKA_RESP_ERR__GAPLESS_GUARANTEE) {
+    fatal.kind = SinkFatal::Kind::gap;
+    return fatal;
+  }
   switch (classify(err)) {
     case DeliveryFailure::fenced:
       fatal.kind = SinkFatal::Kind::fenced;

@@ -97,6 +97,9 @@ SinkFactory producer_sink_factory(SinkSettings base) {
       settings.properties["client.id"] = "pgoutbox-isolated";
       settings.report_records = true;
     }
+    // Without it, librdkafka bumps the idempotent producer's epoch after a batch refused for good
+    // and writes the partition's later batches, ahead of the refused records sent again.
+    if (options.gapless) settings.properties["enable.gapless.guarantee"] = "true";
     settings.transactional_id = options.transactional_id;
     settings.on_statistics = std::move(options.on_statistics);
     settings.on_brokers_up = std::move(options.on_brokers_up);

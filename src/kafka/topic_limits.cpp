@@ -20,6 +20,11 @@ using namespace std::chrono_literals;
 
 // A limit that could not be read is asked again after this long.
 constexpr auto kUnreadRetry = 60s;
+// A topic the broker did not know is asked again after this long: it may have been created a
+// moment ago (the broker serves a new topic only once it has replayed the controller's record),
+// or be created by the first record produced to it; its own limit and policy then replace the
+// broker's default.
+constexpr auto kUnknownRetry = 1s;
 constexpr auto kRequestTimeout = 3s;
 // What a produce request adds around a batch (its header, the topic and partition), and some.
 constexpr std::size_t kRequestMargin = 512;
@@ -73,8 +78,13 @@ class ClusterTopicLimits final : public TopicLimits {
   }
 
  private:
-  // The broker's message.max.bytes: what a topic the broker creates on first use gets.
+  // The broker's message.max.bytes: what a topic the broker creates on first use gets. Read once.
   std::optional<std::size_t> broker_default() {
+    if (!broker_default_) broker_default_ = read_broker_default();
+    return broker_default_;
+  }
+
+  std::optional<std::size_t> read_broker_default() {
     const rd_kafka_metadata_t* md = nullptr;
     if (rd_kafka_metadata(rk_, 0, nullptr, &md, static_cast<int>(kRequestTimeout.count() * 1000)) !=
             RD_KAFKA_RESP_ERR_NO_ERROR ||
@@ -89,6 +99,7 @@ class ClusterTopicLimits final : public TopicLimits {
   }
 
   rd_kafka_t* rk_;
+  std::optional<std::size_t> broker_default_;
 };
 
 }  // namespace
@@ -97,10 +108,14 @@ const TopicLimit& TopicLimits::of(const std::string& topic) {
   // Once per record: a topic's own figures are final, the clock is read only for the others.
   auto it = cache_.find(topic);
   if (it != cache_.end() && it->second.limit.source == TopicLimit::Source::topic) return it->second.limit;
-  const auto now = std::chrono::steady_clock::now();
-  if (it != cache_.end() && now - it->second.read_at < kUnreadRetry) return it->second.limit;
+  const auto now = this->now();
+  if (it != cache_.end()) {
+    const auto retry = it->second.limit.source == TopicLimit::Source::broker ? kUnknownRetry : kUnreadRetry;
+    if (now - it->second.read_at < retry) return it->second.limit;
+  }
   const auto limit = read(topic);
-  if (it == cache_.end() || it->second.limit.max_message_bytes != limit.max_message_bytes) {
+  if (it == cache_.end() || it->second.limit.max_message_bytes != limit.max_message_bytes ||
+      it->second.limit.compacted != limit.compacted) {
     spdlog::info("topic {}: max.message.bytes {}{} ({})", topic, limit.max_message_bytes,
                  limit.compacted ? ", compacted" : "",
                  limit.source == TopicLimit::Source::topic    ? "the topic's configuration"

@@ -27,11 +27,14 @@ AtLeastOnce::AtLeastOnce(const PathContext& context)
           context.clock, [this](const outbox::Record& r, DeliveryCookie c) { return try_send(r, c); },
           [this] { backlog_round(); }),
       retry_timer_(context.clock.timer()),
-      pump_timer_(context.clock.timer()) {}
+      pump_timer_(context.clock.timer()),
+      gap_timer_(context.clock.timer()),
+      refused_(context.start.refused ? context.start.refused : std::make_shared<RefusedRecords>()) {}
 
 std::optional<Outcome> AtLeastOnce::open() {
   kafka::SinkOptions options;
   options.on_delivery = [this](const kafka::Delivery& d) { on_delivery(d); };
+  options.gapless = true;
   return open_stream_sink(context_, main_, std::move(options));
 }
 
@@ -67,7 +70,7 @@ void AtLeastOnce::poll() {
 
 Outcome AtLeastOnce::close(Outcome outcome) {
   closed_ = true;
-  for (auto* timer : {&retry_timer_, &pump_timer_}) (*timer)->cancel();
+  for (auto* timer : {&retry_timer_, &pump_timer_, &gap_timer_}) (*timer)->cancel();
   backlog_.cancel();
   pump_armed_ = false;
   context_.checkpointer.close();
@@ -78,11 +81,64 @@ Outcome AtLeastOnce::close(Outcome outcome) {
 // transaction is confirmed, and the session is rebuilt from the slot's confirmed position.
 bool AtLeastOnce::check_fatal() {
   auto fatal = main_->fatal();
+  if (fatal && fatal->kind == kafka::SinkFatal::Kind::gap) {
+    if (!gap_seen_) {
+      gap_seen_ = true;
+      end_after_gap(fatal->text, 0);
+    }
+    return true;
+  }
   if (!fatal && isolated_.is_open()) fatal = isolated_->fatal();
   if (!fatal) return false;
   context_.events.ended(Outcome::reconnect("the Kafka producer hit a fatal error (" + fatal->text +
                                            "); rebuilding it and resuming from the slot's confirmed position"));
   return true;
+}
+
+// The producer stopped after Kafka refused a batch for good (SinkOptions::gapless): nothing after
+// that batch in its partition was written, so sending its records again alone, in their places,
+// keeps every key's order (docs/spec.md I4). librdkafka reports them with the broker's error just
+// after its fatal state is set: they are served first (each becomes a suspect, note_suspect).
+// Then the session ends, at once: a refusal is a record's, not an outage. When no suspect was
+// reported within a moment, the next session would meet the same batch: the ordinary backoff.
+void AtLeastOnce::end_after_gap(const std::string& what, int polls) {
+  constexpr int kPolls = 25;
+  constexpr auto kPollEvery = 20ms;
+  context_.clock.after(*gap_timer_, polls == 0 ? 0ms : kPollEvery, [this, what, polls] {
+    if (closed_) return;
+    main_.poll();
+    if (closed_) return;
+    if (suspects_noted_ == 0 && polls < kPolls) {
+      end_after_gap(what, polls + 1);
+      return;
+    }
+    const auto why = fmt::format(
+        "Kafka refused a batch for good ({}); the producer stopped before anything after it in its partition was "
+        "written, and the {} record(s) of it are sent again alone, in their places",
+        what, suspects_noted_);
+    context_.events.ended(suspects_noted_ > 0
+                              ? Outcome::restart(why)
+                              : Outcome::reconnect(why + " (none was reported: the producer is rebuilt after the "
+                                                         "backoff)"));
+  });
+}
+
+// A record of a batch Kafka refused for good: maybe not its own fault (a batch is refused whole).
+// Remembered across sessions, so that the next session sends it alone, in its place.
+void AtLeastOnce::note_suspect(const outbox::Record& record, ConfirmTracker::TxnId unit,
+                               const kafka::DeliveryError& error) {
+  auto& refused = (*refused_)[refused_key(context_.tracker.commit_lsn(unit), record)];
+  refused.error = error;
+  ++suspects_noted_;
+  poison_.log(
+      spdlog::level::info, record, unit,
+      fmt::format("Kafka refused the record's batch ({}: {}); it is sent alone, in its place", error.code, error.text));
+}
+
+const RefusedRecord* AtLeastOnce::refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
+  if (refused_->empty()) return nullptr;
+  const auto it = refused_->find(refused_key(context_.tracker.commit_lsn(unit), record));
+  return it == refused_->end() ? nullptr : &it->second;
 }
 
 // Kafka refuses a whole batch when one record in it is refused (e.g. too large), so a verdict
@@ -110,6 +166,19 @@ void AtLeastOnce::send(const outbox::Record& record, DeliveryCookie cookie) {
 bool AtLeastOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) {
   if (closed_) return true;  // nothing more is sent; it comes again after a restart
   if (is_batched(cookie)) {
+    // Kafka refused it with its batch in an earlier session: it goes alone, in its place, after
+    // what precedes it and before what follows it in its topic (held meanwhile), until
+    // poison.max_retries of its own refusals.
+    if (const auto* refused = refused_before(record, cookie.txn)) {
+      if (refused->attempts > context_.config.poison.max_retries) {
+        apply_policy(record, cookie.txn, refused->error, refused->attempts);
+        return true;
+      }
+      topics_[record.topic].waiting.push_back(
+          {record, DeliveryCookie::alone(cookie.txn, refused->attempts), context_.clock.now()});
+      post_pump(record.topic);
+      return true;
+    }
     const auto it = topics_.find(record.topic);
     if (it != topics_.end() && it->second.held()) {  // behind a failed record of its topic (I4)
       it->second.waiting.push_back({record, cookie});
@@ -194,6 +263,9 @@ void AtLeastOnce::rebuild(const kafka::DeliveryError& error) {
 // delivery report (else refused by produce()).
 void AtLeastOnce::on_failure(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error,
                              bool reported) {
+  // Noted first: these reports follow the producer's fatal state (end_after_gap).
+  if (reported && is_batched(cookie) && error.kind == kafka::DeliveryFailure::permanent)
+    note_suspect(record, cookie.txn, error);
   if (closed_) return;  // nothing more is sent; it stays unconfirmed and comes again after a restart
   if (check_fatal()) return;
   // A batch refused for its size: the topic's limit may have changed since it was read, and the

@@ -3,7 +3,10 @@
 // At-least-once delivery (docs/spec.md I1–I8): records go to Kafka as soon as the stream reads
 // them, through an idempotent producer; each acknowledgement completes its record. A failed
 // record holds its topic (TopicState), is sent again alone, and after poison.max_retries meets
-// poison.policy. The checkpoint goes through the Checkpointer's producer, beside the records.
+// poison.policy. A batch Kafka refuses for good stops the producer before anything after it in its
+// partition is written (SinkOptions::gapless): its records become suspects, remembered across
+// sessions (RefusedRecords), the session restarts at once, and the next one sends each suspect
+// alone in its place. The checkpoint goes through the Checkpointer's producer, beside the records.
 
 #include <chrono>
 #include <deque>
@@ -76,6 +79,9 @@ class AtLeastOnce final : public DeliveryPath {
   void apply_policy(const outbox::Record& record, ConfirmTracker::TxnId unit, const kafka::DeliveryError& error,
                     std::uint32_t attempts);
   void rebuild(const kafka::DeliveryError& error);
+  void note_suspect(const outbox::Record& record, ConfirmTracker::TxnId unit, const kafka::DeliveryError& error);
+  const RefusedRecord* refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const;
+  void end_after_gap(const std::string& what, int polls);
   void settle_head(const std::string& topic);
   void post_pump(const std::string& topic);
   void pump(const std::string& topic);
@@ -89,6 +95,10 @@ class AtLeastOnce final : public DeliveryPath {
   SendBacklog backlog_;
   std::unique_ptr<Timer> retry_timer_;
   std::unique_ptr<Timer> pump_timer_;  // runs pump() for to_pump_ from the io_context
+  std::unique_ptr<Timer> gap_timer_;   // serves the reports of a refused batch after the producer stopped
+  std::shared_ptr<RefusedRecords> refused_;
+  std::size_t suspects_noted_ = 0;  // this session's
+  bool gap_seen_ = false;
   std::set<std::string> to_pump_;
   bool pump_armed_ = false;
   std::multimap<Clock::time_point, Pending> retries_;      // by due time

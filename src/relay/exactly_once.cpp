@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dead_letter.h"
+#include "pgoutbox/kafka/producer.h"
 
 namespace pgoutbox::relay {
 
@@ -33,7 +34,8 @@ ExactlyOnce::ExactlyOnce(const PathContext& context)
           context.clock, [this](const outbox::Record& r, DeliveryCookie c) { return try_send(r, c); },
           [this] { backlog_round(); }),
       commit_timer_(context.clock.timer()),
-      refused_(context.start.refused ? context.start.refused : std::make_shared<RefusedRecords>()) {}
+      refused_(context.start.refused ? context.start.refused : std::make_shared<RefusedRecords>()),
+      transaction_timeout_(kafka::transaction_timeout(context.config.kafka.properties)) {}
 
 template <typename F>
 void ExactlyOnce::later(F f) {
@@ -304,6 +306,7 @@ void ExactlyOnce::finish_commit() {
   checkpoint_in_txn_ = false;
   produced_ = 0;
   reported_ = 0;
+  started_ = {};  // no transaction is open (outlived_timeout())
   const auto records = std::move(records_);
   records_.clear();
   const auto now_us = wall_us();
@@ -426,6 +429,7 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
       return;
     }
   }
+  if (auto outlived = outlived_timeout()) cause = fmt::format("{}: {}", cause, *outlived);
   context_.events.ended(
       Outcome::reconnect(fmt::format("Kafka transaction aborted: {}; nothing of it was confirmed, and it is "
                                      "published again from the slot's confirmed position",
@@ -462,16 +466,36 @@ void ExactlyOnce::on_transaction_failure(const kafka::TxnResult& result, const c
 Outcome ExactlyOnce::fenced(const std::string& what) const {
   const auto& start = context_.start;
   if (start.holds_slot && start.holds_slot()) {
-    return Outcome::reconnect(
-        fmt::format("the Kafka producer was fenced ({}) while this instance still holds the slot, so no other "
-                    "instance took over: the transaction coordinator aborted a transaction that outlived "
-                    "transaction.timeout.ms (a long Kafka outage); nothing of it was confirmed, and the producer is "
-                    "rebuilt",
-                    what));
+    return Outcome::reconnect(fmt::format(
+        "the Kafka producer was fenced ({}) while this instance still holds the slot, so no other instance took "
+        "over: {}; nothing of it was confirmed, and the producer is rebuilt",
+        what,
+        outlived_timeout().value_or("the transaction coordinator aborted a transaction that outlived "
+                                    "transaction.timeout.ms (a long Kafka outage)")));
   }
   return Outcome::fatal(Fatal::fenced, fmt::format("another pgoutbox instance with transactional.id {} took over "
                                                    "({}); this one writes nothing more",
                                                    start.transactional_id, what));
+}
+
+// The transaction coordinator aborts a transaction open longer than the producer's
+// transaction.timeout.ms, and the producer meets that as a fence or an abortable error. A
+// Postgres transaction is never split across Kafka transactions (whole_units()), so one whose
+// publishing takes longer is aborted in every session, and a backoff does not help: this names
+// the cause with its figures and the fix (docs/operating.md "Transaction timeout"). Empty when
+// the transaction was younger than the timeout.
+std::optional<std::string> ExactlyOnce::outlived_timeout() const {
+  if (started_ == Clock::time_point{}) return std::nullopt;
+  const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(context_.clock.now() - started_);
+  if (age < transaction_timeout_) return std::nullopt;
+  return fmt::format(
+      "the Kafka transaction was open for {} ms with {} record(s) handed to Kafka, longer than the producer's "
+      "transaction.timeout.ms ({} ms), and the transaction coordinator aborted it. A Postgres transaction is "
+      "published in one Kafka transaction: when Kafka was reachable meanwhile, this one takes longer to publish "
+      "than the timeout allows, and it is aborted again in every session. Raise "
+      "kafka.properties.transaction.timeout.ms (the broker accepts at most its transaction.max.timeout.ms, "
+      "900000 by default; pgoutbox check compares them), or write smaller Postgres transactions",
+      age.count(), produced_, transaction_timeout_.count());
 }
 
 // The producer's fatal state names a fence: whatever failure showed it first, this instance
@@ -487,7 +511,7 @@ std::optional<Outcome> ExactlyOnce::fence_shown() const {
 }
 
 std::string ExactlyOnce::refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
-  return fmt::format("{}/{}/{}", context_.tracker.commit_lsn(unit).to_string(), record.topic, record.event_id);
+  return relay::refused_key(context_.tracker.commit_lsn(unit), record);
 }
 
 const RefusedRecord* ExactlyOnce::refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const {

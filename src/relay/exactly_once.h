@@ -69,6 +69,7 @@ class ExactlyOnce final : public DeliveryPath {
   void on_transaction_failure(const kafka::TxnResult& result, const char* step);
   void note_failure(const kafka::Delivery& delivery);
   Outcome fenced(const std::string& what) const;
+  std::optional<std::string> outlived_timeout() const;
   std::optional<Outcome> fence_shown() const;
   std::string refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const;
   const RefusedRecord* refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const;
@@ -89,7 +90,8 @@ class ExactlyOnce final : public DeliveryPath {
   bool committing_ = false;         // the checkpoint is produced; waiting for the reports, then the commit
   bool commit_pending_ = false;     // commit_transaction() timed out: librdkafka expects it resumed
   bool checkpoint_in_txn_ = false;  // the commit's checkpoint is handed to the sink
-  Clock::time_point started_;
+  Clock::time_point started_{};     // when the open Kafka transaction began (the one a failure ended); zero: none
+  const std::chrono::milliseconds transaction_timeout_;
   std::vector<InTransaction> records_;
   std::uint64_t produced_ = 0;  // records and the checkpoint, handed to the sink
   std::uint64_t reported_ = 0;

@@ -244,6 +244,7 @@ TEST(RelayExactlyOnce, AnAbortIsNotCalledFromInsideAReport) {
   h.source.push(relation());
   h.txn(0x1000, 2, 1);
   h.stop_when_done = false;  // the session ends itself
+  h.at_once_restarts = 0;
   const auto outcome = h.run();
   EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
   EXPECT_EQ(h.script.txn_calls_inside_a_report, 0);
@@ -326,6 +327,7 @@ TEST(RelayExactlyOnce, ARefusedRecordIsRetriedBySessionsThenDeadLettered) {
     h.source.push(relation());
     h.txn(0x1000, 3, 1);
     h.stop_when_done = session > 4;  // the first four sessions end themselves
+    h.at_once_restarts = 0;          // each session is this loop's
     const auto outcome = h.run();
     if (session <= 4) {
       EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << "session " << session << ": " << outcome.reason;

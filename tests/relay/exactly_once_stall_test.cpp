@@ -50,6 +50,7 @@ TEST(ExactlyOnceStalls, ARefusalReportedDuringACommitAbortsIt) {
     h.script.release_all();  // record 2's refusal arrives while the commit waits
   };
   h.stop_when_done = false;  // the session must end itself
+  h.at_once_restarts = 0;    // this session's end is the case
   const auto outcome = h.run(steps);
   EXPECT_FALSE(h.timed_out) << "stalled: the refusal during the commit was never acted on";
   EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
@@ -307,6 +308,63 @@ TEST(ExactlyOnceStalls, ACommitThatTimedOutIsResumedToItsVerdictWhenTheSessionEn
   EXPECT_EQ(std::count(h.script.txn_calls.begin(), h.script.txn_calls.end(), "abort"), 0);
   EXPECT_TRUE(h.script.committed.empty());
   EXPECT_EQ(h.source.flush, Lsn{0x100});
+}
+
+// A Postgres transaction is published in one Kafka transaction; one that takes longer than the
+// producer's transaction.timeout.ms is aborted by the coordinator in every session. The log named
+// it an outage; it names the transaction's age, its records and the timeout, with the fix.
+TEST(ExactlyOnceStalls, ATransactionThatOutlivesTransactionTimeoutIsNamedWithItsFigures) {
+  auto config = exactly_once();
+  config.kafka.properties["transaction.timeout.ms"] = "1000";
+  Harness h(config);
+  h.stop_when_done = false;
+  h.script.commit_result = [] {
+    return kafka::TxnResult{kafka::TxnStatus::abort,
+                            "INVALID_PRODUCER_EPOCH: Producer attempted to produce with an old epoch"};
+  };
+  h.source.push(relation());
+  // One Postgres transaction whose rows come over 1.2 s of the stream.
+  std::vector<std::function<void()>> steps;
+  steps.emplace_back([&] {
+    h.source.push(begin(0x1000 - 8, 0x1000));
+    h.source.pump();
+  });
+  for (int i = 1; i <= 1'200; ++i) {
+    steps.emplace_back([&, i] {
+      if (i % 100 == 0) {
+        h.source.push(insert(i / 100));
+        h.source.pump();
+      }
+    });
+  }
+  steps.emplace_back([&] {
+    h.source.push(commit(0x1000 - 8, 0x1000), Lsn{0x1000});
+    h.source.pump();
+  });
+  steps.emplace_back([&] { h.source.caught_up(); });
+  const auto outcome = h.run(steps);
+  ASSERT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("transaction.timeout.ms (1000 ms)"), std::string::npos) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("with 13 record(s)"), std::string::npos) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("transaction.max.timeout.ms"), std::string::npos) << outcome.reason;
+  EXPECT_EQ(h.source.flush, Lsn{0x100});
+}
+
+// The same refusal of a young transaction is not blamed on the timeout.
+TEST(ExactlyOnceStalls, AnAbortOfAYoungTransactionDoesNotNameTheTimeout) {
+  auto config = exactly_once();
+  config.kafka.properties["transaction.timeout.ms"] = "1000";
+  Harness h(config);
+  h.stop_when_done = false;
+  h.script.commit_result = [] {
+    return kafka::TxnResult{kafka::TxnStatus::abort,
+                            "INVALID_PRODUCER_EPOCH: Producer attempted to produce with an old epoch"};
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 3);
+  const auto outcome = h.run({[] {}, [&h] { h.source.caught_up(); }});
+  ASSERT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+  EXPECT_EQ(outcome.reason.find("transaction.timeout.ms"), std::string::npos) << outcome.reason;
 }
 
 }  // namespace

@@ -57,7 +57,27 @@ inline Bytes insert(int n, std::string_view key = "k", std::string_view payload 
 class FakeSource final : public ChangeSource {
  public:
   explicit FakeSource(boost::asio::io_context& io) : io_(io) {}
-  void push(Bytes message, Lsn wal_end = {}) { queue_.push_back({std::move(message), wal_end, false}); }
+  void push(Bytes message, Lsn wal_end = {}) {
+    history_.push_back({message, wal_end, false});
+    queue_.push_back({std::move(message), wal_end, false});
+  }
+  // A new session streams again from the highest flush the server holds, as Postgres does: the
+  // Relation messages first (pgoutput sends one before a relation's first change of a session),
+  // then everything after the last commit at or below that position.
+  void rewind() {
+    std::size_t from = 0;
+    for (std::size_t i = 0; i < history_.size(); ++i) {
+      if (!history_[i].keepalive && history_[i].wal_end != Lsn{} && history_[i].wal_end <= flush) from = i + 1;
+    }
+    queue_.clear();
+    for (std::size_t i = 0; i < from; ++i) {
+      if (!history_[i].bytes.empty() && history_[i].bytes[0] == std::byte{'R'}) queue_.push_back(history_[i]);
+    }
+    queue_.insert(queue_.end(), history_.begin() + static_cast<std::ptrdiff_t>(from), history_.end());
+    handler_ = nullptr;
+    paused_ = false;
+    stopped_ = false;
+  }
   void keepalive(Lsn wal_end) { queue_.push_back({{}, wal_end, true}); }
   void pump() {
     while (handler_ != nullptr && !paused_ && !stopped_ && !queue_.empty()) {
@@ -127,6 +147,7 @@ class FakeSource final : public ChangeSource {
   };
   boost::asio::io_context& io_;
   std::deque<Item> queue_;
+  std::vector<Item> history_;  // everything pushed, for rewind()
   ChangeHandler* handler_ = nullptr;
   std::function<void(Outcome)> on_end_;
   bool paused_ = false;
@@ -158,6 +179,7 @@ struct SinkScript {
   std::function<void(const Produced&)> on_produce = [](const Produced&) {};
   // produce() refuses these records at once (as librdkafka does one above message.max.bytes).
   std::function<bool(const outbox::Record&)> refuse = [](const outbox::Record&) { return false; };
+  std::function<void(const outbox::Record&, bool isolated)> on_refuse = [](const outbox::Record&, bool) {};
   // Records acknowledged, in the order their acknowledgements were written: what a consumer of
   // the topic would read.
   std::vector<outbox::Record> landed;
@@ -200,7 +222,12 @@ class FakeSink final : public kafka::Sink {
     ::close(fd_);
   }
   Produced produce(const outbox::Record& record, std::uint64_t cookie, kafka::DeliveryError& error) override {
+    if (gap_) {
+      error = {kafka::DeliveryFailure::fatal, "_FATAL", "Local: Fatal error", false};
+      return Produced::failed;
+    }
     if (script_.refuse(record)) {
+      script_.on_refuse(record, options_.isolated);
       error = {kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", "Local: Message size too large", true};
       return Produced::failed;
     }
@@ -220,8 +247,22 @@ class FakeSink final : public kafka::Sink {
     d.weight = record.weight();
     d.error = script_.verdict(p);
     if (d.error) d.record = record;
-    auto deliver = [this, d, record] {
+    auto deliver = [this, d, record]() mutable {
       --script_.unsent;
+      // A gapless producer (SinkOptions::gapless) stops at a batch refused for good: the batch's
+      // records report the broker's error (a verdict gives each of them one), what else it still
+      // held is purged, never written (librdkafka sets its fatal state first).
+      // The stop takes effect when the reports are next served: what was produced until then
+      // was in flight with the refused batch.
+      const bool refused = d.error && d.error->kind == kafka::DeliveryFailure::permanent;
+      if (options_.gapless && gap_pending_ && !refused) {
+        d.error =
+            kafka::DeliveryError{kafka::DeliveryFailure::retriable, "_PURGE_QUEUE", "Local: Purged in queue", false};
+        d.record = record;
+      } else if (options_.gapless && refused && !gap_pending_) {
+        gap_pending_ =
+            kafka::SinkFatal{kafka::SinkFatal::Kind::gap, "_GAPLESS_GUARANTEE: the producer stopped at a gap"};
+      }
       if (!d.error) script_.landed.push_back(record);
       ready_.push_back(d);
       ++script_.unserved;
@@ -237,6 +278,7 @@ class FakeSink final : public kafka::Sink {
     return Produced::ok;
   }
   void poll() override {
+    if (gap_pending_) gap_ = gap_pending_;
     while (!ready_.empty()) {
       const auto d = ready_.front();
       ready_.pop_front();
@@ -257,7 +299,7 @@ class FakeSink final : public kafka::Sink {
     std::uint64_t n = 0;
     while (::read(fd_, &n, sizeof n) > 0) {}
   }
-  std::optional<kafka::SinkFatal> fatal() const override { return script_.fatal; }
+  std::optional<kafka::SinkFatal> fatal() const override { return script_.fatal ? script_.fatal : gap_; }
   kafka::TxnResult init_transactions(std::chrono::milliseconds) override {
     script_.txn_calls.emplace_back("init");
     return script_.init_result;
@@ -293,6 +335,8 @@ class FakeSink final : public kafka::Sink {
   bool in_report_ = false;
   int fd_;
   std::deque<kafka::Delivery> ready_;
+  std::optional<kafka::SinkFatal> gap_pending_;  // a gapless sink's batch was refused
+  std::optional<kafka::SinkFatal> gap_;          // ... and the producer has stopped
 };
 
 // A deployment's checkpoint signing key (docs/spec.md I11), for the configurations tests build.
@@ -315,11 +359,29 @@ inline config::Config test_config() {
 // next timer whenever nothing is ready); `steps` run one per (virtual) millisecond while it
 // streams, then, once everything pushed is read and every report served, the relay is stopped
 // (unless stop_when_done is false: the relay must end the session itself); time_limit (3 s of
-// virtual time) stops it whatever happens.
+// virtual time) stops it whatever happens. A session that ends asking for a new one at once
+// (Outcome::at_once) is followed by one streaming again from the confirmed position with the same
+// memories, as the daemon's loop does (app/run_command.cpp), up to at_once_restarts times; the
+// steps go on there, and the outcome and counters are the last session's (`sessions` counts them).
 struct Harness {
   explicit Harness(config::Config c = test_config()) : config(std::move(c)) {}
 
   Outcome run(std::vector<std::function<void()>> steps = {}, Lsn slot_confirmed = Lsn{0x100}) {
+    sessions = 0;
+    std::size_t next = 0;  // the steps go on in the next session
+    for (;;) {
+      ++sessions;
+      auto outcome = run_session(steps, next, std::max(slot_confirmed, source.flush));
+      if (!outcome.at_once || sessions > at_once_restarts) return outcome;
+      // The session's producers are gone, and with them the reports they still held.
+      script.held.clear();
+      script.released.clear();
+      script.unsent = 0;
+      source.rewind();
+    }
+  }
+
+  Outcome run_session(const std::vector<std::function<void()>>& steps, std::size_t& next, Lsn slot_confirmed) {
     Observer no_observer;
     Observer& heard = observer != nullptr ? *observer : no_observer;
     Relay relay(
@@ -331,7 +393,6 @@ struct Harness {
         heard);
     relay_ = &relay;
     const auto tick = clock.timer();
-    std::size_t next = 0;
     const auto deadline = clock.now() + time_limit;
     std::function<void()> arm = [&] {
       clock.after(*tick, 1ms, [&] {
@@ -385,6 +446,8 @@ struct Harness {
   bool timed_out = false;
   bool stop_when_done = true;
   std::chrono::milliseconds time_limit = 3s;  // then the relay is stopped and timed_out set
+  int at_once_restarts = 5;                   // sessions that may follow an at-once ending (run())
+  int sessions = 0;                           // the last run()'s
   // What the checkpoint topic holds at start; empty: no checkpoint this session.
   std::function<kafka::CheckpointScan()> checkpoints;
   std::shared_ptr<RefusedRecords> refused = std::make_shared<RefusedRecords>();

@@ -364,6 +364,53 @@ std::vector<int> landed_of(const SinkScript& script, std::string_view key) {
   return out;
 }
 
+// The first copy of each: what I4 orders (a session that ends replays its unconfirmed suffix).
+std::vector<int> first_landed_of(const SinkScript& script, std::string_view key) {
+  std::vector<int> out;
+  for (const int n : landed_of(script, key)) {
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  return out;
+}
+
+// Issue 36 (docs/spec.md I4): Kafka refuses a batch for good while later batches of the partition
+// are in flight. librdkafka writes those after bumping its epoch, so re-sending the refused
+// records alone put them after later records of their keys. The stream's producer is gapless
+// now: it stops at the refused batch (the later ones are never written), the session ends at
+// once, and the next one sends the refused records alone, in their places.
+TEST(RelayUnit, RecordsRefusedWithTheirBatchLandBeforeTheLaterRecordsThatWereInFlight) {
+  Harness h;
+  h.config.poison.policy = config::PoisonPolicy::dead_letter;
+  h.config.poison.max_retries = 0;
+  std::set<std::string> sent;
+  h.script.verdict = [&sent](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    const bool first_send = sent.insert(p.record.event_id).second;
+    if (p.cookie.dead_letter) return std::nullopt;
+    // The batch of transaction 1 is refused (for p2); p2 is refused alone too.
+    if ((!p.isolated && first_send && p.record.event_id <= event(3)) || p.record.event_id == event(2)) {
+      return kafka::DeliveryError{kafka::DeliveryFailure::permanent, "POLICY_VIOLATION", "Broker: Policy violation",
+                                  false};
+    }
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.source.push(begin(0x1000 - 8, 1));
+  h.source.push(insert(1, "k"));
+  h.source.push(insert(2, "p"));
+  h.source.push(insert(3, "k"));
+  h.source.push(commit(0x1000 - 8, 0x1000), Lsn{0x1000});
+  h.source.push(begin(0x2000 - 8, 2));  // in flight when transaction 1's batch is refused
+  h.source.push(insert(4, "k"));
+  h.source.push(insert(5, "k"));
+  h.source.push(commit(0x2000 - 8, 0x2000), Lsn{0x2000});
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(first_landed_of(h.script, "k"), (std::vector<int>{1, 3, 4, 5}));
+  EXPECT_EQ(h.counters.dead_lettered, 1U);
+  EXPECT_EQ(h.sessions, 2);
+  EXPECT_EQ(h.source.flush, Lsn{0x2000});
+}
+
 // Issue 12 #11: per-key order (I4) on every failure path. Transaction 1 writes k1, p2 (a record
 // Kafka refuses for itself) and k3; their batch is refused, or times out. Transaction 2 (k4, k5)
 // is read after that failure was reported, while the failed records wait to be sent again
@@ -420,7 +467,9 @@ TEST(RelayUnit, AFailedRecordHoldsTheLaterRecordsOfItsTopicUntilSettled) {
     const auto outcome = h.run(steps);
     EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
     EXPECT_FALSE(h.timed_out);
-    EXPECT_EQ(landed_of(h.script, "k"), (std::vector<int>{1, 3, 4, 5}));
+    EXPECT_EQ(first_landed_of(h.script, "k"), (std::vector<int>{1, 3, 4, 5}));
+    EXPECT_EQ(h.sessions, c.batch_error.kind == kafka::DeliveryFailure::permanent ? 2 : 1)
+        << "a batch refused for good ends its session once; its records are sent alone in the next";
     EXPECT_EQ(h.counters.dead_lettered, c.poison_alone ? 1U : 0U);
     EXPECT_EQ(landed_of(h.script, "p"), c.poison_alone ? std::vector<int>{} : std::vector<int>{2});
     EXPECT_EQ(h.source.flush, Lsn{0x2000});
@@ -475,16 +524,16 @@ TEST(RelayUnit, ABurstOfFailingRecordsStaysUnderTheCapsAndKeepalivesAreAnswered)
     // stop must wait for all of them, also on a loaded machine.
     h.config.shutdown_timeout = 10s;
     h.time_limit = 20s;
-    h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
-      if (p.cookie.dead_letter) return std::nullopt;
-      return kafka::DeliveryError{kafka::DeliveryFailure::permanent, "INVALID_RECORD", "Broker: Invalid record", false};
-    };
+    // Refused by produce() itself (as librdkafka refuses a record above message.max.bytes), alone
+    // too: each is held and retried in this session. (A batch the broker refuses ends the session
+    // instead, AFailedRecordHoldsTheLaterRecordsOfItsTopicUntilSettled.)
+    h.script.refuse = [](const outbox::Record& r) { return r.topic != "dlq"; };
     std::uint64_t most_bytes = 0;
     std::size_t isolated_before_keepalive = 0, isolated_total = 0;
     bool keepalive_asked = false, keepalive_answered = false;
-    h.script.on_produce = [&](const Produced& p) {
+    h.script.on_refuse = [&](const outbox::Record&, bool isolated) {
       most_bytes = std::max(most_bytes, h.relay().in_flight_bytes());
-      if (!p.isolated) return;
+      if (!isolated) return;
       ++isolated_total;
       if (!keepalive_asked) {
         keepalive_asked = true;

@@ -104,6 +104,7 @@ TEST_P(TopicLimitsTest, ATopicWhoseLimitIsBelowTheBatchSizeRebuildsTheProducerAt
   h.topic_limits = limits();
   h.batch_size = 1'000'000;
   h.stop_when_done = false;
+  h.at_once_restarts = 0;
   h.source.push(relation());
   h.txn(0x1000, 2, 1);
   const auto outcome = h.run();
@@ -122,6 +123,7 @@ TEST(TopicLimitsExactlyOnce, ARefusalThatSlipsThroughRestartsTheSessionAtOnce) {
   h.topic_limits = limits();
   h.batch_size = 12'000;
   h.stop_when_done = false;
+  h.at_once_restarts = 0;
   h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
     if (p.record.event_id != id(2)) return std::nullopt;
     return kafka::DeliveryError{kafka::DeliveryFailure::permanent, "POLICY_VIOLATION", "Broker: Policy violation",
@@ -155,6 +157,35 @@ TEST_P(TopicLimitsTest, ACheckpointTopicThatRefusesWritesStopsWithExit24) {
   EXPECT_EQ(exit_code(outcome.cause), 24);
   EXPECT_NE(outcome.reason.find("pgoutbox.checkpoints"), std::string::npos) << outcome.reason;
   EXPECT_NE(outcome.reason.find("kafka-acls.sh"), std::string::npos) << outcome.reason;
+}
+
+// A topic the broker did not know yet (created a moment ago, or by its first record) has the
+// broker's default only until the broker knows it: its own policy is read a second later, so a
+// keyless record bound for it is refused locally from then on, not by the broker.
+TEST(TopicLimitsCache, ATopicTheBrokerDidNotKnowIsReadAgainWithinASecond) {
+  kafka::FixedTopicLimits limits({}, {kafka::kKafkaDefaultMaxMessageBytes, false, kafka::TopicLimit::Source::broker});
+  EXPECT_FALSE(limits.of("new").compacted);
+  limits.set("new", {kafka::kKafkaDefaultMaxMessageBytes, true, kafka::TopicLimit::Source::topic});
+  limits.advance(500ms);
+  EXPECT_FALSE(limits.of("new").compacted) << "asked again within the interval";
+  limits.advance(600ms);
+  EXPECT_TRUE(limits.of("new").compacted);
+  EXPECT_EQ(limits.reads(), 2);
+  limits.advance(std::chrono::hours(1));
+  EXPECT_TRUE(limits.of("new").compacted);
+  EXPECT_EQ(limits.reads(), 2) << "a topic's own figures are final";
+}
+
+// A limit that could not be read (no answer, no DESCRIBE_CONFIGS right) is asked again a minute later.
+TEST(TopicLimitsCache, AnUnreadLimitIsReadAgainAfterAMinute) {
+  kafka::FixedTopicLimits limits({});
+  limits.of("t");
+  limits.advance(30s);
+  limits.of("t");
+  EXPECT_EQ(limits.reads(), 1);
+  limits.advance(31s);
+  limits.of("t");
+  EXPECT_EQ(limits.reads(), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModes, TopicLimitsTest,

@@ -1,5 +1,6 @@
 #include "kafka_client.h"
 
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <set>
@@ -185,6 +186,23 @@ void create_topic(const std::string& bootstrap, const std::string& topic, int pa
   rd_kafka_queue_destroy(queue);
   rd_kafka_NewTopic_destroy(nt);
   if (!failure.empty()) throw std::runtime_error("create topic " + topic + ": " + failure);
+  // CreateTopics answers once the controller has the topic; the broker serves it (metadata,
+  // DescribeConfigs, produce) only once it has replayed that record, a moment later. A test uses
+  // the topic at once, so wait for the broker to name it with every partition.
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(admin.get(), topic.c_str(), nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool known = false;
+  while (!known && std::chrono::steady_clock::now() < deadline) {
+    const rd_kafka_metadata_t* md = nullptr;
+    if (rd_kafka_metadata(admin.get(), 0, rkt, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR && md != nullptr) {
+      known = md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+              md->topics[0].partition_cnt >= partitions;
+      rd_kafka_metadata_destroy(md);
+    }
+    if (!known) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  rd_kafka_topic_destroy(rkt);
+  if (!known) throw std::runtime_error("create topic " + topic + ": the broker did not name it within 30 s");
 }
 
 }  // namespace pgoutbox::test

@@ -79,6 +79,10 @@ std::map<std::string, std::string> effective_properties(const ProducerSettings& 
 // The batch.size a producer of these settings fills its batches to (batch_limit applied).
 std::size_t effective_batch_size(const ProducerSettings& settings);
 
+// The transactional producer's transaction.timeout.ms among `properties` (librdkafka's 60 s when
+// unset): the transaction coordinator aborts a transaction open longer than this.
+std::chrono::milliseconds transaction_timeout(const std::map<std::string, std::string>& properties);
+
 class Producer {
  public:
   using ReportFn = std::function<void(const DeliveryReport&)>;

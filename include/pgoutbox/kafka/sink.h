@@ -29,7 +29,11 @@ struct SinkFatal {
   enum class Kind {
     fenced,       // another producer with the same transactional.id took over: write nothing more
     idempotence,  // the idempotent producer's sequence or epoch is broken: rebuild it
-    other,        // any other fatal error librdkafka reports: rebuild it
+    // A batch was refused for good by a producer opened with SinkOptions::gapless: it stopped, so
+    // that nothing after the batch in its partition is written; the batch's records report the
+    // broker's error (after this state is set). Rebuild it and send them again in their place.
+    gap,
+    other,  // any other fatal error librdkafka reports: rebuild it
   };
   Kind kind = Kind::other;
   std::string text;  // librdkafka's error name and reason, for the log
@@ -109,6 +113,10 @@ struct SinkOptions {
   std::function<void(bool up)> on_brokers_up;                // main sink only
   // Non-empty: a transactional producer with this transactional.id (delivery: exactly-once).
   std::string transactional_id;
+  // A batch refused for good stops the producer (SinkFatal::Kind::gap) instead of letting the
+  // partition's later batches be written before its records can be sent again (librdkafka's
+  // enable.gapless.guarantee; docs/spec.md I4).
+  bool gapless = false;
 };
 
 // Builds a sink; throws std::invalid_argument on a configuration the client refuses.

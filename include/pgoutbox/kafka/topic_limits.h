@@ -5,8 +5,9 @@
 // compacted (the broker refuses a record without a key there). Read with DescribeConfigs the
 // first time a topic is produced to (templates make topics dynamic) and kept for the process's
 // life; a topic that does not exist yet gets the broker's message.max.bytes, the default the
-// broker creates it with. librdkafka fills batches up to batch.size and the broker refuses a
-// whole batch above the limit, so the producers keep batch.size under the smallest limit known
+// broker creates it with, and is asked again a second later until the broker knows it (a topic
+// created a moment ago, or by its first record, has its own figures then). librdkafka fills batches up to batch.size
+// and the broker refuses a whole batch above the limit, so the producers keep batch.size under the smallest limit known
 // (batch_size_under below); a limit read again after such a refusal may be lower.
 
 #include <chrono>
@@ -43,6 +44,7 @@ class TopicLimits {
 
  protected:
   virtual TopicLimit read(const std::string& topic) = 0;
+  virtual std::chrono::steady_clock::time_point now() const { return std::chrono::steady_clock::now(); }
 
  private:
   struct Entry {
@@ -68,14 +70,20 @@ class FixedTopicLimits final : public TopicLimits {
       : limits_(std::move(limits)), fallback_(fallback) {}
   void set(const std::string& topic, TopicLimit limit) { limits_[topic] = limit; }
   int reads() const { return reads_; }
+  // Moves this object's clock on (of() reads limits again after their interval).
+  void advance(std::chrono::milliseconds by) { elapsed_ += by; }
 
  protected:
   TopicLimit read(const std::string& topic) override;
+  std::chrono::steady_clock::time_point now() const override {
+    return std::chrono::steady_clock::time_point{} + elapsed_;
+  }
 
  private:
   std::map<std::string, TopicLimit> limits_;
   TopicLimit fallback_;
   int reads_ = 0;
+  std::chrono::milliseconds elapsed_{0};
 };
 
 }  // namespace pgoutbox::kafka
