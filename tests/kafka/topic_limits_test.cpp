@@ -120,6 +120,67 @@ TEST(TopicLimitsOnKafka, BatchesKeptUnderTheTopicsLimitAreNeverRefused) {
   EXPECT_EQ(compressed.acknowledged, records.size());
 }
 
+// docs/spec.md I4 after a batch Kafka refuses for good: without enable.gapless.guarantee,
+// librdkafka bumps the idempotent producer's epoch and writes the partition's later batches, so a
+// refused record sent again lands after later records of its key. With it (the stream's producer
+// in at-least-once, SinkOptions::gapless), the producer stops at the refused batch: in every
+// partition, nothing produced after a refused record is written, and the fatal error names it.
+TEST(TopicLimitsOnKafka, AGaplessProducerWritesNothingOfAPartitionAfterABatchItRefused) {
+  constexpr std::size_t kLimit = 16'384;
+  test::create_topic(broker().bootstrap(), "limits.gapless", 3, {{"max.message.bytes", std::to_string(kLimit)}});
+  ProducerSettings settings;
+  settings.brokers = broker().bootstrap();
+  // Batches of 50 records: 50 of 400 bytes (20 KB, refused), then 50 of 10 bytes (taken), in
+  // turn, so that a partition's taken batches are in flight behind its refused ones.
+  settings.properties = {{"compression.type", "none"},
+                         {"linger.ms", "20"},
+                         {"batch.num.messages", "50"},
+                         {"enable.gapless.guarantee", "true"}};
+  std::map<std::uint64_t, DeliveryReport> reports;
+  Producer producer(settings, [&reports](const DeliveryReport& r) { reports[r.cookie] = r; });
+  constexpr int kRecords = 3'000;
+  std::uint64_t produced = 0;
+  for (int i = 0; i < kRecords; ++i) {
+    rd_kafka_resp_err_t error = RD_KAFKA_RESP_ERR_NO_ERROR;
+    Producer::Produced result;
+    auto r = record("limits.gapless", (i / 50) % 2 == 0 ? 400 : 10, i);
+    r.key = "key-" + std::to_string(i / 100);  // each group of 100 records is one key's
+    while ((result = producer.produce(r, produced + 1, error)) == Producer::Produced::queue_full) producer.poll(10ms);
+    if (result != Producer::Produced::ok) break;  // the producer stopped: nothing more is taken
+    ++produced;
+  }
+  // After the stop, librdkafka purges what it still held; a record it re-queued after the purge
+  // would wait for message.timeout.ms, so reports are awaited until they stop coming.
+  auto quiet_since = std::chrono::steady_clock::now();
+  std::size_t seen = 0;
+  while (reports.size() < produced && std::chrono::steady_clock::now() - quiet_since < 3s) {
+    producer.poll(50ms);
+    if (reports.size() != seen) {
+      seen = reports.size();
+      quiet_since = std::chrono::steady_clock::now();
+    }
+  }
+  const auto fatal = producer.fatal();
+  ASSERT_TRUE(fatal) << "no batch was refused: the case shows nothing";
+  EXPECT_EQ(fatal->kind, SinkFatal::Kind::gap) << fatal->text;
+  std::map<std::int32_t, std::uint64_t> first_refused;  // partition -> cookie
+  std::size_t refused_for_size = 0;
+  for (const auto& [cookie, r] : reports) {
+    if (r.error == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
+      ++refused_for_size;
+      first_refused.try_emplace(r.partition, cookie);
+    }
+  }
+  EXPECT_GT(refused_for_size, 0U);
+  for (const auto& [cookie, r] : reports) {
+    if (!r.ok()) continue;
+    const auto it = first_refused.find(r.partition);
+    EXPECT_TRUE(it == first_refused.end() || cookie < it->second)
+        << "record " << cookie << " was written to partition " << r.partition << " after record " << it->second
+        << " was refused there";
+  }
+}
+
 // A user's batch.size below the limit is kept; one above it is lowered.
 TEST(TopicLimitsOnKafka, TheUsersSmallerBatchSizeIsKept) {
   ProducerSettings settings;
