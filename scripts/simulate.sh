@@ -5,7 +5,6 @@
 #   scripts/simulate.sh --schedules 1000000            # both modes, seeds 1..1000000
 #   scripts/simulate.sh --mode exactly-once --seed 5000 --schedules 100000
 #   scripts/simulate.sh --mode exactly-once --seed 6600 --faults 1 --transactions 11   # replay one
-#   scripts/simulate.sh --strict ...                   # the known open defect counts as a failure
 #   scripts/simulate.sh --mutation 1                   # put defect 1 back (tests/sim/mutations) in a
 #                                                      # copy of the tree and count the schedules
 #                                                      # the simulator needs to find it

@@ -241,8 +241,13 @@ void AtLeastOnce::on_delivery(const kafka::Delivery& delivery) {
       const auto latency = std::max<std::int64_t>(0, wall_us() - context_.tracker.commit_time_us(cookie.txn));
       context_.observer.event_published(delivery.topic, std::chrono::microseconds(latency));
     }
+    // A failed record, now acknowledged alone: innocent of its batch's refusal, it goes batched
+    // again if its transaction is published again (before completed(): that may confirm it).
+    const bool settled_alone = cookie.isolated && !cookie.dead_letter;
+    if (settled_alone && delivery.record && !refused_->empty())
+      refused_->erase(refused_key(context_.tracker.commit_lsn(cookie.txn), *delivery.record));
     context_.events.completed(cookie.txn, delivery.weight);
-    if (cookie.isolated && !cookie.dead_letter) settle_head(topic);  // a failed record, now acknowledged
+    if (settled_alone) settle_head(topic);
   }
   if (!is_batched(cookie) || closed_) return;
   const auto it = topics_.find(topic);
@@ -315,6 +320,13 @@ void AtLeastOnce::on_failure(const outbox::Record& record, DeliveryCookie cookie
 
 void AtLeastOnce::apply_policy(const outbox::Record& record, ConfirmTracker::TxnId unit,
                                const kafka::DeliveryError& error, std::uint32_t attempts) {
+  // Kafka refused it alone as often as poison.max_retries allows: if its transaction is
+  // published again (a later session), the policy applies at once (try_send).
+  if (attempts > context_.config.poison.max_retries) {
+    auto& refused = (*refused_)[refused_key(context_.tracker.commit_lsn(unit), record)];
+    refused.error = error;
+    refused.attempts = attempts;
+  }
   if (auto dead_letter = poison_.apply(record, unit, error, attempts))
     send(*dead_letter, DeliveryCookie::dead_letter_write(unit));
 }

@@ -195,14 +195,26 @@ class SimSink final : public kafka::Sink {
         const auto refused = error_of(kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", true);
         const auto batch = front.batch;
         const auto topic = front.record.topic;
+        // A gapless producer (SinkOptions::gapless) stops at a batch refused for good; its fatal
+        // state is set before the batch's records report the broker's error.
+        if (options_.gapless) {
+          fatal_ = kafka::SinkFatal{kafka::SinkFatal::Kind::gap, "_GAPLESS_GUARANTEE (simulated)"};
+        }
         fail_front(refused, false);
         // Kafka refuses the whole batch the record was in.
         while (!queue_.empty() && queue_.front().batch == batch && queue_.front().record.topic == topic) {
           kafka_.refused_with_batch.insert(queue_.front().record.event_id);
           fail_front(refused, false);
         }
+        if (fatal_) {
+          // Nothing after the refused batch is written: what the producer still holds is purged.
+          while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::retriable, "_PURGE_QUEUE"), false);
+          break;
+        }
         continue;
       }
+      // Without it, librdkafka bumps the epoch after a refused batch and writes the later ones
+      // (what this loop does when it goes on).
       auto q = std::move(queue_.front());
       queue_.pop_front();
       kafka_.write(q.record, txn_);

@@ -52,8 +52,7 @@ struct Killed {};
 
 class Run {
  public:
-  Run(const Schedule& s, bool strict)
-      : strict_(strict), s_(s), rng_(s.seed), kafka_(clock_, rng_, kafka_faults(s)), config_(configure(s)) {
+  explicit Run(const Schedule& s) : s_(s), rng_(s.seed), kafka_(clock_, rng_, kafka_faults(s)), config_(configure(s)) {
     if (s.delivery == config::Delivery::exactly_once) {
       kafka_.on_commit = [this](const std::vector<const outbox::Record*>& records) { on_kafka_commit(records); };
     }
@@ -222,9 +221,12 @@ class Run {
     }
     // Exactly-once learns of a refused record by aborting the whole Kafka transaction: each
     // poison row costs up to max_retries + 2 sessions, each publishing its transaction again.
+    // At-least-once's producer stops at a refused batch (gapless, docs/spec.md I4): each poison
+    // row costs up to one session, which publishes the unconfirmed transactions again.
     auto bound = std::chrono::duration_cast<milliseconds>(kDrainBound);
-    if (s_.delivery == config::Delivery::exactly_once)
-      bound += poison_rows_ * (s_.max_retries + 2) * std::chrono::duration_cast<milliseconds>(kDrainBound) / 4;
+    const std::uint64_t sessions_per_poison_row =
+        s_.delivery == config::Delivery::exactly_once ? s_.max_retries + 2 : 1;
+    bound += poison_rows_ * sessions_per_poison_row * std::chrono::duration_cast<milliseconds>(kDrainBound) / 4;
     drain_deadline_ = quiet_ + bound;
     drain_bound_ = bound;
   }
@@ -473,13 +475,6 @@ class Run {
         if (topic == kDeadLetterTopic) continue;
         auto [previous, first] = last_of_key.try_emplace(row.key, it->second);
         if (!first) {
-          if (it->second < previous->second && !strict_ && !exactly_once &&
-              kafka_.refused_with_batch.contains(record->event_id)) {
-            // Known and open (docs/simulation.md, "What it found"): at-least-once re-sends a
-            // record Kafka refused only with its batch after later records of its topic landed.
-            ++verdict_.known_reorders;
-            continue;
-          }
           if (it->second < previous->second) {
             fail(fmt::format("order (I4): in {}, event {} of key {} comes after a later event of that key{}", topic,
                              record->event_id, row.key,
@@ -494,7 +489,6 @@ class Run {
     }
   }
 
-  const bool strict_;
   const Schedule& s_;
   test::VirtualClock clock_;
   const relay::Clock::time_point start_ = clock_.now();
@@ -613,7 +607,7 @@ std::string Schedule::replay_arguments() const {
                      transactions);
 }
 
-Verdict simulate(const Schedule& schedule, bool strict) { return Run(schedule, strict).go(); }
+Verdict simulate(const Schedule& schedule) { return Run(schedule).go(); }
 
 void Campaign::add(const Campaign& later) {
   schedules += later.schedules;
@@ -622,26 +616,24 @@ void Campaign::add(const Campaign& later) {
   sessions += later.sessions;
   duplicates += later.duplicates;
   virtual_time += later.virtual_time;
-  known_reorders += later.known_reorders;
   failed = later.failed;
   failure = later.failure;
 }
 
-Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::uint64_t count, bool strict) {
+Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::uint64_t count) {
   Campaign c;
   for (std::uint64_t seed = first_seed; seed < first_seed + count; ++seed) {
     const auto schedule = Schedule::from_seed(seed, delivery);
-    const auto verdict = simulate(schedule, strict);
+    const auto verdict = simulate(schedule);
     ++c.schedules;
-    c.known_reorders += verdict.known_reorders;
     c.rows += verdict.rows;
     c.processes += verdict.processes;
     c.sessions += verdict.sessions;
     c.duplicates += verdict.duplicates;
     c.virtual_time += verdict.virtual_time;
     if (!verdict.ok) {
-      c.failed = shrink(schedule, strict);
-      c.failure = simulate(*c.failed, strict);
+      c.failed = shrink(schedule);
+      c.failure = simulate(*c.failed);
       if (c.failure.ok) {  // cannot happen: a schedule replays exactly
         c.failed = schedule;
         c.failure = verdict;
@@ -656,10 +648,6 @@ std::string report(const Campaign& c) {
   std::string out = fmt::format(
       "{} schedule(s): {} row(s), {} process(es), {} session(s), {} duplicate(s) read, {} s of virtual time",
       c.schedules, c.rows, c.processes, c.sessions, c.duplicates, c.virtual_time.count() / 1000);
-  if (c.known_reorders > 0)
-    out +=
-        fmt::format("; known open defect: {} record(s) refused with a batch landed after a later record of their key",
-                    c.known_reorders);
   if (c.failed) {
     out += fmt::format("\nFAILED: {}\nminimal schedule: {}\nreplay: scripts/simulate.sh {}", c.failure.failure,
                        c.failed->describe(), c.failed->replay_arguments());
@@ -667,7 +655,7 @@ std::string report(const Campaign& c) {
   return out;
 }
 
-Schedule shrink(const Schedule& failing, bool strict) {
+Schedule shrink(const Schedule& failing) {
   Schedule best = failing;
   bool smaller = true;
   while (smaller) {
@@ -675,7 +663,7 @@ Schedule shrink(const Schedule& failing, bool strict) {
     for (std::size_t i = 0; i < best.faults.size(); ++i) {
       auto candidate = best;
       candidate.faults.erase(candidate.faults.begin() + static_cast<std::ptrdiff_t>(i));
-      if (!simulate(candidate, strict).ok) {
+      if (!simulate(candidate).ok) {
         best = std::move(candidate);
         smaller = true;
         break;
@@ -684,7 +672,7 @@ Schedule shrink(const Schedule& failing, bool strict) {
     if (!smaller && best.transactions > 1) {
       auto candidate = best;
       candidate.transactions = best.transactions / 2;
-      if (!simulate(candidate, strict).ok) {
+      if (!simulate(candidate).ok) {
         best = std::move(candidate);
         smaller = true;
       }

@@ -69,13 +69,10 @@ struct Verdict {
   std::uint64_t processes = 0;
   std::uint64_t sessions = 0;
   std::uint64_t duplicates = 0;  // copies beyond the first that a read_committed consumer reads
-  // At-least-once: records refused only with their batch that reached Kafka after a later
-  // record of their key (a known, open defect; `strict` makes it a failure).
-  std::uint64_t known_reorders = 0;
   std::chrono::milliseconds virtual_time{0};
 };
 
-Verdict simulate(const Schedule& schedule, bool strict = false);
+Verdict simulate(const Schedule& schedule);
 
 // Schedules first_seed, first_seed + 1, ... of one delivery mode, up to `count` or the first
 // failure (which is shrunk).
@@ -86,17 +83,16 @@ struct Campaign {
   std::uint64_t sessions = 0;
   std::uint64_t duplicates = 0;
   std::chrono::milliseconds virtual_time{0};
-  std::uint64_t known_reorders = 0;
   std::optional<Schedule> failed;  // shrunk
   Verdict failure;                 // of the shrunk schedule
   // Adds a later range of seeds (its failure, if any, becomes this one's).
   void add(const Campaign& later);
 };
-Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::uint64_t count, bool strict = false);
+Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::uint64_t count);
 std::string report(const Campaign& campaign);
 
 // The smallest schedule derived from a failing one (fewer faults, fewer transactions) that
 // still fails; the input if nothing smaller fails.
-Schedule shrink(const Schedule& failing, bool strict = false);
+Schedule shrink(const Schedule& failing);
 
 }  // namespace pgoutbox::sim
