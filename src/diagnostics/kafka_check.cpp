@@ -108,6 +108,39 @@ std::optional<bool> broker_auto_creates(rd_kafka_t* rk, std::int32_t broker_id, 
   return *value == "true";
 }
 
+// Exactly-once: the coordinator aborts a Kafka transaction open longer than the producer's
+// transaction.timeout.ms, and refuses a producer asking for more than its own
+// transaction.max.timeout.ms (docs/operating.md "Transaction timeout").
+Finding check_transaction_timeout(rd_kafka_t* rk, std::int32_t broker_id, std::chrono::milliseconds timeout,
+                                  const config::Config& config) {
+  constexpr const char* subject = "kafka transactions";
+  const auto producer = kafka::transaction_timeout(config.kafka.properties);
+  const auto value =
+      described_config(rk, RD_KAFKA_RESOURCE_BROKER, std::to_string(broker_id), "transaction.max.timeout.ms", timeout);
+  std::int64_t broker_max = 0;
+  if (!value || std::from_chars(value->data(), value->data() + value->size(), broker_max).ec != std::errc()) {
+    return Finding::warning(subject,
+                            fmt::format("the broker's transaction.max.timeout.ms could not be read; the producer's "
+                                        "transaction.timeout.ms is {} ms.",
+                                        producer.count()),
+                            "grant pgoutbox's principal DESCRIBE_CONFIGS on the cluster so check can compare them.");
+  }
+  if (producer.count() > broker_max) {
+    return Finding::blocking(
+        subject,
+        fmt::format("the producer's transaction.timeout.ms ({} ms) is above the broker's transaction.max.timeout.ms "
+                    "({} ms): the coordinator refuses to initialise its transactions.",
+                    producer.count(), broker_max),
+        fmt::format("set kafka.properties.transaction.timeout.ms to at most {}, or raise the brokers' "
+                    "transaction.max.timeout.ms.",
+                    broker_max));
+  }
+  return Finding::ok(subject, fmt::format("a Postgres transaction must be published within transaction.timeout.ms "
+                                          "({} ms; the broker allows up to {} ms): a larger one is aborted by the "
+                                          "coordinator in every session, and the log names it",
+                                          producer.count(), broker_max));
+}
+
 // The error the broker gives for `topic` asked by name. A listing of all topics leaves out those
 // the principal may not describe; only a request naming one answers TOPIC_AUTHORIZATION_FAILED.
 rd_kafka_resp_err_t named_topic_error(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
@@ -321,6 +354,8 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
     check_checkpoint_topic(client.get(), timeout, config, *md, findings);
     findings.push_back(checkpoint_protection(config));
   }
+  if (config.delivery == config::Delivery::exactly_once && md->broker_cnt > 0)
+    findings.push_back(check_transaction_timeout(client.get(), md->brokers[0].id, timeout, config));
   return findings;
 }
 

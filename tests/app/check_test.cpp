@@ -106,6 +106,32 @@ TEST_F(CheckCommandTest, ATopicLimitBelowTheBatchSizeIsAWarningUnderPolicyStop) 
   EXPECT_NE(line_starting(dead_letter.output, "ok    " + line), "") << dead_letter.output;
 }
 
+// docs/operating.md "Transaction timeout": in exactly-once, check compares the producer's
+// transaction.timeout.ms with the broker's transaction.max.timeout.ms (900,000 ms by default):
+// a larger one is refused by the coordinator, so check blocks on it.
+TEST_F(CheckCommandTest, ExactlyOnceComparesTheTransactionTimeoutWithTheBrokersMaximum) {
+  create_outbox("chk_txn");
+  create_topic(kafka.bootstrap(), "chk_txn.events", 1);
+  const std::string exactly_once = "delivery: exactly-once\n";
+  const std::vector<std::string> key = {"PGOUTBOX_CHECKPOINT_SIGNING_KEY=" + std::string(32, 'k')};
+  const auto fits = check(write_config("chk_txn", pg.dsn(), kafka.bootstrap(), "chk_txn.events", exactly_once), key);
+  EXPECT_NE(line_starting(fits.output,
+                          "ok    kafka transactions: a Postgres transaction must be published within "
+                          "transaction.timeout.ms (60000 ms; the broker allows up to 900000 ms)"),
+            "")
+      << fits.output;
+  auto above_env = key;
+  above_env.emplace_back("PGOUTBOX_KAFKA_PROPERTY_TRANSACTION_TIMEOUT_MS=1000000");
+  const auto above =
+      check(write_config("chk_txn_above", pg.dsn(), kafka.bootstrap(), "chk_txn.events", exactly_once), above_env);
+  EXPECT_NE(above.exit_code, 0) << above.output;
+  EXPECT_NE(line_starting(above.output,
+                          "FAIL  kafka transactions: the producer's transaction.timeout.ms (1000000 ms) is "
+                          "above the broker's transaction.max.timeout.ms (900000 ms)"),
+            "")
+      << above.output;
+}
+
 TEST_F(CheckCommandTest, WalLevelReplicaBlocksWithTheFix) {
   PgCluster replica_only(std::map<std::string, std::string>{{"wal_level", "replica"}});
   create_outbox("chk_wal", true, &replica_only);
