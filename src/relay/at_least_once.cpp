@@ -268,15 +268,15 @@ void AtLeastOnce::rebuild(const kafka::DeliveryError& error) {
 // delivery report (else refused by produce()).
 void AtLeastOnce::on_failure(const outbox::Record& record, DeliveryCookie cookie, const kafka::DeliveryError& error,
                              bool reported) {
-  // Noted first: these reports follow the producer's fatal state (end_after_gap).
+  // Noted first: these reports follow the producer's fatal state (end_after_gap). A batch refused
+  // for its size: the topic's limit may have changed since it was read, and the next record for
+  // it, in this session or the next, reads it again (relay.cpp).
   if (reported && is_batched(cookie) && error.kind == kafka::DeliveryFailure::permanent)
     note_suspect(record, cookie.txn, error);
-  if (closed_) return;  // nothing more is sent; it stays unconfirmed and comes again after a restart
-  if (check_fatal()) return;
-  // A batch refused for its size: the topic's limit may have changed since it was read, and the
-  // next record for it reads it again (relay.cpp).
   if (error.size_refusal && is_batched(cookie) && context_.start.topic_limits)
     context_.start.topic_limits->forget(record.topic);
+  if (closed_) return;  // nothing more is sent; it stays unconfirmed and comes again after a restart
+  if (check_fatal()) return;
   if (is_batched(cookie)) {
     hold(record, cookie, error, reported);
     return;

@@ -205,6 +205,42 @@ void create_topic(const std::string& bootstrap, const std::string& topic, int pa
   if (!known) throw std::runtime_error("create topic " + topic + ": the broker did not name it within 30 s");
 }
 
+void alter_topic_config(const std::string& bootstrap, const std::string& topic,
+                        const std::map<std::string, std::string>& config) {
+  auto admin = make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap}});
+  rd_kafka_ConfigResource_t* resource = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
+  for (const auto& [name, value] : config) {
+    if (rd_kafka_error_t* e = rd_kafka_ConfigResource_add_incremental_config(
+            resource, name.c_str(), RD_KAFKA_ALTER_CONFIG_OP_TYPE_SET, value.c_str())) {
+      const std::string why = rd_kafka_error_string(e);
+      rd_kafka_error_destroy(e);
+      rd_kafka_ConfigResource_destroy(resource);
+      throw std::runtime_error("alter topic " + topic + ": " + why);
+    }
+  }
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(admin.get());
+  rd_kafka_IncrementalAlterConfigs(admin.get(), &resource, 1, nullptr, queue);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 30000);
+  std::string failure;
+  if (ev == nullptr) {
+    failure = "no IncrementalAlterConfigs result in 30 s";
+  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    failure = rd_kafka_event_error_string(ev);
+  } else {
+    std::size_t n = 0;
+    const auto* result = rd_kafka_event_IncrementalAlterConfigs_result(ev);
+    const auto** resources = rd_kafka_IncrementalAlterConfigs_result_resources(result, &n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (rd_kafka_ConfigResource_error(resources[i]) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        failure = rd_kafka_ConfigResource_error_string(resources[i]);
+    }
+  }
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_ConfigResource_destroy(resource);
+  if (!failure.empty()) throw std::runtime_error("alter topic " + topic + ": " + failure);
+}
+
 }  // namespace pgoutbox::test
 
 namespace pgoutbox::test {

@@ -56,6 +56,11 @@ void allow_acls(const std::string& bootstrap, const std::string& principal, cons
 void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
                   const std::map<std::string, std::string>& config = {});
 
+// Sets `config` on `topic` (IncrementalAlterConfigs), as an operator would while pgoutbox runs;
+// throws when the broker refuses.
+void alter_topic_config(const std::string& bootstrap, const std::string& topic,
+                        const std::map<std::string, std::string>& config);
+
 ConsumedRecord to_record(const rd_kafka_message_t* msg);
 
 // Sum of the topic's partitions' high watermarks (records ever written, none deleted here);
