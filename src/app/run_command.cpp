@@ -227,7 +227,7 @@ int run(const std::string& config_path) {
   int at_once_in_a_row = 0;
   bool ever_streamed = false;
   int previous_walsender = 0;  // the last session's, if it streamed
-  // Exactly-once: records Kafka refused, remembered across sessions (their retries are sessions).
+  // Records Kafka refused, remembered across sessions (a refusal ends a session: its retries are sessions).
   const auto refused_records = std::make_shared<relay::RefusedRecords>();
   // Checkpoints a session found written over another WAL history: not trusted again.
   const auto refused_checkpoints = std::make_shared<relay::RefusedCheckpoints>();

@@ -510,8 +510,8 @@ std::optional<Outcome> ExactlyOnce::fence_shown() const {
   return std::nullopt;
 }
 
-std::string ExactlyOnce::refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
-  return relay::refused_key(context_.tracker.commit_lsn(unit), record);
+std::pair<Lsn, std::string> ExactlyOnce::refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
+  return relay::refused_key(context_.tracker.commit_lsn(unit), record.topic, record.event_id);
 }
 
 const RefusedRecord* ExactlyOnce::refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const {

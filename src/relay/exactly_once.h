@@ -71,7 +71,7 @@ class ExactlyOnce final : public DeliveryPath {
   Outcome fenced(const std::string& what) const;
   std::optional<std::string> outlived_timeout() const;
   std::optional<Outcome> fence_shown() const;
-  std::string refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const;
+  std::pair<Lsn, std::string> refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const;
   const RefusedRecord* refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const;
   template <typename F>
   void later(F f);  // posted to the io_context; dropped if this path is gone by then

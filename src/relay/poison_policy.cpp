@@ -10,10 +10,6 @@
 
 namespace pgoutbox::relay {
 
-std::string refused_key(Lsn commit_lsn, const outbox::Record& record) {
-  return fmt::format("{}/{}/{}", commit_lsn.to_string(), record.topic, record.event_id);
-}
-
 void log_record(spdlog::level::level_enum level, const outbox::Record& record, Lsn commit_lsn,
                 const std::string& message) {
   std::string_view trace_id;

@@ -23,10 +23,6 @@ namespace pgoutbox::relay {
 void log_record(spdlog::level::level_enum level, const outbox::Record& record, Lsn commit_lsn,
                 const std::string& message);
 
-// A record's key in RefusedRecords (session_start.h): its transaction's commit LSN (known from
-// the transaction's Begin), its topic and its event id.
-std::string refused_key(Lsn commit_lsn, const outbox::Record& record);
-
 class PoisonPolicy {
  public:
   PoisonPolicy(const config::PoisonConfig& poison, const ConfirmTracker& tracker, Counters& counters,

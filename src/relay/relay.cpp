@@ -33,6 +33,7 @@ Relay::~Relay() = default;
 Outcome Relay::run(ChangeSource& source, SessionStart start) {
   start_ = std::move(start);
   if (!start_.refused_checkpoints) start_.refused_checkpoints = std::make_shared<RefusedCheckpoints>();
+  if (start_.refused) prune_refused(*start_.refused, start_.slot_confirmed);
   // The slot is already confirmed up to here: a keepalive during catch-up, below it, must not
   // move it back (docs/spec.md I7).
   tracker_.idle_position(start_.slot_confirmed);

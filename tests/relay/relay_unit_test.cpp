@@ -411,6 +411,19 @@ TEST(RelayUnit, RecordsRefusedWithTheirBatchLandBeforeTheLaterRecordsThatWereInF
   EXPECT_EQ(h.source.flush, Lsn{0x2000});
 }
 
+// The memory of refused records (session_start.h) keeps what a later session may publish again,
+// and a session's start forgets the transactions the slot confirmed (issue 37 item 7).
+TEST(RelayUnit, TheRefusalMemoryForgetsWhatTheSlotConfirmed) {
+  Harness h;
+  (*h.refused)[refused_key(Lsn{0x50}, "outbox.event.E", event(1))] = RefusedRecord{};
+  (*h.refused)[refused_key(Lsn{0x2000 - 8}, "outbox.event.E", event(2))] = RefusedRecord{};
+  h.source.push(relation());
+  const auto outcome = h.run({}, Lsn{0x100});
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(h.refused->count(refused_key(Lsn{0x50}, "outbox.event.E", event(1))), 0U);
+  EXPECT_EQ(h.refused->count(refused_key(Lsn{0x2000 - 8}, "outbox.event.E", event(2))), 1U);
+}
+
 // Issue 12 #11: per-key order (I4) on every failure path. Transaction 1 writes k1, p2 (a record
 // Kafka refuses for itself) and k3; their batch is refused, or times out. Transaction 2 (k4, k5)
 // is read after that failure was reported, while the failed records wait to be sent again

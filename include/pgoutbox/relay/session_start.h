@@ -18,17 +18,27 @@
 
 namespace pgoutbox::relay {
 
-// Exactly-once: records whose Kafka transaction was aborted because Kafka refused them, by
-// commit LSN and event id. A refusal ends the session (the whole transaction is published again
-// from the slot); this memory, kept across sessions by the caller, counts the attempts, so that
-// poison.max_retries and poison.policy apply as in at-least-once. As there, a refusal counts only
-// for a record sent alone (Kafka refuses a whole batch when one record of it is too large): a
-// record refused in a batch is a suspect (0 attempts), sent alone the next time.
+// Records Kafka refused in a session that ended for it, by their transaction's commit LSN (known
+// from its Begin), topic and event id. Exactly-once: the refusal aborted the Kafka transaction;
+// at-least-once: the producer stopped at the refused batch (docs/spec.md I4). The next session
+// publishes the transaction again from the slot; this memory, kept across sessions by the caller,
+// counts the attempts, so that poison.max_retries and poison.policy apply. A refusal counts only
+// for a record sent alone (Kafka refuses a whole batch when one record of it is refused): a
+// record refused in a batch is a suspect (0 attempts), sent alone the next time. A session's
+// start forgets what the slot confirmed (prune_refused).
 struct RefusedRecord {
   std::uint32_t attempts = 0;
   kafka::DeliveryError error;
 };
-using RefusedRecords = std::map<std::string, RefusedRecord>;
+using RefusedRecords = std::map<std::pair<Lsn, std::string>, RefusedRecord>;
+// The key of a record of the transaction committing at `commit_lsn`.
+inline std::pair<Lsn, std::string> refused_key(Lsn commit_lsn, const std::string& topic, const std::string& event_id) {
+  return {commit_lsn, topic + '\0' + event_id};
+}
+// Forgets the records of transactions the slot confirmed (they commit below `confirmed`).
+inline void prune_refused(RefusedRecords& refused, Lsn confirmed) {
+  refused.erase(refused.begin(), refused.lower_bound({confirmed, std::string()}));
+}
 
 // Where a session starts from; Session::Setup reads it from the slot and the server.
 struct SessionStart {
@@ -40,7 +50,7 @@ struct SessionStart {
   // Reads the checkpoint topic; called once the sink is open (after init_transactions). Empty:
   // no checkpoint is read or written this session.
   std::function<kafka::CheckpointScan()> read_checkpoints;
-  std::shared_ptr<RefusedRecords> refused;  // exactly-once; empty: a memory for this session only
+  std::shared_ptr<RefusedRecords> refused;  // empty: a memory for this session only
   // Checkpoints found written over another WAL history, kept across sessions by the caller;
   // empty: a memory for this session only.
   std::shared_ptr<RefusedCheckpoints> refused_checkpoints;
