@@ -130,8 +130,9 @@ void AtLeastOnce::note_suspect(const outbox::Record& record, ConfirmTracker::Txn
   auto& refused = (*refused_)[refused_key(context_.tracker.commit_lsn(unit), record.topic, record.event_id)];
   refused.error = error;
   ++suspects_noted_;
+  // One line per record at debug: a batch holds up to thousands; the session's end counts them.
   poison_.log(
-      spdlog::level::info, record, unit,
+      spdlog::level::debug, record, unit,
       fmt::format("Kafka refused the record's batch ({}: {}); it is sent alone, in its place", error.code, error.text));
 }
 
