@@ -1,5 +1,7 @@
 #include "exactly_once.h"
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 
 #include <fmt/format.h>
@@ -369,8 +371,14 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
   settle_open(1);
   std::string cause = why;
   if (failure_ && failure_->error) {
-    const auto& error = *failure_->error;
-    const auto cookie = DeliveryCookie::unpack(failure_->cookie);
+    // The refusal decides, not the first report: librdkafka may purge the transaction's queued
+    // records (_PURGE_QUEUE) and report them before the refused batch's own reports.
+    const auto refusal = std::find_if(failures_.begin(), failures_.end(), [](const kafka::Delivery& d) {
+      return d.error && d.error->kind == kafka::DeliveryFailure::permanent;
+    });
+    const kafka::Delivery& decisive = refusal != failures_.end() ? *refusal : *failure_;
+    const auto& error = *decisive.error;
+    const auto cookie = DeliveryCookie::unpack(decisive.cookie);
     for (const auto& failure : failures_) {
       const auto failed = DeliveryCookie::unpack(failure.cookie);
       if (failed.is_checkpoint() && failure.error && refused_for_good(*failure.error)) {
@@ -387,8 +395,9 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
       auto& refused = (*refused_)[refused_key(record, failed.txn)];
       refused.error = *failure.error;
       if (!failed.isolated) {
-        // Refused with its batch: maybe for another record of it. Sent alone next time.
-        poison_.log(spdlog::level::info, record, failed.txn,
+        // Refused with its batch: maybe for another record of it. Sent alone next time (at debug: a
+        // batch holds up to thousands, and the session's end names the refusal).
+        poison_.log(spdlog::level::debug, record, failed.txn,
                     fmt::format("Kafka refused the record's batch ({}: {}); it is sent alone when its transaction is "
                                 "published again",
                                 failure.error->code, failure.error->text));
@@ -403,10 +412,10 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
                               failure.error->code, failure.error->text, refused.attempts,
                               context_.config.poison.max_retries + 1));
     }
-    if (failure_->record && cookie.dead_letter && error.kind == kafka::DeliveryFailure::permanent) {
+    if (decisive.record && cookie.dead_letter && error.kind == kafka::DeliveryFailure::permanent) {
       // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed, as
       // at-least-once does. Retrying would abort the same transaction forever (issue 24 item 4).
-      poison_.dead_letter_refused(*failure_->record, cookie.txn, error);
+      poison_.dead_letter_refused(*decisive.record, cookie.txn, error);
       return;
     }
     cause = fmt::format("{} ({}: {})", why, error.code, error.text);

@@ -137,6 +137,30 @@ TEST(TopicLimitsExactlyOnce, ARefusalThatSlipsThroughRestartsTheSessionAtOnce) {
   EXPECT_NE(outcome.reason.find("POLICY_VIOLATION"), std::string::npos) << outcome.reason;
 }
 
+// librdkafka purges a failed transaction's queued records (_PURGE_QUEUE) and may report them
+// before the refused batch's own reports: the refusal still decides (a restart at once, the
+// suspect remembered), not the first report (which made it a reconnect after the backoff).
+TEST(TopicLimitsExactlyOnce, ARefusalReportedAfterPurgedRecordsStillRestartsAtOnce) {
+  Harness h(with(config::Delivery::exactly_once));
+  h.topic_limits = limits();
+  h.batch_size = 12'000;
+  h.stop_when_done = false;
+  h.at_once_restarts = 0;
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id == id(1))
+      return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "_PURGE_QUEUE", "Local: Purged in queue", false};
+    if (p.record.event_id == id(2)) return refused_for_size();
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 3, 1);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+  EXPECT_TRUE(outcome.at_once) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("MSG_SIZE_TOO_LARGE"), std::string::npos) << outcome.reason;
+  EXPECT_EQ(h.refused->size(), 1U);
+}
+
 // A checkpoint topic the principal may not write: retried forever, exactly-once could commit
 // nothing and at-least-once would go without its checkpoint, silently. It stops, naming the
 // topic and the fix.
