@@ -369,10 +369,14 @@ void ExactlyOnce::settle_open(int attempts) {
 // poison.max_retries sessions, as in at-least-once.
 void ExactlyOnce::abort_and_end(const std::string& why) {
   settle_open(1);
+  // The reports the abort left waiting (the refused batch's may come after purged records', or
+  // after a produce() into the failed transaction answered _STATE): each is noted below.
+  for (const auto& producer : producers_) producer.poll();
   std::string cause = why;
   if (failure_ && failure_->error) {
     // The refusal decides, not the first report: librdkafka may purge the transaction's queued
-    // records (_PURGE_QUEUE) and report them before the refused batch's own reports.
+    // records (_PURGE_QUEUE), or refuse a produce() into it (_STATE), before the refused batch's
+    // own reports.
     const auto refusal = std::find_if(failures_.begin(), failures_.end(), [](const kafka::Delivery& d) {
       return d.error && d.error->kind == kafka::DeliveryFailure::permanent;
     });
