@@ -76,6 +76,9 @@ if [ ! -e "$tree/.git" ]; then
   git worktree add --detach "$tree" "$sha"
 fi
 git -C "$tree" checkout -q --detach "$sha"
+# The worktree builds against this clone's dependencies (librdkafka, the brokers' jars): .deps is
+# no part of a commit.
+[ -e "$tree/.deps" ] || ln -s "$root/.deps" "$tree/.deps"
 (cd "$tree" && cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target pgoutbox)
 
 out_dir=()
