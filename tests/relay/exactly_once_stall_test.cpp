@@ -310,18 +310,23 @@ TEST(ExactlyOnceStalls, ACommitThatTimedOutIsResumedToItsVerdictWhenTheSessionEn
   EXPECT_EQ(h.source.flush, Lsn{0x100});
 }
 
-// A Postgres transaction is published in one Kafka transaction; one that takes longer than the
-// producer's transaction.timeout.ms is aborted by the coordinator in every session. The log named
-// it an outage; it names the transaction's age, its records and the timeout, with the fix.
-TEST(ExactlyOnceStalls, ATransactionThatOutlivesTransactionTimeoutIsNamedWithItsFigures) {
-  auto config = exactly_once();
-  config.kafka.properties["transaction.timeout.ms"] = "1000";
-  Harness h(config);
+// transaction.timeout.ms of 1,000 ms, and a commit the coordinator answers as after its abort
+// (the producer's epoch is old); the session must end itself.
+void coordinator_aborts_after_1000ms(Harness& h) {
+  h.config.kafka.properties["transaction.timeout.ms"] = "1000";
   h.stop_when_done = false;
   h.script.commit_result = [] {
     return kafka::TxnResult{kafka::TxnStatus::abort,
                             "INVALID_PRODUCER_EPOCH: Producer attempted to produce with an old epoch"};
   };
+}
+
+// A Postgres transaction is published in one Kafka transaction; one that takes longer than the
+// producer's transaction.timeout.ms is aborted by the coordinator in every session. The log named
+// it an outage; it names the transaction's age, its records and the timeout, with the fix.
+TEST(ExactlyOnceStalls, ATransactionThatOutlivesTransactionTimeoutIsNamedWithItsFigures) {
+  Harness h(exactly_once());
+  coordinator_aborts_after_1000ms(h);
   h.source.push(relation());
   // One Postgres transaction whose rows come over 1.2 s of the stream.
   std::vector<std::function<void()>> steps;
@@ -352,14 +357,8 @@ TEST(ExactlyOnceStalls, ATransactionThatOutlivesTransactionTimeoutIsNamedWithIts
 
 // The same refusal of a young transaction is not blamed on the timeout.
 TEST(ExactlyOnceStalls, AnAbortOfAYoungTransactionDoesNotNameTheTimeout) {
-  auto config = exactly_once();
-  config.kafka.properties["transaction.timeout.ms"] = "1000";
-  Harness h(config);
-  h.stop_when_done = false;
-  h.script.commit_result = [] {
-    return kafka::TxnResult{kafka::TxnStatus::abort,
-                            "INVALID_PRODUCER_EPOCH: Producer attempted to produce with an old epoch"};
-  };
+  Harness h(exactly_once());
+  coordinator_aborts_after_1000ms(h);
   h.source.push(relation());
   h.txn(0x1000, 3);
   const auto outcome = h.run({[] {}, [&h] { h.source.caught_up(); }});
