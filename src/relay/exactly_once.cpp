@@ -37,7 +37,8 @@ ExactlyOnce::ExactlyOnce(const PathContext& context)
           [this] { backlog_round(); }),
       commit_timer_(context.clock.timer()),
       refused_(context.start.refused ? context.start.refused : std::make_shared<RefusedRecords>()),
-      transaction_timeout_(kafka::transaction_timeout(context.config.kafka.properties)) {}
+      transaction_timeout_(kafka::transaction_timeout(context.config.kafka.properties)),
+      replay_(context.config.limits.max_in_flight_records, context.config.limits.max_in_flight_bytes) {}
 
 template <typename F>
 void ExactlyOnce::later(F f) {
@@ -163,6 +164,7 @@ bool ExactlyOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) 
             cookie.dead_letter ? dead_letter_source(record) : DeadLetterSource{record.table, record.topic};
         records_.push_back(
             {cookie.txn, record.weight(), std::string(source.table), std::string(source.topic), cookie.dead_letter});
+        replay_.add(record, cookie);
       }
       return true;
     case kafka::Sink::Produced::queue_full:
@@ -172,7 +174,8 @@ bool ExactlyOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) 
       break;
   }
   // Refused before it left (e.g. larger than message.max.bytes): the verdict is about this
-  // record alone, and the transaction cannot hold it: it aborts.
+  // record alone, and the transaction cannot hold it: it aborts (posted, as from a report: this
+  // may run inside the backlog's drain), and the record is published again with it.
   kafka::Delivery refused;
   auto alone = cookie;
   alone.isolated = true;
@@ -181,7 +184,8 @@ bool ExactlyOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) 
   refused.topic = record.topic;
   refused.record = record;
   note_failure(refused);
-  maybe_commit(true);
+  replay_.add(record, cookie);
+  later([this] { maybe_commit(true); });
   return true;
 }
 
@@ -309,8 +313,11 @@ void ExactlyOnce::finish_commit() {
   produced_ = 0;
   reported_ = 0;
   started_ = {};  // no transaction is open (outlived_timeout())
+  replayed_ = false;
+  quiet_replays_ = 0;
   const auto records = std::move(records_);
   records_.clear();
+  replay_.clear();
   const auto now_us = wall_us();
   for (const auto& r : records) {
     if (r.dead_letter) {
@@ -331,10 +338,12 @@ void ExactlyOnce::finish_commit() {
 // to its verdict instead (if it commits, the checkpoint it holds skips its records when they are
 // read again). A call that times out is resumed: a producer woken from a long pause (a frozen VM)
 // learns that it is fenced only from the coordinator's answer, and an instance that ended its
-// session without it would wait on as a silent standby instead of exiting 22.
-void ExactlyOnce::settle_open(int attempts) {
-  if (!open_) return;
+// session without it would wait on as a silent standby instead of exiting 22. True when the
+// transaction was aborted (and the producer can begin another).
+bool ExactlyOnce::settle_open(int attempts) {
+  if (!open_) return false;
   bool committed = false;
+  bool aborted = false;
   for (int timeouts = 0;;) {
     const bool resume_commit = commit_pending_;
     const char* what = resume_commit ? "resuming the Kafka commit" : "aborting the Kafka transaction";
@@ -342,6 +351,7 @@ void ExactlyOnce::settle_open(int attempts) {
         resume_commit ? producer()->commit_transaction(kAbortTimeout) : producer()->abort_transaction(kAbortTimeout);
     if (result.ok()) {
       committed = resume_commit;
+      aborted = !resume_commit;
       break;
     }
     spdlog::warn("{}: {}", what, result.message);
@@ -362,13 +372,16 @@ void ExactlyOnce::settle_open(int attempts) {
   } else {
     ++context_.counters.kafka_transactions_aborted;
   }
+  return aborted;
 }
 
-// Nothing of the transaction is confirmed; the session ends and the next one publishes it again
-// from the slot. A record Kafka refused is remembered, so that it meets poison.policy after
-// poison.max_retries sessions, as in at-least-once.
+// Nothing of the transaction is confirmed. A record Kafka refused for good is remembered, so
+// that it is sent alone and meets poison.policy after poison.max_retries refusals of its own, as
+// in at-least-once; such a refusal is the record's, not the servers': the transaction is published
+// again in this session (publish_again). Any other cause ends the session, and the next one
+// publishes the transaction again from the slot.
 void ExactlyOnce::abort_and_end(const std::string& why) {
-  settle_open(1);
+  const bool aborted = settle_open(1);
   // The reports the abort left waiting (the refused batch's may come after purged records', or
   // after a produce() into the failed transaction answered _STATE): each is noted below.
   for (const auto& producer : producers_) producer.poll();
@@ -383,6 +396,7 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
     const kafka::Delivery& decisive = refusal != failures_.end() ? *refusal : *failure_;
     const auto& error = *decisive.error;
     const auto cookie = DeliveryCookie::unpack(decisive.cookie);
+    std::size_t learned = 0;  // new suspects, and refusals of a record sent alone
     for (const auto& failure : failures_) {
       const auto failed = DeliveryCookie::unpack(failure.cookie);
       if (failed.is_checkpoint() && failure.error && refused_for_good(*failure.error)) {
@@ -396,17 +410,20 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
       // A batch refused for its size: the topic's limit may have changed since it was read.
       if (failure.error->size_refusal && !failed.isolated && context_.start.topic_limits)
         context_.start.topic_limits->forget(record.topic);
-      auto& refused = (*refused_)[refused_key(record, failed.txn)];
+      const auto [entry, added] = refused_->try_emplace(refused_key(record, failed.txn));
+      auto& refused = entry->second;
       refused.error = *failure.error;
       if (!failed.isolated) {
-        // Refused with its batch: maybe for another record of it. Sent alone next time (at debug: a
-        // batch holds up to thousands, and the session's end names the refusal).
+        // Refused with its batch: maybe for another record of it. Sent alone when the transaction
+        // is published again (at debug: a batch holds up to thousands, and a line names the refusal).
+        if (added) ++learned;
         poison_.log(spdlog::level::debug, record, failed.txn,
                     fmt::format("Kafka refused the record's batch ({}: {}); it is sent alone when its transaction is "
                                 "published again",
                                 failure.error->code, failure.error->text));
         continue;
       }
+      ++learned;
       ++refused.attempts;
       ++context_.counters.poison_retried;
       context_.observer.event_poison(record.table, record.topic, PoisonAction::retried);
@@ -433,8 +450,15 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
       return;
     }
     if (error.kind == kafka::DeliveryFailure::permanent) {
-      // Kafka refused a record, not a session: nothing is wrong with the servers, and the next
-      // session publishes the transaction again at once, the record alone (docs/spec.md I13).
+      // Kafka refused a record, not a session: nothing is wrong with the servers (docs/spec.md
+      // I13). The transaction is published again at once, in this session when the abort went
+      // through and it learned something new (otherwise the same transaction would fail the same
+      // way), or from the slot by the next session.
+      if (aborted && learned > 0 && replay_.complete() && !producer()->fatal()) {
+        quiet_replays_ = 0;
+        publish_again(cause);
+        return;
+      }
       context_.events.ended(Outcome::restart(
           fmt::format("Kafka transaction aborted: {}; nothing of it was confirmed, and it is published again from the "
                       "slot's confirmed position",
@@ -442,11 +466,64 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
       return;
     }
   }
+  // librdkafka aborts a transaction whose batch was refused without bumping the producer's epoch:
+  // the partition's next batch, in the transaction published again, fails with "skipped sequence
+  // numbers (OUT_OF_ORDER_SEQUENCE_NUMBER, requires epoch bump)", and the abort of that one bumps
+  // it (seen on Kafka 4.4, relay_batch_refusal_test). That failure is the refusal's echo, not an
+  // outage: the transaction is published again once more. A second failure in a row ends the session.
+  if (aborted && replayed_ && quiet_replays_ == 0 && replay_.complete() && !producer()->fatal() &&
+      !outlived_timeout()) {
+    ++quiet_replays_;
+    publish_again(
+        fmt::format("{}, in the transaction published again after a refusal (librdkafka bumps the "
+                    "producer's epoch with this abort)",
+                    cause));
+    return;
+  }
   if (auto outlived = outlived_timeout()) cause = fmt::format("{}: {}", cause, *outlived);
   context_.events.ended(
       Outcome::reconnect(fmt::format("Kafka transaction aborted: {}; nothing of it was confirmed, and it is "
                                      "published again from the slot's confirmed position",
                                      cause)));
+}
+
+// The aborted transaction's records are handed over again, in their order and before what waited
+// for room in the producer's queue, each as deliver() would hand it: a suspect alone, one
+// refused too often to poison.policy (its dead letter goes inside the transaction), the others
+// batched. Their units stay outstanding; the next commit acknowledges them.
+void ExactlyOnce::publish_again(const std::string& cause) {
+  auto entries = replay_.take();
+  auto waiting = backlog_.take();
+  const bool commit_due = committing_ || stopping_;
+  commit_timer_->cancel();
+  committing_ = false;
+  checkpoint_in_txn_ = false;
+  started_ = {};
+  produced_ = 0;
+  reported_ = 0;
+  failure_.reset();
+  failures_.clear();
+  records_.clear();
+  replayed_ = true;
+  spdlog::warn(
+      "Kafka transaction aborted: {}; its {} record(s) are published again in a new one, each refused record "
+      "alone",
+      cause, entries.size() + waiting.size());
+  for (auto& entry : entries) {
+    if (closed_) return;
+    if (entry.cookie.dead_letter) {
+      send(entry.record, entry.cookie);
+    } else {
+      deliver(entry.record, entry.cookie.txn);
+    }
+  }
+  for (auto& w : waiting) {
+    if (closed_) return;
+    send(w.record, w.cookie);
+  }
+  if (closed_) return;
+  if (commit_due) later([this] { maybe_commit(true); });
+  context_.events.changed();
 }
 
 void ExactlyOnce::on_transaction_failure(const kafka::TxnResult& result, const char* step) {
@@ -561,7 +638,10 @@ void ExactlyOnce::send_alone(const outbox::Record& record, DeliveryCookie cookie
   }
   send(record, cookie);
   if (closed_) return;
-  if (!backlog_.empty() || !producer()->flush(kFlushTimeout)) give_up("a record sent alone");
+  if (!backlog_.empty() || !producer()->flush(kFlushTimeout)) return give_up("a record sent alone");
+  // Kafka took it alone: it is no suspect, and goes batched if its transaction is published
+  // again (another record's refusal aborts it).
+  if (!failure_) refused_->erase(refused_key(record, cookie.txn));
 }
 
 }  // namespace pgoutbox::relay

@@ -5,7 +5,9 @@
 // whole Postgres transactions and, last, the checkpoint (their end LSN); it is committed when the stream is caught up,
 // after kafka.transaction_interval or when the caps are reached, and only its commit acknowledges its records. Anything
 // that makes it fail is aborted, never confirmed: the session ends and the next one publishes the same transactions
-// again from the slot, skipping what the checkpoint (read back with read_committed) says is committed.
+// again from the slot, skipping what the checkpoint (read back with read_committed) says is committed. A record Kafka
+// refuses for good is the exception: the transaction is aborted and published again in the same session, the record
+// alone, until it meets poison.policy (docs/spec.md I13).
 
 #include <array>
 #include <chrono>
@@ -20,6 +22,7 @@
 #include "poison_policy.h"
 #include "send_backlog.h"
 #include "sink_handle.h"
+#include "transaction_replay.h"
 
 namespace pgoutbox::relay {
 
@@ -64,8 +67,9 @@ class ExactlyOnce final : public DeliveryPath {
   void start_commit();
   bool commit_ready() const;
   void finish_commit();
-  void settle_open(int attempts);
+  bool settle_open(int attempts);
   void abort_and_end(const std::string& why);
+  void publish_again(const std::string& cause);
   void on_transaction_failure(const kafka::TxnResult& result, const char* step);
   void note_failure(const kafka::Delivery& delivery);
   Outcome fenced(const std::string& what) const;
@@ -93,6 +97,9 @@ class ExactlyOnce final : public DeliveryPath {
   Clock::time_point started_{};     // when the open Kafka transaction began (the one a failure ended); zero: none
   const std::chrono::milliseconds transaction_timeout_;
   std::vector<InTransaction> records_;
+  TransactionReplay replay_;    // what records_ holds, and what produce() refused, to publish again
+  bool replayed_ = false;       // the open transaction publishes an aborted one again
+  int quiet_replays_ = 0;       // in a row, after a failure that taught nothing (abort_and_end)
   std::uint64_t produced_ = 0;  // records and the checkpoint, handed to the sink
   std::uint64_t reported_ = 0;
   std::optional<kafka::Delivery> failure_;  // the first failed report: the transaction aborts

@@ -1,5 +1,7 @@
 #include "send_backlog.h"
 
+#include <utility>
+
 namespace pgoutbox::relay {
 
 SendBacklog::SendBacklog(Clock& clock, TrySend try_send, std::function<void()> round)
@@ -12,12 +14,23 @@ bool SendBacklog::send(const outbox::Record& record, DeliveryCookie cookie) {
   return false;
 }
 
+// Each record leaves the queue before it is tried: a send may end the Kafka transaction and
+// take() what still waits, to publish it again after what the transaction held.
 bool SendBacklog::drain() {
   while (!waiting_.empty()) {
-    if (!try_send_(waiting_.front().record, waiting_.front().cookie)) return false;
+    auto next = std::move(waiting_.front());
     waiting_.pop_front();
+    if (!try_send_(next.record, next.cookie)) {
+      waiting_.push_front(std::move(next));
+      return false;
+    }
   }
   return true;
+}
+
+std::deque<SendBacklog::Waiting> SendBacklog::take() {
+  timer_->cancel();
+  return std::exchange(waiting_, {});
 }
 
 void SendBacklog::arm() { clock_.after(*timer_, kRetry, round_); }

@@ -33,11 +33,14 @@ class SendBacklog {
   void cancel() { timer_->cancel(); }
   bool empty() const { return waiting_.empty(); }
 
- private:
   struct Waiting {
     outbox::Record record;
     DeliveryCookie cookie;
   };
+  // What waits, in order, leaving nothing (the caller sends it again).
+  std::deque<Waiting> take();
+
+ private:
   TrySend try_send_;
   std::function<void()> round_;
   std::unique_ptr<Timer> timer_;

@@ -193,6 +193,10 @@ struct SinkScript {
   std::function<kafka::TxnResult()> commit_result = [] { return kafka::TxnResult{}; };
   kafka::TxnResult init_result;
   std::function<kafka::TxnResult()> abort_result = [] { return kafka::TxnResult{}; };
+  // librdkafka aborts a transaction with a refused batch without bumping the producer's epoch: in
+  // the next transaction the partition's batch fails with OUT_OF_ORDER_SEQUENCE_NUMBER (requires
+  // epoch bump), until that one is aborted too (seen on Kafka 4.4).
+  bool refusal_echo = false;
   std::vector<outbox::Record> open_txn;
   std::vector<outbox::Record> committed;
   std::vector<Produced> produced;
@@ -246,6 +250,11 @@ class FakeSink final : public kafka::Sink {
     d.topic = record.topic;
     d.weight = record.weight();
     d.error = script_.verdict(p);
+    if (!d.error && echo_) {
+      d.error = kafka::DeliveryError{kafka::DeliveryFailure::fatal, "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                                     "Broker: Broker received an out of order sequence number", false};
+    }
+    if (d.error && d.error->kind == kafka::DeliveryFailure::permanent) refused_in_txn_ = true;
     if (d.error) d.record = record;
     auto deliver = [this, d, record]() mutable {
       --script_.unsent;
@@ -319,6 +328,7 @@ class FakeSink final : public kafka::Sink {
     if (result.ok()) {
       script_.committed.insert(script_.committed.end(), script_.open_txn.begin(), script_.open_txn.end());
       script_.open_txn.clear();
+      refused_in_txn_ = false;
     }
     return result;
   }
@@ -326,7 +336,13 @@ class FakeSink final : public kafka::Sink {
     if (in_report_) ++script_.txn_calls_inside_a_report;
     script_.txn_calls.emplace_back("abort");
     script_.open_txn.clear();
-    return script_.abort_result();
+    auto result = script_.abort_result();
+    poll();  // librdkafka serves the purged records' reports inside the abort
+    if (result.ok()) {
+      echo_ = script_.refusal_echo && refused_in_txn_;
+      refused_in_txn_ = false;
+    }
+    return result;
   }
 
  private:
@@ -337,6 +353,8 @@ class FakeSink final : public kafka::Sink {
   std::deque<kafka::Delivery> ready_;
   std::optional<kafka::SinkFatal> gap_pending_;  // a gapless sink's batch was refused
   std::optional<kafka::SinkFatal> gap_;          // ... and the producer has stopped
+  bool refused_in_txn_ = false;                  // a record of the open transaction was refused for good
+  bool echo_ = false;                            // SinkScript::refusal_echo: this transaction fails
 };
 
 // A deployment's checkpoint signing key (docs/spec.md I11), for the configurations tests build.

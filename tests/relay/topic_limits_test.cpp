@@ -1,7 +1,8 @@
 // docs/spec.md I13 against the fake sink (issue 36): a record a topic's limits refuse costs one
 // poison.policy action before it is sent, never a Kafka transaction or a session; a topic whose
 // limit is below the producer's batch.size rebuilds the producer at once; a refusal that slips
-// through anyway restarts the session at once instead of through the backoff; a checkpoint
+// through anyway is served at once (exactly-once: in the same session), never through the
+// backoff; a checkpoint
 // topic that refuses pgoutbox's writes stops it with exit 24 instead of retrying forever.
 
 #include <gtest/gtest.h>
@@ -115,50 +116,154 @@ TEST_P(TopicLimitsTest, ATopicWhoseLimitIsBelowTheBatchSizeRebuildsTheProducerAt
   EXPECT_EQ(h.source.flush, Lsn{0x100}) << "confirmed past a record that was never sent";
 }
 
+// The ids of `topic`'s records a read_committed consumer reads, in order.
+std::vector<std::string> committed_ids(const SinkScript& script, const std::string& topic) {
+  std::vector<std::string> ids;
+  for (const auto& r : script.committed) {
+    if (r.topic == topic) ids.push_back(r.event_id);
+  }
+  return ids;
+}
+
+int aborts(const SinkScript& script) {
+  return static_cast<int>(std::count(script.txn_calls.begin(), script.txn_calls.end(), "abort"));
+}
+
+kafka::DeliveryError policy_violation() {
+  return {kafka::DeliveryFailure::permanent, "POLICY_VIOLATION", "Broker: Policy violation", false};
+}
+
 // A refusal no limit foresaw (a broker policy): it is a record's, not an outage. Exactly-once
-// aborts the transaction and the next session starts at once; the backoff is for causes that
-// can heal.
-TEST(TopicLimitsExactlyOnce, ARefusalThatSlipsThroughRestartsTheSessionAtOnce) {
+// aborts the transaction and publishes it again in the same session, the record alone, until the
+// record meets poison.policy (max_retries 1: refused with its batch, then alone twice); no backoff,
+// no new session, and the other records committed once, in order.
+TEST(TopicLimitsExactlyOnce, ARefusalThatSlipsThroughIsServedInTheSameSession) {
   Harness h(with(config::Delivery::exactly_once));
   h.topic_limits = limits();
   h.batch_size = 12'000;
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id != id(2) || p.record.topic != kTopic) return std::nullopt;
+    return policy_violation();
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 3, 1);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(h.sessions, 1);
+  EXPECT_EQ(aborts(h.script), 3);
+  EXPECT_EQ(committed_ids(h.script, kTopic), (std::vector<std::string>{id(1), id(3)}));
+  EXPECT_EQ(committed_ids(h.script, "dlq"), std::vector<std::string>{id(2)});
+  EXPECT_EQ(h.counters.dead_lettered, 1U);
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
+// librdkafka purges a failed transaction's queued records (_PURGE_QUEUE) and may report them
+// before the refused batch's own reports: the refusal still decides (the transaction published
+// again at once, the suspect alone), not the first report (which made it a reconnect after the
+// backoff). Kafka takes the suspect alone: it is forgotten, and everything is committed once.
+TEST(TopicLimitsExactlyOnce, ARefusalReportedAfterPurgedRecordsIsStillServedInTheSession) {
+  Harness h(with(config::Delivery::exactly_once));
+  h.topic_limits = limits();
+  h.batch_size = 12'000;
+  h.script.verdict = [purged = false](const Produced& p) mutable -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id == id(1) && !purged) {
+      purged = true;
+      return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "_PURGE_QUEUE", "Local: Purged in queue", false};
+    }
+    if (p.record.event_id == id(2) && !p.cookie.isolated) return refused_for_size();
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 3, 1);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(h.sessions, 1);
+  EXPECT_EQ(aborts(h.script), 1);
+  EXPECT_EQ(committed_ids(h.script, kTopic), (std::vector<std::string>{id(1), id(2), id(3)}));
+  EXPECT_EQ(h.counters.dead_lettered, 0U);
+  EXPECT_TRUE(h.refused->empty()) << "a record Kafka took alone is still a suspect";
+}
+
+// librdkafka's abort of a transaction with a refused batch leaves the producer's epoch as it was,
+// and the transaction published again fails with OUT_OF_ORDER_SEQUENCE_NUMBER (its abort bumps
+// the epoch). That echo of the refusal is published again too, in the same session; without it
+// the session ended as an outage, through the backoff (relay_batch_refusal_test on Kafka 4.4).
+TEST(TopicLimitsExactlyOnce, TheRefusalsEchoInTheNextTransactionIsPublishedAgainToo) {
+  Harness h(with(config::Delivery::exactly_once));
+  h.stop_when_done = true;
+  h.script.refusal_echo = true;
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id == id(2) && !p.cookie.isolated) return refused_for_size();
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 3, 1);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(h.sessions, 1);
+  EXPECT_EQ(aborts(h.script), 2);
+  EXPECT_EQ(committed_ids(h.script, kTopic), (std::vector<std::string>{id(1), id(2), id(3)}));
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
+// Two failures in a row that teach nothing are not an echo: the session ends, through the backoff.
+TEST(TopicLimitsExactlyOnce, AFailureAfterTheEchoEndsTheSession) {
+  Harness h(with(config::Delivery::exactly_once));
   h.stop_when_done = false;
   h.at_once_restarts = 0;
-  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
-    if (p.record.event_id != id(2)) return std::nullopt;
-    return kafka::DeliveryError{kafka::DeliveryFailure::permanent, "POLICY_VIOLATION", "Broker: Policy violation",
+  h.script.verdict = [n = 0](const Produced& p) mutable -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id == id(2) && n++ == 0) return refused_for_size();
+    return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "REQUEST_TIMED_OUT", "Broker: Request timed out",
                                 false};
   };
   h.source.push(relation());
   h.txn(0x1000, 3, 1);
   const auto outcome = h.run();
   EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
-  EXPECT_TRUE(outcome.at_once) << outcome.reason;
-  EXPECT_NE(outcome.reason.find("POLICY_VIOLATION"), std::string::npos) << outcome.reason;
+  EXPECT_FALSE(outcome.at_once) << outcome.reason;
+  EXPECT_EQ(aborts(h.script), 3) << "the refusal, its echo, then the end";
+  EXPECT_TRUE(h.script.committed.empty());
 }
 
-// librdkafka purges a failed transaction's queued records (_PURGE_QUEUE) and may report them
-// before the refused batch's own reports: the refusal still decides (a restart at once, the
-// suspect remembered), not the first report (which made it a reconnect after the backoff).
-TEST(TopicLimitsExactlyOnce, ARefusalReportedAfterPurgedRecordsStillRestartsAtOnce) {
-  Harness h(with(config::Delivery::exactly_once));
-  h.topic_limits = limits();
-  h.batch_size = 12'000;
+// A Postgres transaction larger than the in-flight caps is not kept for publishing again (memory
+// would grow with it): a refusal inside it restarts the session at once, from the slot.
+TEST(TopicLimitsExactlyOnce, ARefusalInsideATransactionLargerThanTheCapsRestartsFromTheSlot) {
+  auto config = with(config::Delivery::exactly_once);
+  config.limits.max_in_flight_records = 2;
+  Harness h(config);
   h.stop_when_done = false;
   h.at_once_restarts = 0;
   h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
-    if (p.record.event_id == id(1))
-      return kafka::DeliveryError{kafka::DeliveryFailure::retriable, "_PURGE_QUEUE", "Local: Purged in queue", false};
-    if (p.record.event_id == id(2)) return refused_for_size();
-    return std::nullopt;
+    if (p.record.event_id != id(3)) return std::nullopt;
+    return policy_violation();
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 4, 1);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+  EXPECT_TRUE(outcome.at_once) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("POLICY_VIOLATION"), std::string::npos) << outcome.reason;
+  EXPECT_EQ(h.refused->size(), 1U) << "the suspect is remembered for the next session";
+}
+
+// An abort that does not go through leaves no transaction to publish again in: the session ends
+// (at once), and the next one publishes it from the slot.
+TEST(TopicLimitsExactlyOnce, ARefusalWhoseAbortFailsRestartsFromTheSlot) {
+  Harness h(with(config::Delivery::exactly_once));
+  h.stop_when_done = false;
+  h.at_once_restarts = 0;
+  h.script.abort_result = [] { return kafka::TxnResult{kafka::TxnStatus::retry, "Local: Timed out"}; };
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id != id(2)) return std::nullopt;
+    return policy_violation();
   };
   h.source.push(relation());
   h.txn(0x1000, 3, 1);
   const auto outcome = h.run();
   EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
   EXPECT_TRUE(outcome.at_once) << outcome.reason;
-  EXPECT_NE(outcome.reason.find("MSG_SIZE_TOO_LARGE"), std::string::npos) << outcome.reason;
-  EXPECT_EQ(h.refused->size(), 1U);
+  EXPECT_EQ(aborts(h.script), 1);
+  EXPECT_TRUE(h.script.committed.empty());
 }
 
 // A checkpoint topic the principal may not write: retried forever, exactly-once could commit
