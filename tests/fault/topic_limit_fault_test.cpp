@@ -3,7 +3,10 @@
 // producer's default batch.size; two writers mix small transactions, big ones over the
 // 500-record cap, rolled-back ones, savepoints and, in 1 % of transactions, a row no codec fits
 // under the limit; the run SIGKILLs and SIGSTOPs pgoutbox, freezes and restarts the broker and
-// crashes Postgres, in a seeded random order. Then a read_committed consumer holds Kafka against
+// crashes Postgres, in a seeded random order, and lowers the topic's limit to 8,192 bytes while
+// pgoutbox streams (then puts it back): batches pgoutbox built under the old limit are refused
+// whole, a refusal it could not foresee (exactly-once publishes the transaction again in the same
+// session, at-least-once's gapless producer stops; the batch's records go alone). Then a read_committed consumer holds Kafka against
 // what committed: every row delivered (exactly once in exactly-once), in per-key commit order,
 // each oversized row dead-lettered, no rolled-back row anywhere, the slot caught up once the
 // writers stop.
@@ -16,6 +19,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -34,6 +38,13 @@ using Clock = std::chrono::steady_clock;
 std::uint64_t env_number(const char* name, std::uint64_t fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? std::strtoull(value, nullptr, 10) : fallback;
+}
+
+std::size_t occurrences(const std::string& path, const std::string& needle) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos ? 1 : 0;
+  return n;
 }
 
 class TopicLimitFaultTest : public FaultTest, public ::testing::WithParamInterface<std::string> {
@@ -74,11 +85,12 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
   std::mt19937_64 rng(seed);
   const auto between = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   std::map<std::string, int> faults;
+  bool limit_lowered = false;
   const auto until = Clock::now() + seconds;
   while (Clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(between(1500, 4000)));  // load between faults
     ASSERT_TRUE(relay->running()) << "pgoutbox exited on its own:\n" << log_tail();
-    switch (between(0, 4)) {
+    switch (between(0, 5)) {
       case 0:
         faults["sigkill"] += 1;
         relay->kill9();
@@ -101,9 +113,15 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
         faults["broker_restart"] += 1;
         kafka.restart();
         break;
-      default:
+      case 4:
         faults["postgres_crash"] += 1;
         pg.restart(PgCluster::Stop::immediate);
+        break;
+      default:
+        // Every row but the oversized ones fits 8,192 bytes alone, so nothing more is dead-lettered.
+        faults[limit_lowered ? "limit_restored" : "limit_lowered"] += 1;
+        limit_lowered = !limit_lowered;
+        alter_topic_config(kafka.bootstrap(), topic, {{"max.message.bytes", limit_lowered ? "8192" : "16384"}});
         break;
     }
   }
@@ -148,6 +166,11 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
       .add("dead_letter_duplicates", static_cast<double>(dead_duplicates))
       .add_ms("caught_up_after_writers_stopped", *caught_up);
   for (const auto& [name, count] : faults) figures.add(name, count);
+  // How often a refusal pgoutbox could not foresee was served (the log of every process is kept).
+  figures.add("batches_refused_alo", static_cast<double>(occurrences(dir.path() + "/pgoutbox.log",
+                                                                    "Kafka refused a batch for good")))
+      .add("transactions_published_again_eos",
+           static_cast<double>(occurrences(dir.path() + "/pgoutbox.log", "published again in a new one")));
 
   EXPECT_EQ(report.lost, 0U) << report.summary();
   EXPECT_TRUE(report.clean()) << report.summary();  // key order, no phantom, nothing misrouted
