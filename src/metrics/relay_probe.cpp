@@ -79,6 +79,11 @@ RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
                                     "Records over the retry limit written to the dead-letter topic.")),
       skipped_(counter_family(r, "pgoutbox_events_skipped_total",
                               "Records over the retry limit dropped under poison.policy skip.")),
+      refused_before_sending_(counter_family(
+          r, "pgoutbox_events_refused_before_sending_total",
+          "Records the topic's limits say Kafka would refuse, handed to poison.policy without being sent: "
+          "reason too_large (over max.message.bytes in a batch of its own, compressed) or null_key_compacted "
+          "(no key, compacted topic).")),
       sessions_(prometheus::BuildCounter()
                     .Name("pgoutbox_sessions_started_total")
                     .Help("Replication sessions that reached streaming (the first, then one per reconnect).")
@@ -154,9 +159,16 @@ RelayProbe::TopicSeries& RelayProbe::series(const std::string& table, const std:
   const auto key = std::make_pair(table, topic_label);
   if (const auto it = series_.find(key); it != series_.end()) return it->second;
   const prometheus::Labels labels{{"table", table}, {"topic", topic_label}};
+  const auto with_reason = [&](const char* reason) {
+    auto more = labels;
+    more.emplace("reason", reason);
+    return more;
+  };
   return series_
       .emplace(key, TopicSeries{table, received_.Add(labels), published_.Add(labels), failed_.Add(labels),
-                                retried_.Add(labels), dead_lettered_.Add(labels), skipped_.Add(labels)})
+                                retried_.Add(labels), dead_lettered_.Add(labels), skipped_.Add(labels),
+                                refused_before_sending_.Add(with_reason("too_large")),
+                                refused_before_sending_.Add(with_reason("null_key_compacted"))})
       .first->second;
 }
 
@@ -253,6 +265,20 @@ void RelayProbe::event_poison(std::string_view table, std::string_view topic_nam
       break;
     case relay::PoisonAction::stopped:
       break;  // counted as failed; the session ends
+  }
+}
+
+void RelayProbe::event_refused_before_sending(std::string_view table, std::string_view topic_name,
+                                              relay::RefusalReason reason) {
+  std::lock_guard lock(mutex_);
+  auto& series = topic(table, topic_name);
+  switch (reason) {
+    case relay::RefusalReason::too_large:
+      series.refused_too_large.Increment();
+      break;
+    case relay::RefusalReason::null_key_compacted:
+      series.refused_null_key_compacted.Increment();
+      break;
   }
 }
 

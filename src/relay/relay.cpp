@@ -358,6 +358,10 @@ void Relay::relay_built(Built built) {
       // Kafka would refuse it (and a batch holding it, and a Kafka transaction): poison.policy
       // applies at once, as to a row that cannot become a record.
       ++counters_.refused_before_sending;
+      // predicted_refusal foresees two refusals only, and only a size refusal is marked so.
+      observer_.event_refused_before_sending(
+          record.table, record.topic,
+          refusal->size_refusal ? RefusalReason::too_large : RefusalReason::null_key_compacted);
       path_->refuse(record, unit_->id, *refusal);
     } else {
       path_->deliver(record, unit_->id);

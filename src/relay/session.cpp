@@ -193,6 +193,9 @@ class BackfillObserver final : public Observer {
   void event_poison(std::string_view table, std::string_view topic, PoisonAction action) override {
     inner_.event_poison(table, topic, action);
   }
+  void event_refused_before_sending(std::string_view table, std::string_view topic, RefusalReason reason) override {
+    inner_.event_refused_before_sending(table, topic, reason);
+  }
   void in_flight(std::uint64_t records, std::uint64_t bytes) override { inner_.in_flight(records, bytes); }
   void paused(bool paused) override { inner_.paused(paused); }
   void kafka_statistics(std::string_view json) override { inner_.kafka_statistics(json); }

@@ -182,6 +182,27 @@ TEST_F(RelayProbeTest, PoisonActionsAreFailuresCountedByOutcome) {
   EXPECT_EQ(sample_sum(text, "pgoutbox_events_dead_lettered_total", "topic=\"other\""), 0);
 }
 
+// docs/spec.md I13: a record the topic's limits refuse is counted by why, besides the poison
+// action that follows it; both reasons exist at 0 from a topic's first event on.
+TEST_F(RelayProbeTest, RefusalsBeforeSendingAreCountedByReason) {
+  observer.event_received("public.outbox", "orders");
+  observer.event_refused_before_sending("public.outbox", "big", relay::RefusalReason::too_large);
+  observer.event_refused_before_sending("public.outbox", "big", relay::RefusalReason::too_large);
+  observer.event_refused_before_sending("public.outbox", "compacted", relay::RefusalReason::null_key_compacted);
+  const auto text = scrape(registry);
+  const auto refused = [&](const char* topic, const char* reason) {
+    return sample_sum(text, "pgoutbox_events_refused_before_sending_total",
+                      std::string("reason=\"") + reason + "\",table=\"public.outbox\",topic=\"" + topic + "\"");
+  };
+  EXPECT_EQ(refused("big", "too_large"), 2) << text;
+  EXPECT_EQ(refused("big", "null_key_compacted"), 0);
+  EXPECT_EQ(refused("compacted", "null_key_compacted"), 1);
+  EXPECT_EQ(refused("compacted", "too_large"), 0);
+  EXPECT_EQ(refused("orders", "too_large"), 0) << "every series of a topic exists from its first event on";
+  EXPECT_EQ(sample_sum(text, "pgoutbox_events_failed_total", "topic=\"big\""), 0)
+      << "the poison action is the relay's to report, once the policy has acted";
+}
+
 TEST_F(RelayProbeTest, BackfillProgressPerTableAndState) {
   observer.backfill_progress("public.outbox", 100, 40, 250);
   observer.backfill_progress("public.outbox", 200, 100, 250);

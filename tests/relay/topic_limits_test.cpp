@@ -60,12 +60,34 @@ std::size_t produced_to(const SinkScript& script, const std::string& topic, cons
   }));
 }
 
+// What the relay tells the metrics of each refusal it foresaw.
+struct RefusalsHeard final : Observer {
+  void event_refused_before_sending(std::string_view table, std::string_view topic, RefusalReason reason) override {
+    heard.push_back({std::string(table), std::string(topic), reason});
+  }
+  struct Refusal {
+    std::string table, topic;
+    RefusalReason reason;
+  };
+  std::vector<Refusal> heard;
+};
+
+// An insert whose aggregateid (the record's key) is NULL.
+Bytes insert_without_key(int n) {
+  pgoutput::testing::MessageBuilder m('I');
+  m.int32(kRelid).int8('N').int16(5);
+  m.text_column(id(n)).text_column("E").null_column().text_column("Created").text_column("{}");
+  return m;
+}
+
 class TopicLimitsTest : public ::testing::TestWithParam<config::Delivery> {};
 
 // Without the topic's limits, exactly-once aborts a Kafka transaction per attempt (and a session
 // each time) before the record reaches its policy; with them, it never enters the transaction.
 TEST_P(TopicLimitsTest, ARecordAboveTheTopicsLimitIsDeadLetteredBeforeItIsSent) {
   Harness h(with(GetParam()));
+  RefusalsHeard observer;
+  h.observer = &observer;
   h.topic_limits = limits();
   h.batch_size = 12'000;
   h.script.verdict = broker;
@@ -76,12 +98,38 @@ TEST_P(TopicLimitsTest, ARecordAboveTheTopicsLimitIsDeadLetteredBeforeItIsSent) 
   const auto outcome = h.run();
   EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
   EXPECT_EQ(h.counters.refused_before_sending, 1U);
+  ASSERT_EQ(observer.heard.size(), 1U);
+  EXPECT_EQ(observer.heard[0].table, "public.outbox");
+  EXPECT_EQ(observer.heard[0].topic, kTopic);
+  EXPECT_EQ(observer.heard[0].reason, RefusalReason::too_large);
   EXPECT_EQ(h.counters.dead_lettered, 1U);
   EXPECT_EQ(h.counters.records_acked, 4U);
   EXPECT_EQ(h.counters.kafka_transactions_aborted, 0U);
   EXPECT_EQ(produced_to(h.script, kTopic, id(3)), 0U) << "the oversized record was sent";
   EXPECT_EQ(produced_to(h.script, "dlq", id(3)), 1U);
   EXPECT_EQ(h.source.flush, Lsn{0x3000});
+}
+
+// A compacted topic refuses a record without a key (INVALID_RECORD): it is dead-lettered unsent,
+// and the metrics hear why.
+TEST_P(TopicLimitsTest, ARecordWithoutAKeyForACompactedTopicIsDeadLetteredBeforeItIsSent) {
+  Harness h(with(GetParam()));
+  RefusalsHeard observer;
+  h.observer = &observer;
+  h.topic_limits = limits(kLimit, true);
+  h.batch_size = 12'000;
+  h.source.push(relation());
+  h.source.push(begin(0x1000 - 8, 1));
+  h.source.push(insert(1));
+  h.source.push(insert_without_key(2));
+  h.source.push(commit(0x1000 - 8, 0x1000), Lsn{0x1000});
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(h.counters.refused_before_sending, 1U);
+  EXPECT_EQ(h.counters.dead_lettered, 1U);
+  EXPECT_EQ(produced_to(h.script, kTopic, id(2)), 0U) << "the record without a key was sent";
+  ASSERT_EQ(observer.heard.size(), 1U);
+  EXPECT_EQ(observer.heard[0].reason, RefusalReason::null_key_compacted);
 }
 
 // A record that compresses under the limit is the broker's to take (lz4, pgoutbox's default).

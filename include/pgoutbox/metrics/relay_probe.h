@@ -54,6 +54,8 @@ class RelayProbe final : public relay::Observer {
   void event_received(std::string_view table, std::string_view topic) override;
   void event_published(std::string_view topic, std::chrono::microseconds commit_to_ack) override;
   void event_poison(std::string_view table, std::string_view topic, relay::PoisonAction action) override;
+  void event_refused_before_sending(std::string_view table, std::string_view topic,
+                                    relay::RefusalReason reason) override;
   void in_flight(std::uint64_t records, std::uint64_t bytes) override;
   void received_lsn(Lsn lsn) override;
   void confirmed_lsn(Lsn lsn) override;
@@ -88,6 +90,8 @@ class RelayProbe final : public relay::Observer {
     prometheus::Counter& retried;
     prometheus::Counter& dead_lettered;
     prometheus::Counter& skipped;
+    prometheus::Counter& refused_too_large;
+    prometheus::Counter& refused_null_key_compacted;
   };
   struct TransparentHash {
     using is_transparent = void;
@@ -104,6 +108,7 @@ class RelayProbe final : public relay::Observer {
   prometheus::Family<prometheus::Counter>& retried_;
   prometheus::Family<prometheus::Counter>& dead_lettered_;
   prometheus::Family<prometheus::Counter>& skipped_;
+  prometheus::Family<prometheus::Counter>& refused_before_sending_;
   prometheus::Counter& sessions_;
   prometheus::Counter& checkpoints_refused_;
   prometheus::Gauge& in_flight_events_gauge_;

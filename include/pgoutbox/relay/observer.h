@@ -22,6 +22,13 @@ enum class PoisonAction {
   stopped,        // policy `stop`: the session ends without confirming it
 };
 
+// Why Kafka would refuse a record, known before it is sent (docs/spec.md I13): the refusals
+// kafka::predicted_refusal foresees from the topic's limits.
+enum class RefusalReason {
+  too_large,           // its own one-record batch, compressed, is over the topic's max.message.bytes
+  null_key_compacted,  // it has no key, and the topic is compacted
+};
+
 class Observer {
  public:
   virtual ~Observer() = default;
@@ -40,6 +47,10 @@ class Observer {
   // A delivery failed permanently (or a row failed validation) and `action` followed. For a
   // dead-letter write, `topic` is the one the record was going to.
   virtual void event_poison(std::string_view /*table*/, std::string_view /*topic*/, PoisonAction /*action*/) {}
+  // The topic's limits say Kafka would refuse the record: it goes to poison.policy unsent (and
+  // event_poison follows, once the policy has acted).
+  virtual void event_refused_before_sending(std::string_view /*table*/, std::string_view /*topic*/,
+                                            RefusalReason /*reason*/) {}
 
   // Current in-flight records and bytes (after each change of either).
   virtual void in_flight(std::uint64_t /*records*/, std::uint64_t /*bytes*/) {}
