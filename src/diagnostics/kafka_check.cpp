@@ -15,6 +15,7 @@
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/config/topic_template.h"
 #include "pgoutbox/diagnostics/preflight.h"
+#include "pgoutbox/diagnostics/transaction_rate.h"
 #include "pgoutbox/kafka/describe_configs.h"
 #include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/kafka/topic_limits.h"
@@ -111,34 +112,36 @@ std::optional<bool> broker_auto_creates(rd_kafka_t* rk, std::int32_t broker_id, 
 // Exactly-once: the coordinator aborts a Kafka transaction open longer than the producer's
 // transaction.timeout.ms, and refuses a producer asking for more than its own
 // transaction.max.timeout.ms (docs/operating.md "Transaction timeout").
+// `broker_max` is set when the broker's maximum could be read.
 Finding check_transaction_timeout(rd_kafka_t* rk, std::int32_t broker_id, std::chrono::milliseconds timeout,
-                                  const config::Config& config) {
+                                  const config::Config& config, std::optional<std::chrono::milliseconds>& broker_max) {
   constexpr const char* subject = "kafka transactions";
   const auto producer = kafka::transaction_timeout(config.kafka.properties);
   const auto value =
       described_config(rk, RD_KAFKA_RESOURCE_BROKER, std::to_string(broker_id), "transaction.max.timeout.ms", timeout);
-  std::int64_t broker_max = 0;
-  if (!value || std::from_chars(value->data(), value->data() + value->size(), broker_max).ec != std::errc()) {
+  std::int64_t maximum = 0;
+  if (!value || std::from_chars(value->data(), value->data() + value->size(), maximum).ec != std::errc()) {
     return Finding::warning(subject,
                             fmt::format("the broker's transaction.max.timeout.ms could not be read; the producer's "
                                         "transaction.timeout.ms is {} ms.",
                                         producer.count()),
                             "grant pgoutbox's principal DESCRIBE_CONFIGS on the cluster so check can compare them.");
   }
-  if (producer.count() > broker_max) {
+  broker_max = std::chrono::milliseconds(maximum);
+  if (producer.count() > maximum) {
     return Finding::blocking(
         subject,
         fmt::format("the producer's transaction.timeout.ms ({} ms) is above the broker's transaction.max.timeout.ms "
                     "({} ms): the coordinator refuses to initialise its transactions.",
-                    producer.count(), broker_max),
+                    producer.count(), maximum),
         fmt::format("set kafka.properties.transaction.timeout.ms to at most {}, or raise the brokers' "
                     "transaction.max.timeout.ms.",
-                    broker_max));
+                    maximum));
   }
   return Finding::ok(subject, fmt::format("a Postgres transaction must be published within transaction.timeout.ms "
                                           "({} ms; the broker allows up to {} ms): a larger one is aborted by the "
                                           "coordinator in every session, and the log names it",
-                                          producer.count(), broker_max));
+                                          producer.count(), maximum));
 }
 
 // The error the broker gives for `topic` asked by name. A listing of all topics leaves out those
@@ -249,8 +252,9 @@ Finding checkpoint_protection(const config::Config& config) {
       "checkpoint.signing_key_file (or PGOUTBOX_CHECKPOINT_SIGNING_KEY), the same for every instance of this slot");
 }
 
-// The checkpoint topic (docs/spec.md I10): compacted, created by pgoutbox when missing.
-void check_checkpoint_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const config::Config& config,
+// The checkpoint topic (docs/spec.md I10): compacted, created by pgoutbox when missing. True when
+// it exists.
+bool check_checkpoint_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, const config::Config& config,
                             const rd_kafka_metadata_t& md, std::vector<Finding>& findings) {
   const std::string subject = "checkpoint.topic";
   const auto& topic = config.checkpoint.topic;
@@ -268,13 +272,13 @@ void check_checkpoint_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, c
                       required ? "exactly-once cannot start without it"
                                : "the checkpoint is skipped, and a Postgres crash publishes more again");
       findings.push_back(required ? Finding::blocking(subject, message, fix) : Finding::warning(subject, message, fix));
-      return;
+      return false;
     }
     findings.push_back(Finding::ok(
         subject, fmt::format("topic {} does not exist; pgoutbox creates it at start with cleanup.policy=compact "
                              "(this needs CREATE on it)",
                              topic)));
-    return;
+    return false;
   }
   const auto policy = described_config(rk, RD_KAFKA_RESOURCE_TOPIC, topic, "cleanup.policy", timeout);
   if (policy && policy->find("compact") == std::string::npos) {
@@ -283,9 +287,10 @@ void check_checkpoint_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, c
         fmt::format("kafka-configs.sh --alter --entity-type topics --entity-name {} --add-config "
                     "cleanup.policy=compact",
                     topic)));
-    return;
+    return true;
   }
   findings.push_back(Finding::ok(subject, fmt::format("topic {} exists{}", topic, policy ? " (compacted)" : "")));
+  return true;
 }
 
 }  // namespace
@@ -350,12 +355,20 @@ std::vector<Finding> check_kafka(const config::Config& config, std::chrono::mill
     check_topic(client.get(), timeout, config, "poison.dead_letter_topic", config.poison.dead_letter_topic, *md,
                 auto_create, findings);
   }
+  bool checkpoint_topic_exists = false;
   if (config.checkpoint.enabled) {
-    check_checkpoint_topic(client.get(), timeout, config, *md, findings);
+    checkpoint_topic_exists = check_checkpoint_topic(client.get(), timeout, config, *md, findings);
     findings.push_back(checkpoint_protection(config));
   }
-  if (config.delivery == config::Delivery::exactly_once && md->broker_cnt > 0)
-    findings.push_back(check_transaction_timeout(client.get(), md->brokers[0].id, timeout, config));
+  if (config.delivery == config::Delivery::exactly_once && md->broker_cnt > 0) {
+    std::optional<std::chrono::milliseconds> broker_max;
+    findings.push_back(check_transaction_timeout(client.get(), md->brokers[0].id, timeout, config, broker_max));
+    // Above the broker's maximum, no transaction initialises: there is no rate to measure.
+    if (findings.back().severity != Severity::blocking) {
+      const auto rate = check_transaction_rate(config, timeout, checkpoint_topic_exists, broker_max);
+      findings.insert(findings.end(), rate.begin(), rate.end());
+    }
+  }
   return findings;
 }
 

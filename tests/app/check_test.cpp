@@ -18,6 +18,54 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Where partition 0 of `topic` ends for a consumer of `isolation` (for read_committed, the last
+// stable offset: before any transaction still open), and the records such a consumer reads.
+struct PartitionView {
+  std::int64_t end = -1;
+  std::size_t records = 0;
+};
+PartitionView read_partition(const std::string& bootstrap, const std::string& topic, const std::string& isolation) {
+  auto consumer = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstrap},
+                                                  {"group.id", "chk-rate-reader"},
+                                                  {"enable.auto.commit", "false"},
+                                                  {"enable.partition.eof", "true"},
+                                                  {"isolation.level", isolation}});
+  PartitionView view;
+  std::int64_t low = 0;
+  if (rd_kafka_query_watermark_offsets(consumer.get(), topic.c_str(), 0, &low, &view.end, 5000) !=
+      RD_KAFKA_RESP_ERR_NO_ERROR) {
+    ADD_FAILURE() << "no offsets for " << topic;
+    return view;
+  }
+  std::unique_ptr<rd_kafka_topic_partition_list_t, decltype(&rd_kafka_topic_partition_list_destroy)> assignment(
+      rd_kafka_topic_partition_list_new(1), &rd_kafka_topic_partition_list_destroy);
+  rd_kafka_topic_partition_list_add(assignment.get(), topic.c_str(), 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  EXPECT_EQ(rd_kafka_assign(consumer.get(), assignment.get()), RD_KAFKA_RESP_ERR_NO_ERROR);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  bool at_end = false;
+  while (!at_end && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_message_t* msg = rd_kafka_consumer_poll(consumer.get(), 200);
+    if (msg == nullptr) continue;
+    if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) at_end = true;
+    if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) ++view.records;
+    rd_kafka_message_destroy(msg);
+  }
+  EXPECT_TRUE(at_end) << isolation << " did not reach the end of " << topic;
+  rd_kafka_assign(consumer.get(), nullptr);
+  return view;
+}
+
+// The number right after `marker` in `line`; -1 when there is none.
+double number_after(const std::string& line, const std::string& marker) {
+  const auto at = line.find(marker);
+  if (at == std::string::npos) return -1;
+  try {
+    return std::stod(line.substr(at + marker.size()));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 class CheckCommandTest : public ::testing::Test {
  protected:
   PgCluster& pg = shared_postgres();
@@ -130,6 +178,89 @@ TEST_F(CheckCommandTest, ExactlyOnceComparesTheTransactionTimeoutWithTheBrokersM
                           "above the broker's transaction.max.timeout.ms (900000 ms)"),
             "")
       << above.output;
+  EXPECT_FALSE(above.printed("kafka transaction rate")) << "no transaction initialises: nothing to measure";
+}
+
+// docs/operating.md "Transaction timeout": in exactly-once, check measures how fast Kafka takes
+// pgoutbox's records inside one Kafka transaction, written to the checkpoint topic and aborted,
+// and says how long the largest Kafka transaction the in-flight caps allow takes at that rate.
+// Nothing of it can ever be read as a checkpoint: a read_committed consumer (as pgoutbox's
+// checkpoint reader is) reads none of the records a read_uncommitted one does.
+TEST_F(CheckCommandTest, ExactlyOnceMeasuresTheTransactionRateInAKafkaTransactionItAborts) {
+  create_outbox("chk_rate");
+  create_topic(kafka.bootstrap(), "chk_rate.events", 1);
+  const std::vector<std::string> key = {"PGOUTBOX_CHECKPOINT_SIGNING_KEY=" + std::string(32, 'k')};
+  const auto cfg = write_config("chk_rate", pg.dsn(), kafka.bootstrap(), "chk_rate.events",
+                                "delivery: exactly-once\ncheckpoint:\n  topic: chk_rate.checkpoints\n");
+  // Without the checkpoint topic there is nothing to measure in, and check does not create it
+  // (a producer's request would have the broker create it uncompacted).
+  const auto before = check(cfg, key);
+  EXPECT_NE(line_starting(before.output,
+                          "WARN  kafka transaction rate: not measured: check measures it in checkpoint topic "
+                          "chk_rate.checkpoints"),
+            "")
+      << before.output;
+  EXPECT_EQ(read_topic(kafka.bootstrap(), "chk_rate.checkpoints", 0, 1s).size(), 0U);
+  ASSERT_EQ(topic_record_count(kafka.bootstrap(), "chk_rate.checkpoints"), 0);
+
+  create_topic(kafka.bootstrap(), "chk_rate.checkpoints", 1, {{"cleanup.policy", "compact"}});
+  const auto result = check(cfg, key);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  const auto measured = line_starting(result.output, "ok    kafka transaction rate: at the rate measured (");
+  ASSERT_NE(measured, "") << result.output;
+  EXPECT_GT(number_after(measured, "at the rate measured ("), 0) << measured;
+  // 16 MiB / 20,000 records: the average record the default caps imply.
+  EXPECT_NE(measured.find(" records of 838 bytes acknowledged in "), std::string::npos) << measured;
+  EXPECT_NE(measured.find("(limits.max_in_flight_records 20000 or limits.max_in_flight_bytes 16777216"),
+            std::string::npos)
+      << measured;
+  EXPECT_NE(measured.find("within half of transaction.timeout.ms (60000 ms)"), std::string::npos) << measured;
+  const auto largest = line_starting(
+      result.output, "ok    kafka transaction rate: at that rate a single Postgres transaction of up to about ");
+  EXPECT_GT(number_after(largest, "up to about "), 0) << result.output;
+
+  const auto uncommitted = read_partition(kafka.bootstrap(), "chk_rate.checkpoints", "read_uncommitted");
+  const auto committed = read_partition(kafka.bootstrap(), "chk_rate.checkpoints", "read_committed");
+  EXPECT_GT(uncommitted.records, 100U) << "the probe wrote no records";
+  EXPECT_EQ(committed.end, uncommitted.end) << "the probe's transaction is still open";
+  EXPECT_EQ(committed.records, 0U) << "a read_committed reader sees the probe's records";
+}
+
+// With a short transaction.timeout.ms and the largest caps, the largest Kafka transaction takes
+// more than half of it at the measured rate: a warning naming the figures, with the fix.
+TEST_F(CheckCommandTest, ExactlyOnceWarnsWhenTheLargestKafkaTransactionTakesMoreThanHalfTheTimeout) {
+  create_outbox("chk_rate_slow");
+  create_topic(kafka.bootstrap(), "chk_rate_slow.events", 1);
+  create_topic(kafka.bootstrap(), "chk_rate_slow.checkpoints", 1, {{"cleanup.policy", "compact"}});
+  const std::vector<std::string> env = {"PGOUTBOX_CHECKPOINT_SIGNING_KEY=" + std::string(32, 'k'),
+                                        "PGOUTBOX_KAFKA_PROPERTY_TRANSACTION_TIMEOUT_MS=5000"};
+  const auto result = check(write_config("chk_rate_slow", pg.dsn(), kafka.bootstrap(), "chk_rate_slow.events",
+                                         "delivery: exactly-once\ncheckpoint:\n  topic: chk_rate_slow.checkpoints\n"
+                                         "limits:\n  max_in_flight_records: 1000000\n  max_in_flight_bytes: 1GiB\n"),
+                            env);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  const auto warning = line_starting(result.output, "WARN  kafka transaction rate: at the rate measured (");
+  ASSERT_NE(warning, "") << result.output;
+  const double rate = number_after(warning, "at the rate measured (");
+  EXPECT_GT(rate, 0) << warning;
+  EXPECT_NE(warning.find("(limits.max_in_flight_records 1000000 or limits.max_in_flight_bytes 1073741824"),
+            std::string::npos)
+      << warning;
+  const double takes = number_after(warning, "takes about ");
+  EXPECT_GT(takes, 2500) << warning;
+  EXPECT_NE(warning.find(takes > 5000 ? "more than transaction.timeout.ms (5000 ms): the coordinator aborts"
+                                      : "more than half of transaction.timeout.ms (5000 ms)"),
+            std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("Fix: raise kafka.properties.transaction.timeout.ms to "), std::string::npos) << warning;
+  EXPECT_NE(warning.find("(the broker allows up to 900000 ms, its transaction.max.timeout.ms), or lower "
+                         "limits.max_in_flight_records to "),
+            std::string::npos)
+      << warning;
+  // What the timeout publishes at that rate: five seconds of it.
+  const auto largest = line_starting(
+      result.output, "ok    kafka transaction rate: at that rate a single Postgres transaction of up to about ");
+  EXPECT_NEAR(number_after(largest, "up to about "), rate * 5, rate * 0.05 + 1) << result.output;
 }
 
 TEST_F(CheckCommandTest, WalLevelReplicaBlocksWithTheFix) {

@@ -212,6 +212,31 @@ TEST_F(KafkaSecuredTest, ATopicWithoutAnAclIsNamedInRunAndCheck) {
       << check.output;
 }
 
+// docs/operating.md "Transaction timeout": exactly-once check measures the rate of a Kafka
+// transaction with a producer of its own (the slot's transactional id followed by -check) and the
+// configured security. ACLs that grant no transactional id refuse it: a warning that says so and
+// names the grant, never a FAIL.
+TEST_F(KafkaSecuredTest, CheckSaysTheTransactionRateCannotBeMeasuredWhenTheAclsRefuseItsTransactionalId) {
+  create_topic(kafka().broker.bootstrap(), "sec_rate_checkpoints", 1, {{"cleanup.policy", "compact"}});
+  const auto cfg = config("ks_rate", "sec_mtls", "SSL", mtls_properties());
+  const std::vector<std::string> env = {"PGOUTBOX_DELIVERY=exactly-once",
+                                        "PGOUTBOX_CHECKPOINT_TOPIC=sec_rate_checkpoints",
+                                        "PGOUTBOX_CHECKPOINT_SIGNING_KEY=" + std::string(32, 'k')};
+  const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "5"}, env);
+  EXPECT_FALSE(check.printed("FAIL  kafka transaction rate")) << check.output;
+  const auto line = line_starting(check.output, "WARN  kafka transaction rate: could not be measured");
+  EXPECT_NE(line.find("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), std::string::npos) << check.output;
+  // The id run derives from the server's system identifier, the database and the slot.
+  const auto system_id = pg.query_value("SELECT system_identifier::text FROM pg_catalog.pg_control_system()");
+  ASSERT_TRUE(system_id);
+  EXPECT_NE(
+      line.find("Fix: grant pgoutbox's principal WRITE and DESCRIBE on transactional id pgoutbox-" + *system_id + "-"),
+      std::string::npos)
+      << line;
+  EXPECT_NE(line.find("-ks_rate_slot-check (a prefixed ACL on pgoutbox-" + *system_id), std::string::npos) << line;
+  EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "sec_rate_checkpoints"), 0) << "the probe wrote";
+}
+
 TEST_F(KafkaSecuredTest, PublishesThroughSaslSslScramSha512) {
   expect_every_row_published("ks_scram", "sec_scram", scram_properties("SCRAM-SHA-512"), kafka().scram_password);
 }
