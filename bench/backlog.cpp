@@ -30,6 +30,8 @@ WriterCost write_backlog(const Bench& bench, const BacklogSpec& backlog) {
   spec.payload_bytes = backlog.payload_bytes;
   spec.keys = backlog.keys;
   spec.events = backlog.events;
+  spec.oversized_share = backlog.oversized_share;
+  spec.oversized_bytes = backlog.oversized_bytes;
   // One transaction is one statement on one connection; two connections keep the server busy.
   spec.connections = backlog.events > backlog.events_per_txn ? 2 : 1;
   spec.synchronous_commit = false;

@@ -18,6 +18,8 @@ struct BacklogSpec {
   int keys = 1000;               // distinct aggregate ids
   std::string table = "outbox";  // or the polling relay's outbox_polled
   bool messages = false;         // logical decoding messages instead of rows
+  double oversized_share = 0;    // WorkloadSpec::oversized_share: transactions with one oversized row
+  int oversized_bytes = 24 * 1024;
 };
 
 // Per event: the WAL the writes produced and their backends' CPU.

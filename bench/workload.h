@@ -31,7 +31,16 @@ struct WorkloadSpec {
   // The events as pg_logical_emit_message(true, 'outbox', envelope) (a table-less outbox, the
   // envelope in Debezium's column names) instead of rows of outbox_table.
   bool messages = false;
+  // This share of the transactions holds one oversized event (oversized_event() says which):
+  // its payload's pad is oversized_bytes of base64 text from random bytes, which no codec
+  // compresses below three quarters of its size (a record over a topic's max.message.bytes).
+  double oversized_share = 0;
+  int oversized_bytes = 24 * 1024;
 };
+
+// Whether event `seq` (counted from the workload's first_seq) is an oversized one: the first
+// event of every round(1 / share)-th transaction (the last of each such run of transactions).
+bool oversized_event(std::int64_t seq, int events_per_txn, double share);
 
 struct WorkloadResult {
   // Microseconds since the epoch at which the transaction holding event first_seq + i committed.
