@@ -10,6 +10,7 @@
 
 #include "cpu_meter.h"
 #include "pg_recvlogical.h"
+#include "stage_probe.h"
 #include "topic_watch.h"
 
 namespace pgoutbox::bench {
@@ -30,7 +31,7 @@ std::string write_signing_key(const Bench& bench) {
 }
 
 std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
-                                  int metrics_port) {
+                                  const std::string& dead_letter_topic, int metrics_port) {
   const std::string path = fmt::format("{}/pgoutbox-{}.yaml", bench.scratch, slot);
   std::ofstream out(path, std::ios::trunc);
   // Only what the run needs; everything else is pgoutbox's default. The message outbox has no
@@ -40,6 +41,10 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
                                  : fmt::format("tables:\n  - table: public.outbox\n    topic: \"{}\"\n", topic);
   std::string kafka_settings;
   for (const auto& setting : bench.kafka_settings) kafka_settings += "  " + setting + "\n";
+  const std::string poison =
+      dead_letter_topic.empty()
+          ? ""
+          : fmt::format("poison:\n  policy: dead-letter\n  dead_letter_topic: \"{}\"\n", dead_letter_topic);
   out << fmt::format(
       "postgres:\n"
       "  dsn: \"{}\"\n"
@@ -51,12 +56,13 @@ std::string write_pgoutbox_config(const Bench& bench, Contender kind, const std:
       "  brokers: \"{}\"\n"
       "{}"
       "{}"
+      "{}"
       "delivery: {}\n"
       "log_format: text\n"
       "log_level: warn\n"
       "metrics_address: \"127.0.0.1:{}\"\n",
       bench.dsn_as(kPgoutboxRole), slot, kPublication, kPgoutboxRole, bench.kafka.bootstrap(), kafka_settings, source,
-      kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once", metrics_port);
+      poison, kind == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once", metrics_port);
   if (!out) throw std::runtime_error("cannot write " + path);
   return path;
 }
@@ -140,10 +146,11 @@ std::vector<std::string> debezium_argv(const Bench& bench, Contender kind, const
 }
 
 test::ChildProcess spawn_relay(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
-                               const std::string& log_path, int metrics_port) {
+                               const std::string& dead_letter_topic, const std::string& log_path, int metrics_port) {
   std::vector<std::string> argv, env;
   if (is_pgoutbox(kind)) {
-    argv = {bench.pgoutbox_bin, "run", "-c", write_pgoutbox_config(bench, kind, topic, slot, metrics_port)};
+    argv = {bench.pgoutbox_bin, "run", "-c",
+            write_pgoutbox_config(bench, kind, topic, slot, dead_letter_topic, metrics_port)};
     env = {"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE=" + write_signing_key(bench)};
   } else if (is_debezium(kind)) {
     argv = debezium_argv(bench, kind, topic, slot);
@@ -235,11 +242,12 @@ void check_delivery(Contender kind, const std::string& topic, const Delivery& d)
   }
 }
 
-RelayProcess::RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot)
+RelayProcess::RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
+                           const std::string& dead_letter_topic)
     : log_path_(fmt::format("{}/{}-{}.log", bench.scratch, bench.tag(kind), topic)),
       java_(is_debezium(kind)),
       metrics_port_(is_pgoutbox(kind) ? test::free_loopback_port() : 0),
-      child_(spawn_relay(bench, kind, topic, slot, log_path_, metrics_port_)) {}
+      child_(spawn_relay(bench, kind, topic, slot, dead_letter_topic, log_path_, metrics_port_)) {}
 
 ProcessCost RelayProcess::finish() {
   ProcessCost cost{process_cpu_seconds(child_.pid()), peak_rss_kib(child_.pid())};
@@ -253,12 +261,15 @@ ProcessCost RelayProcess::finish() {
   return cost;
 }
 
-void create_bench_topic(const Bench& bench, const std::string& topic) {
-  test::create_topic(bench.kafka.bootstrap(), topic, kPartitions, {{"message.timestamp.type", "LogAppendTime"}});
+void create_bench_topic(const Bench& bench, const std::string& topic,
+                        const std::map<std::string, std::string>& config) {
+  auto all = config;
+  all.emplace("message.timestamp.type", "LogAppendTime");
+  test::create_topic(bench.kafka.bootstrap(), topic, kPartitions, all);
 }
 
 DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, Lsn end, const std::string& topic,
-                  std::int64_t events) {
+                  std::int64_t events, const DrainTarget& target) {
   DrainResult result;
   if (kind == Contender::recvlogical) {
     DbProbe probe(bench.pg, kRecvlogicalRole, "outbox");
@@ -271,29 +282,49 @@ DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, L
     result.db = probe.end();
     return result;
   }
-  create_bench_topic(bench, topic);
-  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions, events);
+  create_bench_topic(bench, topic, target.topic_config);
+  const Belongs in_topic =
+      target.dead_letter ? Belongs([dead = target.dead_letter](std::int64_t seq) { return !dead(seq); }) : Belongs{};
+  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions, events, in_topic);
+  std::optional<TopicWatch> dead_letters;
+  if (!target.dead_letter_topic.empty()) {
+    create_bench_topic(bench, target.dead_letter_topic);
+    dead_letters.emplace(bench.kafka.bootstrap(), target.dead_letter_topic, kPartitions, events,
+                         target.dead_letter ? target.dead_letter : Belongs([](std::int64_t) { return false; }));
+  }
   DbProbe probe(bench.pg, role_of(kind), table_of(kind));
   probe.begin();
   const double broker_cpu0 = process_cpu_seconds(bench.kafka.pid());
   const auto t0 = std::chrono::steady_clock::now();
-  RelayProcess relay(bench, kind, topic, slot);
-  const auto first = watch.wait_for(1, std::chrono::minutes(10), [&] { return relay.running(); });
+  RelayProcess relay(bench, kind, topic, slot, target.dead_letter_topic);
+  const auto running = [&] { return relay.running(); };
+  const auto first = watch.wait_for(1, std::chrono::minutes(10), running);
   result.first_events = watch.distinct();
-  const auto done =
-      first ? watch.wait_for(events, std::chrono::minutes(10), [&] { return relay.running(); }) : std::nullopt;
+  auto done = first ? watch.wait_for(watch.expected(), std::chrono::minutes(10), running) : std::nullopt;
+  // Every event is visible when the last of both topics' is.
+  if (done && dead_letters) {
+    const auto dead_done = dead_letters->wait_for(dead_letters->expected(), std::chrono::minutes(10), running);
+    done = dead_done ? std::optional(std::max(*done, *dead_done)) : std::nullopt;
+  }
   if (!done) {
-    throw std::runtime_error(fmt::format("{} did not deliver {} events ({} in {}):\n{}", label_of(kind, bench.build),
-                                         events, watch.distinct(), topic, test::tail_of(relay.log_path())));
+    throw std::runtime_error(fmt::format(
+        "{} did not deliver {} events ({} of {} in {}, {} of {} in {}):\n{}", label_of(kind, bench.build), events,
+        watch.distinct(), watch.expected(), topic, dead_letters ? dead_letters->distinct() : 0,
+        dead_letters ? dead_letters->expected() : 0, target.dead_letter_topic, test::tail_of(relay.log_path())));
   }
   result.seconds = std::chrono::duration<double>(*done - t0).count();
   result.first_seconds = std::chrono::duration<double>(*first - t0).count();
   result.broker_cpu_s = process_cpu_seconds(bench.kafka.pid()) - broker_cpu0;
   probe.stop_sampling();
+  if (is_pgoutbox(kind)) result.sessions = metric_value(relay.metrics_port(), "pgoutbox_sessions_started_total");
   result.process = relay.finish();
   result.db = probe.end();
   result.delivery = watch.finish(std::chrono::minutes(2));
   check_delivery(kind, topic, result.delivery);
+  if (dead_letters) {
+    result.dead_letters = dead_letters->finish(std::chrono::minutes(2));
+    check_delivery(kind, target.dead_letter_topic, result.dead_letters);
+  }
   return result;
 }
 

@@ -13,6 +13,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,8 +99,10 @@ struct ProcessCost {
 // A relay (pgoutbox, Debezium or the polling relay) running as a child process until finish().
 class RelayProcess {
  public:
-  // `slot` is pgoutbox's (ignored by the polling relay), created beforehand.
-  RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot);
+  // `slot` is pgoutbox's (ignored by the polling relay), created beforehand. With a
+  // `dead_letter_topic`, pgoutbox runs with poison.policy dead-letter into it.
+  RelayProcess(const Bench& bench, Contender kind, const std::string& topic, const std::string& slot,
+               const std::string& dead_letter_topic = "");
   bool running() { return child_.running(); }
   pid_t pid() const { return child_.pid(); }
   // CPU and peak RSS as they are now, then SIGTERM and wait for a clean exit.
@@ -124,6 +128,19 @@ struct DrainResult {
   ProcessCost process;      // pgoutbox's or the polling relay's own
   double broker_cpu_s = 0;  // the Kafka broker's CPU over the drain
   Delivery delivery;        // what a read_committed consumer saw (relays only)
+  Delivery dead_letters;    // the same in the dead-letter topic (DrainTarget), when there is one
+  // pgoutbox's pgoutbox_sessions_started_total when the drain ended: 1 when no session restarted.
+  std::optional<double> sessions;
+};
+
+// Where a drain's events go when not all into one topic at the broker's defaults: the topic's
+// own configuration (beside LogAppendTime), and a dead-letter topic pgoutbox's poison.policy
+// dead-letter writes to, which is to hold the events `dead_letter` holds true for and the topic
+// the others.
+struct DrainTarget {
+  std::map<std::string, std::string> topic_config;
+  std::string dead_letter_topic;  // empty: pgoutbox's default poison.policy
+  Belongs dead_letter;            // empty: none of the events
 };
 
 // Events/s after the first event was visible: the start-up (a JVM's, a connection's) left out.
@@ -134,8 +151,10 @@ inline double rate_after_first(const DrainResult& r, std::int64_t events) {
   return seconds > 0 && r.first_events < events ? static_cast<double>(events - r.first_events) / seconds : 0;
 }
 
-// Creates the topic the relay writes to: kPartitions partitions, LogAppendTime timestamps.
-void create_bench_topic(const Bench& bench, const std::string& topic);
+// Creates the topic the relay writes to: kPartitions partitions, LogAppendTime timestamps, and
+// `config` beside them.
+void create_bench_topic(const Bench& bench, const std::string& topic,
+                        const std::map<std::string, std::string>& config = {});
 
 // Throws naming the counts when `kind` lost an event or wrote a foreign record, or when
 // exactly-once delivered an event twice (at-least-once may; its duplicates are reported).
@@ -143,8 +162,9 @@ void check_delivery(Contender kind, const std::string& topic, const Delivery& de
 
 // Drains a backlog of `events` already committed: for pg_recvlogical from `slot` up to `end`,
 // for the relays until a read_committed consumer has seen every event in `topic`. Throws when a
-// relay lost an event, or when exactly-once delivered one twice.
+// relay lost an event, or when exactly-once delivered one twice; the same for the dead-letter
+// topic of a `target` that names one.
 DrainResult drain(const Bench& bench, Contender kind, const std::string& slot, Lsn end, const std::string& topic,
-                  std::int64_t events);
+                  std::int64_t events, const DrainTarget& target = {});
 
 }  // namespace pgoutbox::bench

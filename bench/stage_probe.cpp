@@ -39,6 +39,16 @@ double quantile(const std::vector<std::pair<double, double>>& cumulative, double
 
 }  // namespace
 
+std::optional<double> metric_value(int port, const std::string& name) {
+  const auto answer = test::http_get("127.0.0.1", port, "/metrics");
+  if (answer.status != 200) return std::nullopt;
+  std::istringstream lines(answer.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return std::nullopt;
+}
+
 StageProbe::Buckets StageProbe::scrape() const {
   Buckets buckets;
   const auto answer = test::http_get("127.0.0.1", port_, "/metrics");

@@ -25,6 +25,10 @@ struct StagePercentiles {
 // By stage name; empty when the binary has no stage histograms (a baseline from before them).
 using StageFigures = std::map<std::string, StagePercentiles>;
 
+// The value of the unlabelled sample `name` in pgoutbox's /metrics on 127.0.0.1:`port` (a
+// counter or a gauge); nullopt when the endpoint does not answer or has no such sample.
+std::optional<double> metric_value(int port, const std::string& name);
+
 class StageProbe {
  public:
   // pgoutbox's metrics endpoint on 127.0.0.1:`port`.

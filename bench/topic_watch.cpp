@@ -6,7 +6,8 @@
 
 namespace pgoutbox::bench {
 
-TopicWatch::TopicWatch(const std::string& bootstrap, std::string topic, int partitions, std::int64_t events)
+TopicWatch::TopicWatch(const std::string& bootstrap, std::string topic, int partitions, std::int64_t events,
+                       Belongs belongs)
     : consumer_(test::make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstrap},
                                                       {"group.id", "pgoutbox-bench-watch"},
                                                       {"enable.auto.commit", "false"},
@@ -16,9 +17,14 @@ TopicWatch::TopicWatch(const std::string& bootstrap, std::string topic, int part
                                                       {"allow.auto.create.topics", "false"}})),
       topic_(std::move(topic)),
       partitions_(partitions),
+      belongs_(std::move(belongs)),
       visible_us_(static_cast<std::size_t>(events), 0),
       broker_ms_(static_cast<std::size_t>(events), 0) {
   delivery_.expected = events;
+  if (belongs_) {
+    delivery_.expected = 0;
+    for (std::int64_t seq = 0; seq < events; ++seq) delivery_.expected += belongs_(seq) ? 1 : 0;
+  }
   std::unique_ptr<rd_kafka_topic_partition_list_t, decltype(&rd_kafka_topic_partition_list_destroy)> assignment(
       rd_kafka_topic_partition_list_new(partitions_), &rd_kafka_topic_partition_list_destroy);
   for (int p = 0; p < partitions_; ++p) {
@@ -59,7 +65,7 @@ void TopicWatch::run() {
             rd_kafka_header_get_last(headers, "id", &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR) {
           seq = seq_of_event_id(std::string_view(static_cast<const char*>(value), size));
         }
-        if (!seq || *seq < 0 || *seq >= events) {
+        if (!seq || *seq < 0 || *seq >= events || (belongs_ && !belongs_(*seq))) {
           ++delivery_.foreign;
         } else if (visible_us_[static_cast<std::size_t>(*seq)] != 0) {
           ++delivery_.duplicates;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -29,10 +30,19 @@ struct Delivery {
   std::int64_t lost() const { return expected - distinct; }
 };
 
+// Which of a run's events a topic is to hold, by sequence number (a dead-letter topic holds some,
+// the destination the others).
+using Belongs = std::function<bool(std::int64_t seq)>;
+
 class TopicWatch {
  public:
-  // Expects the events with sequence numbers [0, events) in `topic` (already created).
-  TopicWatch(const std::string& bootstrap, std::string topic, int partitions, std::int64_t events);
+  // Expects the events with sequence numbers [0, events) in `topic` (already created); with
+  // `belongs`, those of them it holds true for, and an event of the run it holds false for is
+  // counted foreign.
+  TopicWatch(const std::string& bootstrap, std::string topic, int partitions, std::int64_t events,
+             Belongs belongs = {});
+  // How many distinct events the topic is to hold.
+  std::int64_t expected() const { return delivery_.expected; }
   ~TopicWatch();
   TopicWatch(const TopicWatch&) = delete;
   TopicWatch& operator=(const TopicWatch&) = delete;
@@ -65,6 +75,7 @@ class TopicWatch {
   test::RdKafkaPtr consumer_;
   std::string topic_;
   int partitions_;
+  Belongs belongs_;
   std::vector<std::int64_t> visible_us_, broker_ms_;
   Delivery delivery_;
   std::atomic<std::int64_t> distinct_{0};
