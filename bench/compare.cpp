@@ -6,6 +6,7 @@
 //   build/release/bench/bench_compare [--smoke] [--out-dir DIR] [--readme docs/benchmarks.md]
 //                                     [--headline README.md]
 //                                     [--baseline-pgoutbox BIN --baseline-name COMMIT [--baseline-first]]
+//   build/release/bench/bench_compare --topic-limits [--smoke] [--events-10 N] [--readme docs/benchmarks.md]
 //
 // For each scenario (events per transaction × payload size) a backlog is committed and each
 // contender drains it. Then the workload runs at fixed rates with each relay streaming, for
@@ -19,6 +20,8 @@
 // Markdown, writes it between markers into <out-dir>/RESULTS.md (and docs/benchmarks.md with --readme, and
 // the headline table into the README with --headline) and
 // the chart's data to <out-dir>/results/results.json. See bench/RESULTS.md for what each figure means.
+// With --topic-limits it runs bench/topic_limits.h's cases instead (pgoutbox alone, both delivery
+// modes), prints their table and writes it only between the bench-topic-limits markers of --readme.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -40,6 +43,7 @@
 #include "kafka_client.h"
 #include "report.h"
 #include "scale.h"
+#include "topic_limits.h"
 #include "topic_watch.h"
 #include "workload.h"
 
@@ -333,6 +337,20 @@ int main(int argc, char** argv) {
   app.add_option("--scenarios", only_scenarios, "only these throughput scenarios, as TXN_PAYLOAD (10_200, 1000_2048)")
       ->delimiter(',');
   app.add_flag("--smoke", smoke, "a minimal run (seconds, tiny sizes) that proves the runner works");
+  bool topic_limits = false;
+  TopicLimitsSpec limits;
+  app.add_flag("--topic-limits", topic_limits,
+               "instead of the comparison: pgoutbox (both delivery modes) into a topic at the broker's default limit, "
+               "into one with a small max.message.bytes, and into that one while a share of the transactions hold an "
+               "oversized row (dead-lettered), each draining a 10 × 200 B backlog of --events-10 events");
+  app.add_option("--max-message-bytes", limits.max_message_bytes, "--topic-limits: the limited topic's limit");
+  app.add_option("--oversized-share", limits.oversized_share,
+                 "--topic-limits: share of the transactions holding one oversized row")
+      ->check(CLI::Range(0.0001, 1.0));
+  app.add_option("--oversized-bytes", limits.oversized_bytes, "--topic-limits: an oversized row's payload size");
+  app.add_flag("--reverse", limits.reverse,
+               "--topic-limits: the cases in the reverse order (a second run with it puts each case in the other "
+               "place)");
   app.add_option("--events-1", events_1, "backlog of the 1-event-transaction scenarios (200 B)");
   app.add_option("--events-10", events_10, "backlog of the 10-event scenarios (200 B): the catch-up backlog");
   app.add_option("--events-1000", events_1000, "backlog of the 1,000-event scenarios (200 B)");
@@ -410,6 +428,10 @@ int main(int argc, char** argv) {
                  debezium_libs.c_str());
     return 1;
   }
+  if (topic_limits && !baseline_bin.empty()) {
+    std::fprintf(stderr, "bench: --topic-limits runs this build alone (no --baseline-pgoutbox)\n");
+    return 1;
+  }
   if (!baseline_bin.empty() && !std::filesystem::exists(baseline_bin)) {
     std::fprintf(stderr, "bench: no baseline binary at %s\n", baseline_bin.c_str());
     return 1;
@@ -439,44 +461,61 @@ int main(int argc, char** argv) {
     baseline.build = baseline_name.empty() ? "baseline" : "baseline " + baseline_name;
     const Builds builds = baseline_bin.empty() ? Builds{&bench} : Builds{&bench, &baseline};
 
-    std::vector<Scenario> scenarios = {{1, 200, events_1}, {10, 200, events_10}, {1000, 200, events_1000}};
-    if (large_share > 0) {
-      for (const auto& s : std::vector<Scenario>(scenarios)) {
-        scenarios.push_back(
-            {s.events_per_txn, 2048,
-             std::max<std::int64_t>(s.events_per_txn,
-                                    static_cast<std::int64_t>(static_cast<double>(s.events) * large_share))});
+    if (topic_limits) {
+      // pgoutbox alone, both delivery modes (or those of --contenders), on the catch-up backlog.
+      limits.events = smoke ? 2000 : events_10;
+      if (smoke) limits.warmup_events = 100;
+      limits.modes.clear();
+      for (const auto c : {Contender::pgoutbox_exactly_once, Contender::pgoutbox}) {
+        if (selected(only, c)) limits.modes.push_back(c);
       }
-    }
-    for (const auto& s : scenarios) {
-      const bool wanted = only_scenarios.empty() || std::find(only_scenarios.begin(), only_scenarios.end(),
-                                                              s.tag().substr(1)) != only_scenarios.end();
-      if (!wanted) continue;
-      for (auto& row : measure_throughput(builds, s, only, baseline_first)) report.throughput.push_back(std::move(row));
-      baseline_first = !baseline_first;
-    }
-    // A busy machine: spinning processes beside the latency runs, killed when they end.
-    std::vector<std::unique_ptr<test::ChildProcess>> hogs;
-    if (latency_seconds > 0) {
-      for (int i = 0; i < busy; ++i) {
-        hogs.push_back(std::make_unique<test::ChildProcess>(test::ChildProcess::Options{
-            .argv = {"/bin/sh", "-c", "while :; do :; done"}, .log_path = "/dev/null", .run_as = {}, .extra_env = {}}));
-      }
-    }
-    report.busy = busy;
-    for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
-      for (const auto c : only) {
-        if (c == Contender::recvlogical || c == Contender::pgoutbox_messages) continue;
-        if (c == Contender::pgoutbox_exactly_once && smoke) continue;
-        for (const auto* b : in_order(builds, c, baseline_first)) {
-          report.latency.push_back(measure_latency(*b, c, rate, latency_seconds, dump_dir));
+      report.topic_limits_spec = limits;
+      report.topic_limits = measure_topic_limits(bench, limits);
+    } else {
+      std::vector<Scenario> scenarios = {{1, 200, events_1}, {10, 200, events_10}, {1000, 200, events_1000}};
+      if (large_share > 0) {
+        for (const auto& s : std::vector<Scenario>(scenarios)) {
+          scenarios.push_back(
+              {s.events_per_txn, 2048,
+               std::max<std::int64_t>(s.events_per_txn,
+                                      static_cast<std::int64_t>(static_cast<double>(s.events) * large_share))});
         }
-        if (builds_of(builds, c).size() > 1) baseline_first = !baseline_first;
       }
-    }
-    hogs.clear();
-    if (scale && selected(only, Contender::pgoutbox)) {
-      for (const auto& point : scale_points(smoke)) report.scale.push_back(measure_scale_point(bench, point));
+      for (const auto& s : scenarios) {
+        const bool wanted = only_scenarios.empty() || std::find(only_scenarios.begin(), only_scenarios.end(),
+                                                                s.tag().substr(1)) != only_scenarios.end();
+        if (!wanted) continue;
+        for (auto& row : measure_throughput(builds, s, only, baseline_first)) {
+          report.throughput.push_back(std::move(row));
+        }
+        baseline_first = !baseline_first;
+      }
+      // A busy machine: spinning processes beside the latency runs, killed when they end.
+      std::vector<std::unique_ptr<test::ChildProcess>> hogs;
+      if (latency_seconds > 0) {
+        for (int i = 0; i < busy; ++i) {
+          hogs.push_back(std::make_unique<test::ChildProcess>(
+              test::ChildProcess::Options{.argv = {"/bin/sh", "-c", "while :; do :; done"},
+                                          .log_path = "/dev/null",
+                                          .run_as = {},
+                                          .extra_env = {}}));
+        }
+      }
+      report.busy = busy;
+      for (const double rate : latency_seconds > 0 ? rates : std::vector<double>{}) {
+        for (const auto c : only) {
+          if (c == Contender::recvlogical || c == Contender::pgoutbox_messages) continue;
+          if (c == Contender::pgoutbox_exactly_once && smoke) continue;
+          for (const auto* b : in_order(builds, c, baseline_first)) {
+            report.latency.push_back(measure_latency(*b, c, rate, latency_seconds, dump_dir));
+          }
+          if (builds_of(builds, c).size() > 1) baseline_first = !baseline_first;
+        }
+      }
+      hogs.clear();
+      if (scale && selected(only, Contender::pgoutbox)) {
+        for (const auto& point : scale_points(smoke)) report.scale.push_back(measure_scale_point(bench, point));
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench failed: %s\n", e.what());
@@ -484,6 +523,15 @@ int main(int argc, char** argv) {
   }
   report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report.load_at_end = load_average();
+  if (topic_limits) {
+    const std::string markdown = to_topic_limits_markdown(report);
+    std::printf("%s", markdown.c_str());
+    if (!readme.empty()) {
+      write_between_markers(readme, markdown, "<!-- bench-topic-limits:begin -->", "<!-- bench-topic-limits:end -->");
+    }
+    progress(fmt::format("topic limits: done in {:.0f} s", report.total_seconds));
+    return 0;
+  }
 
   const std::string markdown = to_markdown(report);
   std::printf("%s", markdown.c_str());

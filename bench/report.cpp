@@ -289,14 +289,91 @@ std::string baseline_table(const Report& r) {
   return out;
 }
 
-}  // namespace
-
-std::string to_markdown(const Report& r) {
+// The command, when it ran, the machine and its load.
+std::string run_header(const Report& r) {
   std::string out;
   out += fmt::format("Command: `{}` — started {} UTC, took {:.0f} s.\n\n", r.command, r.started_utc, r.total_seconds);
   out += fmt::format("Machine: {}\n\n", r.machine);
   out +=
       fmt::format("Load average (1, 5, 15 min): {} at the start, {} at the end.\n\n", r.load_at_start, r.load_at_end);
+  return out;
+}
+
+const TopicLimitsRow* find_topic_limits(const Report& r, Contender c, bool limited, bool oversized) {
+  for (const auto& row : r.topic_limits) {
+    if (row.contender == c && (row.max_message_bytes > 0) == limited && (row.oversized_share > 0) == oversized) {
+      return &row;
+    }
+  }
+  return nullptr;
+}
+
+std::string topic_limits_table(const Report& r) {
+  std::string out =
+      "| delivery | topic max.message.bytes | oversized rows | events | events/s | of reference | first record s | "
+      "relay CPU µs/event | of reference | in the topic | in the dead-letter topic | duplicates | sessions | ran |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto mode : r.topic_limits_spec.modes) {
+    const auto* reference = find_topic_limits(r, mode, false, false);
+    for (const auto& row : r.topic_limits) {
+      if (row.contender != mode) continue;
+      const auto& d = row.result;
+      out += fmt::format(
+          "| {} | {} | {} | {} | {:.0f} | {} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} |\n",
+          mode == Contender::pgoutbox_exactly_once ? "exactly-once" : "at-least-once",
+          row.max_message_bytes > 0 ? std::to_string(row.max_message_bytes) : "default (1 MB)",
+          row.oversized_share > 0 ? fmt::format("{:g}% of transactions ({})", 100 * row.oversized_share, row.oversized)
+                                  : "none",
+          row.events, row.events_per_second(),
+          reference ? fmt::format("{:.0f}%", 100 * row.events_per_second() / reference->events_per_second()) : "—",
+          d.first_seconds, row.cpu_us_per_event(),
+          reference ? fmt::format("{:.2f}×", row.cpu_us_per_event() / reference->cpu_us_per_event()) : "—",
+          d.delivery.distinct, d.dead_letters.distinct, d.delivery.duplicates + d.dead_letters.duplicates,
+          d.sessions ? fmt::format("{:.0f}", *d.sessions) : "—", row.ran);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_topic_limits_markdown(const Report& r) {
+  const auto& spec = r.topic_limits_spec;
+  std::string out = run_header(r);
+  out += fmt::format(
+      "Each case drains a backlog of {} events (10 per transaction, 200 B payloads, 1,000 keys) committed before "
+      "pgoutbox starts, from its own slot, into its own topic ({} partitions) with `poison.policy: dead-letter` into a "
+      "dead-letter topic of its own; events/s from pgoutbox's start until a consumer reading both topics with "
+      "isolation.level=read_committed has seen every event, each in the topic it belongs in (the run stops if one is "
+      "lost or in the other topic, or if exactly-once delivers one twice). Oversized rows: the first event of every "
+      "{:.0f}th transaction carries {} B of base64 text from random bytes, which no codec compresses below three "
+      "quarters of its size. "
+      "Reference = "
+      "the same delivery mode into a topic at the broker's default limit with no oversized row. Sessions = pgoutbox's "
+      "pgoutbox_sessions_started_total at the end (1: no session restarted). Ran = the case's place in the run, after "
+      "an untimed drain of {} events with each mode; the cases without oversized rows share one backlog, written "
+      "{}.\n\n",
+      spec.events, kPartitions, 1 / spec.oversized_share, spec.oversized_bytes, spec.warmup_events,
+      spec.reverse ? "after the other cases ran (`--reverse`)" : "first");
+  out += topic_limits_table(r);
+  out += "\n| target | measured | |\n|---|---|---|\n";
+  const auto* reference = find_topic_limits(r, Contender::pgoutbox_exactly_once, false, false);
+  const auto* limited = find_topic_limits(r, Contender::pgoutbox_exactly_once, true, false);
+  const auto* oversized = find_topic_limits(r, Contender::pgoutbox_exactly_once, true, true);
+  if (reference != nullptr && oversized != nullptr) {
+    const double share = 100 * oversized->events_per_second() / reference->events_per_second();
+    out += fmt::format(
+        "| exactly-once keeps ≥ 50% of its no-refusal events/s while {:g}% of transactions hold an oversized row "
+        "| {:.0f}% ({:.0f} vs {:.0f}; {} of the limited topic's without them) | {} |\n",
+        100 * spec.oversized_share, share, oversized->events_per_second(), reference->events_per_second(),
+        limited ? fmt::format("{:.0f}%", 100 * oversized->events_per_second() / limited->events_per_second()) : "—",
+        verdict(share >= 50));
+  }
+  return out;
+}
+
+std::string to_markdown(const Report& r) {
+  std::string out = run_header(r);
   if (r.busy > 0) {
     out += fmt::format("Busy machine: {} process(es) spinning on the CPU beside every latency run (`--busy {}`).\n\n",
                        r.busy, r.busy);

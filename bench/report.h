@@ -15,6 +15,7 @@
 #include "scale.h"
 #include "stage_probe.h"
 #include "timeline.h"
+#include "topic_limits.h"
 
 namespace pgoutbox::bench {
 
@@ -64,10 +65,15 @@ struct Report {
   std::vector<ThroughputRow> throughput;
   std::vector<LatencyRow> latency;
   std::vector<ScaleRow> scale;
+  // --topic-limits: that run's cases alone, and what they were run with.
+  std::vector<TopicLimitsRow> topic_limits;
+  TopicLimitsSpec topic_limits_spec;
 };
 
 std::string to_markdown(const Report& report);
 std::string to_json(const Report& report);
+// A --topic-limits run: its table and issue 36's target.
+std::string to_topic_limits_markdown(const Report& report);
 // The README's headline: the 10 × 200 B backlog for every contender, with its p99 at 1,000 events/s.
 std::string to_headline_markdown(const Report& report);
 // Replaces the text between "<!-- bench:begin -->" and "<!-- bench:end -->" in `path` (or

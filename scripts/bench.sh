@@ -24,6 +24,12 @@
 # docs/benchmarks.md between its own markers:
 #
 #   scripts/bench.sh --standby [bench_standby options, e.g. --events 500000, --smoke]
+#
+# pgoutbox into a topic whose max.message.bytes is far below librdkafka's batch.size, with and
+# without oversized rows (dead-lettered), against the broker's default limit, in both delivery
+# modes (bench/topic_limits.h), its table written into docs/benchmarks.md between its own markers:
+#
+#   scripts/bench.sh --topic-limits [bench_compare options, e.g. --events-10 500000, --smoke]
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,10 +38,12 @@ cd "$root"
 command="scripts/bench.sh${*:+ $*}"
 baseline=""
 standby=""
+topic_limits=""
 args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --standby) standby=1; shift ;;
+    --topic-limits) topic_limits=1; shift ;;
     --baseline) baseline=${2:?--baseline needs a revision}; shift 2 ;;
     --baseline=*) baseline=${1#--baseline=}; shift ;;
     *) args+=("$1"); shift ;;
@@ -60,6 +68,12 @@ if [ -n "$standby" ]; then
   exit 0
 fi
 cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_polling_relay bench_compare
+if [ -n "$topic_limits" ]; then
+  build/release/bench/bench_compare --topic-limits --command "$command" --readme "$root/docs/benchmarks.md" \
+    ${args[@]+"${args[@]}"}
+  echo "bench: the topic limits table in docs/benchmarks.md"
+  exit 0
+fi
 
 if [ -z "$baseline" ]; then
   build/release/bench/bench_compare --command "$command" --out-dir "$root/bench" --readme "$root/docs/benchmarks.md" \
