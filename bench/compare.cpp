@@ -422,7 +422,8 @@ int main(int argc, char** argv) {
   for (const auto& [name, c] : all) {
     if (std::find(contenders.begin(), contenders.end(), name) != contenders.end()) only.push_back(c);
   }
-  const bool debezium = selected(only, Contender::debezium) || selected(only, Contender::debezium_tuned);
+  const bool debezium =
+      !topic_limits && (selected(only, Contender::debezium) || selected(only, Contender::debezium_tuned));
   if (debezium && !std::filesystem::exists(debezium_libs + "/debezium-connector-postgres-3.6.1.Final.jar")) {
     std::fprintf(stderr, "bench: the Debezium jars are not in %s; run scripts/setup.sh (or --debezium-libs DIR)\n",
                  debezium_libs.c_str());
