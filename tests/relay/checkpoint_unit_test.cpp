@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/relay/checkpoint_trust.h"
 #include "relay_fakes.h"
@@ -234,7 +236,8 @@ TEST(RelayExactlyOnce, TheCommitWaitsForTheReportsAndIsNotCalledFromOne) {
   EXPECT_EQ(h.source.flush, Lsn{0x1000});
 }
 
-// An aborted transaction (a refused record's report) is not aborted from inside that report.
+// An aborted transaction (a refused record's report) is not aborted from inside that report, nor
+// the transactions that publish it again (poison.policy stop ends them).
 TEST(RelayExactlyOnce, AnAbortIsNotCalledFromInsideAReport) {
   Harness h(exactly_once());
   h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
@@ -246,7 +249,9 @@ TEST(RelayExactlyOnce, AnAbortIsNotCalledFromInsideAReport) {
   h.stop_when_done = false;  // the session ends itself
   h.at_once_restarts = 0;
   const auto outcome = h.run();
-  EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << outcome.reason;
+  ASSERT_EQ(outcome.kind, Outcome::Kind::fatal) << outcome.reason;
+  EXPECT_EQ(outcome.cause, Fatal::poison);
+  EXPECT_GE(std::count(h.script.txn_calls.begin(), h.script.txn_calls.end(), "abort"), 2);
   EXPECT_EQ(h.script.txn_calls_inside_a_report, 0);
   EXPECT_TRUE(h.script.committed.empty());
 }
@@ -308,39 +313,32 @@ TEST(RelayExactlyOnce, AFencedProducerExitsWithItsOwnCode) {
   EXPECT_EQ(h.source.flush, Lsn{0x100});
 }
 
-// A record Kafka refuses aborts its transaction; each later session (a retry) remembers it, and
-// after poison.max_retries the policy applies: dead-letter writes it in the transaction. Its first
-// refusal came with its batch, so it is first sent alone, and only refusals alone count.
-TEST(RelayExactlyOnce, ARefusedRecordIsRetriedBySessionsThenDeadLettered) {
+// A record Kafka refuses aborts its transaction, which is published again in the same session,
+// the record remembered; after poison.max_retries refusals the policy applies: dead-letter writes
+// it in the transaction. Its first refusal came with its batch, so it is first sent alone, and
+// only refusals alone count: 1 + 3 aborts, one session, the others committed once.
+TEST(RelayExactlyOnce, ARefusedRecordIsRetriedThenDeadLetteredInTheSameSession) {
   auto config = exactly_once();
   config.poison.max_retries = 2;
   config.poison.policy = config::PoisonPolicy::dead_letter;
-  auto refused = std::make_shared<RefusedRecords>();
-  for (int session = 1; session <= 5; ++session) {
-    Harness h(config);
-    h.refused = refused;
-    h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
-      if (p.record.event_id == "00000000-0000-0000-0000-000000000002" && p.record.topic != "dlq")
-        return refused_for_size();
-      return std::nullopt;
-    };
-    h.source.push(relation());
-    h.txn(0x1000, 3, 1);
-    h.stop_when_done = session > 4;  // the first four sessions end themselves
-    h.at_once_restarts = 0;          // each session is this loop's
-    const auto outcome = h.run();
-    if (session <= 4) {
-      EXPECT_EQ(outcome.kind, Outcome::Kind::reconnect) << "session " << session << ": " << outcome.reason;
-      EXPECT_TRUE(h.script.committed.empty()) << "session " << session;
-      EXPECT_EQ(refused->begin()->second.attempts, static_cast<std::uint32_t>(session - 1));
-      continue;
-    }
-    EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
-    const auto ids = ids_of(h.script.committed);
-    ASSERT_EQ(ids.size(), 3U);
-    EXPECT_EQ(h.script.committed[1].topic, "dlq");
-    EXPECT_EQ(h.source.flush, Lsn{0x1000});
-  }
+  Harness h(config);
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.event_id == "00000000-0000-0000-0000-000000000002" && p.record.topic != "dlq")
+      return refused_for_size();
+    return std::nullopt;
+  };
+  h.source.push(relation());
+  h.txn(0x1000, 3, 1);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(h.sessions, 1);
+  EXPECT_EQ(std::count(h.script.txn_calls.begin(), h.script.txn_calls.end(), "abort"), 4);
+  ASSERT_EQ(h.refused->size(), 1U);
+  EXPECT_EQ(h.refused->begin()->second.attempts, 3U);
+  const auto ids = ids_of(h.script.committed);
+  ASSERT_EQ(ids.size(), 3U);
+  EXPECT_EQ(h.script.committed[1].topic, "dlq");
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
 }
 
 // Exactly-once with the checkpoint: what an earlier session committed is skipped.
