@@ -6,10 +6,10 @@
 // crashes Postgres, in a seeded random order, and lowers the topic's limit to 8,192 bytes while
 // pgoutbox streams (then puts it back): batches pgoutbox built under the old limit are refused
 // whole, a refusal it could not foresee (exactly-once publishes the transaction again in the same
-// session, at-least-once's gapless producer stops; the batch's records go alone). Then a read_committed consumer holds Kafka against
-// what committed: every row delivered (exactly once in exactly-once), in per-key commit order,
-// each oversized row dead-lettered, no rolled-back row anywhere, the slot caught up once the
-// writers stop.
+// session, at-least-once's gapless producer stops; the batch's records go alone). Then a
+// read_committed consumer holds Kafka against what committed: every row delivered (exactly once
+// in exactly-once), in per-key commit order, each oversized row dead-lettered, no rolled-back row
+// anywhere, the slot caught up once the writers stop.
 //
 //   PGOUTBOX_FAULT_SECONDS   the length of the writes and faults (default 25)
 //   PGOUTBOX_FAULT_SEED      the seed of the writers' mix and of the faults (default: random, printed)
