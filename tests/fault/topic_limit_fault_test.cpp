@@ -167,8 +167,9 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
       .add_ms("caught_up_after_writers_stopped", *caught_up);
   for (const auto& [name, count] : faults) figures.add(name, count);
   // How often a refusal pgoutbox could not foresee was served (the log of every process is kept).
-  figures.add("batches_refused_alo", static_cast<double>(occurrences(dir.path() + "/pgoutbox.log",
-                                                                    "Kafka refused a batch for good")))
+  figures
+      .add("batches_refused_alo",
+           static_cast<double>(occurrences(dir.path() + "/pgoutbox.log", "Kafka refused a batch for good")))
       .add("transactions_published_again_eos",
            static_cast<double>(occurrences(dir.path() + "/pgoutbox.log", "published again in a new one")));
 
