@@ -21,7 +21,7 @@ bool is_batched(DeliveryCookie cookie) { return !cookie.isolated && !cookie.dead
 
 AtLeastOnce::AtLeastOnce(const PathContext& context)
     : context_(context),
-      rules_{context.config.poison, context.config.reconnect.max, 0},
+      rules_{context.config.poison, context.config.reconnect.max, context.start.jitter_seed},
       poison_(context.config.poison, context.tracker, context.counters, context.observer, context.events),
       backlog_(
           context.clock, [this](const outbox::Record& r, DeliveryCookie c) { return try_send(r, c); },

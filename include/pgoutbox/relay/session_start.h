@@ -70,6 +70,9 @@ struct SessionStart {
   // The producers' batch.size this session: a topic whose max.message.bytes is below it ends the
   // session at once, and the next one's producers keep their batches under it. 0: not compared.
   std::size_t batch_size = 0;
+  // The jitter of poison.retry_backoff's delays (Backoff's seed); 0: random. The simulator sets
+  // it, so that a seed replays exactly.
+  std::uint64_t jitter_seed = 0;
 };
 
 }  // namespace pgoutbox::relay
