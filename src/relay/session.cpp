@@ -58,22 +58,6 @@ SessionOptions with_limits(const config::Config& config, SessionOptions options)
   return options;
 }
 
-// The batch.size of this session's producers: under the smallest max.message.bytes of the
-// topics known before any row arrives and of those earlier sessions wrote (docs/spec.md I13).
-std::size_t producer_batch_size(const config::Config& config, kafka::TopicLimits* limits) {
-  kafka::ProducerSettings settings;
-  settings.properties = config.kafka.properties;
-  if (limits != nullptr) {
-    for (const auto& topic : config::known_topics(config)) limits->of(topic);
-    settings.batch_limit = limits->smallest().value_or(0);
-  }
-  try {
-    return kafka::effective_batch_size(settings);
-  } catch (const std::invalid_argument&) {
-    return 0;  // the producer refuses the properties when the session opens it
-  }
-}
-
 // The replication stream as the relay's change source.
 class StreamSource final : public ChangeSource, private replication::StreamHandler {
  public:
@@ -206,6 +190,20 @@ class BackfillObserver final : public Observer {
 };
 
 }  // namespace
+
+std::size_t producer_batch_size(const config::Config& config, kafka::TopicLimits* limits) {
+  kafka::ProducerSettings settings;
+  settings.properties = config.kafka.properties;
+  if (limits != nullptr) {
+    for (const auto& topic : config::known_topics(config)) limits->of(topic);
+    settings.batch_limit = limits->smallest().value_or(0);
+  }
+  try {
+    return kafka::effective_batch_size(settings);
+  } catch (const std::invalid_argument&) {
+    return 0;  // the producer refuses the properties when the session opens it
+  }
+}
 
 // Connects and checks everything START_REPLICATION relies on; on success the connection
 // streams from the slot and `slot_confirmed` is where the slot stood.

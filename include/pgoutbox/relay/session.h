@@ -40,6 +40,12 @@ struct SessionOptions {
   std::shared_ptr<kafka::TopicLimits> topic_limits;
 };
 
+// The batch.size of a session's producers: under the smallest max.message.bytes of the topics
+// known before any row arrives (config::known_topics, read here) and of those earlier sessions
+// wrote (docs/spec.md I13). 0 when the producer would refuse the properties. The simulator
+// (tests/sim) calls it as Session does.
+std::size_t producer_batch_size(const config::Config& config, kafka::TopicLimits* limits);
+
 class Session {
  public:
   // `observer` (may be null) hears about every event and state change; it must outlive the Session.
