@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pgoutbox/kafka/record_size.h"
+
 namespace pgoutbox::sim {
 
 using namespace std::chrono_literals;
@@ -19,23 +21,36 @@ kafka::DeliveryError error_of(kafka::DeliveryFailure kind, std::string code, boo
 
 // One producer: what librdkafka's does as far as the relay can tell. Records go out in produce
 // order; a record that fails with a retriable error fails every later queued record of its topic
-// too (the idempotent producer keeps a partition's order); a refused record fails its batch.
+// too (the idempotent producer keeps a partition's order). The records produced to a topic at
+// one moment (linger.ms) are cut into batches of at most batch.size bytes, a record larger than
+// that in a batch of its own (an isolated producer's batches hold one record); the broker takes
+// or refuses a batch whole: too large for its topic's max.message.bytes, or holding a record a
+// broker policy refuses.
 class SimSink final : public kafka::Sink {
  public:
-  SimSink(SimKafka& kafka, kafka::SinkOptions options)
+  SimSink(SimKafka& kafka, kafka::SinkOptions options, std::size_t batch_size)
       : kafka_(kafka),
         options_(std::move(options)),
+        batch_size_(batch_size),
         fd_(::eventfd(0, EFD_NONBLOCK)),
         alive_(std::make_shared<bool>(true)) {}
   ~SimSink() override {
     *alive_ = false;
     // A producer that goes away (a killed process, or a session's end) may have written a
-    // prefix of what it still held; a transactional one left it in its open transaction.
+    // prefix of what it still held (batches the broker takes); a transactional one left it in
+    // its open transaction.
     std::uniform_int_distribution<std::size_t> pick(0, queue_.size());
     const auto written = pick(kafka_.rng());
     if (!kafka_.down() && !fenced_ && !fatal_) {
       for (std::size_t i = 0; i < written; ++i) {
-        if (!kafka_.refuses(queue_[i].record)) kafka_.write(queue_[i].record, txn_);
+        if (!queue_[i].accepted) {
+          BatchSize size;
+          if (verdict(i, size)) {
+            if (options_.gapless) break;  // nothing after a refused batch is written
+            continue;
+          }
+        }
+        kafka_.write(queue_[i].record, txn_);
       }
     }
     ::close(fd_);
@@ -51,20 +66,23 @@ class SimSink final : public kafka::Sink {
     }
     if (queue_.size() + ready_.size() >= kafka_.faults().queue_capacity) return Produced::queue_full;
     const auto now = kafka_.clock().now();
-    if (now != batch_time_) {
-      batch_time_ = now;
-      ++batch_;
-    }
-    queue_.push_back({record, cookie, now, batch_});
-    spdlog::trace("sim kafka: produce {} to {} (txn {}, batch {})", record.event_id, record.topic, txn_, batch_);
+    const auto bytes = SimKafka::record_bytes(record);
+    if (kafka_.watch.produced) kafka_.watch.produced(record, bytes);
+    const auto reading = kafka_.watch.reading ? kafka_.watch.reading(record.topic) : 0;
+    const auto batch = batch_for(record.topic, bytes, now);
+    queue_.push_back({record, cookie, now, batch, bytes, reading, false});
+    spdlog::trace("sim kafka: produce {} to {} ({} bytes, txn {}, batch {})", record.event_id, record.topic, bytes,
+                  txn_, batch);
     schedule();
     return Produced::ok;
   }
   void poll() override {
     while (!ready_.empty()) {
-      const auto d = std::move(ready_.front());
+      const auto r = std::move(ready_.front());
       ready_.pop_front();
-      options_.on_delivery(d);
+      if (r.size_refusal_reading && kafka_.watch.size_refusal_reported)
+        kafka_.watch.size_refusal_reported(*r.size_refusal_reading);
+      options_.on_delivery(r.delivery);
     }
   }
   bool flush(std::chrono::milliseconds /*timeout*/) override {
@@ -131,7 +149,55 @@ class SimSink final : public kafka::Sink {
     std::uint64_t cookie;
     Time produced;
     std::uint64_t batch;
+    std::size_t bytes;      // what it adds to its batch
+    std::uint64_t reading;  // the relay's reading of its topic's limit when it was produced
+    bool accepted;          // its batch was taken (the rest of it is written in turn)
   };
+  struct Ready {
+    kafka::Delivery delivery;
+    // A record of a batch of several refused for its size: the reading of the limit it was sent
+    // under (the relay learns of the refusal when it is served).
+    std::optional<std::uint64_t> size_refusal_reading;
+  };
+  struct OpenBatch {
+    std::uint64_t id = 0;
+    Time at{};
+    std::size_t bytes = 0;
+  };
+  struct BatchSize {
+    std::size_t bytes = SimKafka::kBatchHeader;
+    std::size_t records = 0;
+  };
+
+  // The batch a record produced now to `topic` goes into: the topic's open one while it was
+  // opened at this moment and the record fits within batch.size, else a new one.
+  std::uint64_t batch_for(const std::string& topic, std::size_t bytes, Time now) {
+    if (options_.isolated) return ++batch_;  // batch.num.messages=1
+    auto& open = open_[topic];
+    if (open.id != 0 && open.at == now && open.bytes + bytes <= batch_size_) {
+      open.bytes += bytes;
+      return open.id;
+    }
+    open = OpenBatch{++batch_, now, SimKafka::kBatchHeader + bytes};
+    return open.id;
+  }
+  // The broker's verdict on the batch of queue_[first] (its first record still queued): a
+  // refusal, or nullopt. Its records were produced at one moment, so they all come before the
+  // first record produced later.
+  std::optional<kafka::DeliveryError> verdict(std::size_t first, BatchSize& size) const {
+    const auto& head = queue_[first];
+    std::optional<kafka::DeliveryError> policy;
+    for (std::size_t i = first; i < queue_.size() && queue_[i].produced == head.produced; ++i) {
+      if (queue_[i].batch != head.batch) continue;
+      size.bytes += queue_[i].bytes;
+      ++size.records;
+      if (!policy) policy = kafka_.policy_refusal(queue_[i].record);
+    }
+    if (size.bytes > kafka_.limit(head.record.topic)) {
+      return error_of(kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", true);
+    }
+    return policy;
+  }
 
   bool transactional() const { return !options_.transactional_id.empty(); }
   // A newer producer of the same transactional id was initialised: this one is fenced.
@@ -155,18 +221,20 @@ class SimSink final : public kafka::Sink {
       schedule();
     });
   }
-  void report(kafka::Delivery d) {
+  void report(kafka::Delivery d, std::optional<std::uint64_t> size_refusal_reading = std::nullopt) {
     if (d.error && transactional()) txn_failed_ = true;
-    ready_.push_back(std::move(d));
+    ready_.push_back({std::move(d), size_refusal_reading});
   }
   void notify() {
     if (ready_.empty()) return;
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto n = ::write(fd_, &one, sizeof one);
   }
-  void fail_front(const kafka::DeliveryError& error, bool written) {
-    auto q = std::move(queue_.front());
-    queue_.pop_front();
+  void fail_front(const kafka::DeliveryError& error, bool written) { fail(queue_.begin(), error, written); }
+  std::deque<Queued>::iterator fail(std::deque<Queued>::iterator at, const kafka::DeliveryError& error, bool written,
+                                    std::optional<std::uint64_t> size_refusal_reading = std::nullopt) {
+    auto q = std::move(*at);
+    const auto next = queue_.erase(at);
     spdlog::trace("sim kafka: {} of {} failed: {}", q.record.event_id, q.record.topic, error.code);
     if (written) kafka_.write(q.record, txn_);
     kafka::Delivery d;
@@ -175,7 +243,39 @@ class SimSink final : public kafka::Sink {
     d.weight = q.record.weight();
     d.error = error;
     d.record = std::move(q.record);
-    report(std::move(d));
+    report(std::move(d), size_refusal_reading);
+    return next;
+  }
+  // Kafka refuses the front record's batch whole: each of its records reports the error, in
+  // their order; records of other batches stay queued.
+  void refuse_front_batch(const kafka::DeliveryError& refused, const BatchSize& size) {
+    const auto batch = queue_.front().batch;
+    const auto produced = queue_.front().produced;
+    const auto topic = queue_.front().record.topic;
+    const auto reading = queue_.front().reading;
+    if (refused.size_refusal && kafka_.watch.size_refused) {
+      kafka_.watch.size_refused(
+          SizeRefusal{topic, size.bytes, size.records, kafka_.limit(topic), options_.isolated, reading});
+    }
+    spdlog::trace("sim kafka: batch {} of {} ({} record(s), {} bytes) refused: {}", batch, topic, size.records,
+                  size.bytes, refused.code);
+    // A gapless producer (SinkOptions::gapless) stops at a batch refused for good; its fatal
+    // state is set before the batch's records report the broker's error.
+    if (options_.gapless) {
+      fatal_ = kafka::SinkFatal{kafka::SinkFatal::Kind::gap, "_GAPLESS_GUARANTEE (simulated)"};
+    }
+    std::optional<std::uint64_t> told;
+    if (refused.size_refusal && !options_.isolated && size.records > 1) told = reading;
+    for (auto it = queue_.begin(); it != queue_.end() && it->produced == produced;) {
+      if (it->batch != batch) {
+        ++it;
+        continue;
+      }
+      if (refused.size_refusal || !kafka_.policy_refusal(it->record))
+        kafka_.refused_with_batch.insert(it->record.event_id);
+      it = fail(it, refused, false, told);
+    }
+    if (open_[topic].id == batch) open_[topic].id = 0;
   }
   // Moves the queue on: during an outage only timeouts; else writes (or refuses) what is queued.
   void advance() {
@@ -190,28 +290,25 @@ class SimSink final : public kafka::Sink {
     }
     std::size_t n = std::min<std::size_t>(queue_.size(), 256);
     while (n-- > 0 && !queue_.empty()) {
-      const auto& front = queue_.front();
-      if (kafka_.refuses(front.record)) {
-        const auto refused = error_of(kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", true);
-        const auto batch = front.batch;
-        const auto topic = front.record.topic;
-        // A gapless producer (SinkOptions::gapless) stops at a batch refused for good; its fatal
-        // state is set before the batch's records report the broker's error.
-        if (options_.gapless) {
-          fatal_ = kafka::SinkFatal{kafka::SinkFatal::Kind::gap, "_GAPLESS_GUARANTEE (simulated)"};
+      if (!queue_.front().accepted) {
+        BatchSize size;
+        if (const auto refused = verdict(0, size)) {
+          refuse_front_batch(*refused, size);
+          if (fatal_) {
+            // Nothing after the refused batch is written: what the producer still holds is purged.
+            while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::retriable, "_PURGE_QUEUE"), false);
+            break;
+          }
+          continue;
         }
-        fail_front(refused, false);
-        // Kafka refuses the whole batch the record was in.
-        while (!queue_.empty() && queue_.front().batch == batch && queue_.front().record.topic == topic) {
-          kafka_.refused_with_batch.insert(queue_.front().record.event_id);
-          fail_front(refused, false);
+        // Taken: the batch is sealed, and its records are written in turn.
+        const auto batch = queue_.front().batch;
+        const auto produced = queue_.front().produced;
+        for (auto it = queue_.begin(); it != queue_.end() && it->produced == produced; ++it) {
+          if (it->batch == batch) it->accepted = true;
         }
-        if (fatal_) {
-          // Nothing after the refused batch is written: what the producer still holds is purged.
-          while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::retriable, "_PURGE_QUEUE"), false);
-          break;
-        }
-        continue;
+        auto& open = open_[queue_.front().record.topic];
+        if (open.id == batch) open.id = 0;
       }
       // Without it, librdkafka bumps the epoch after a refused batch and writes the later ones
       // (what this loop does when it goes on).
@@ -230,12 +327,13 @@ class SimSink final : public kafka::Sink {
 
   SimKafka& kafka_;
   kafka::SinkOptions options_;
+  std::size_t batch_size_;  // librdkafka's batch.size
   int fd_;
   std::shared_ptr<bool> alive_;  // the clock's callbacks outlive the sink
   std::deque<Queued> queue_;
-  std::deque<kafka::Delivery> ready_;
+  std::deque<Ready> ready_;
+  std::map<std::string, OpenBatch> open_;  // by topic
   bool scheduled_ = false;
-  Time batch_time_{};
   std::uint64_t batch_ = 0;
   std::uint32_t epoch_ = 0;
   std::uint64_t txn_ = 0;
@@ -249,10 +347,19 @@ std::string visible_key(const std::string& topic, const std::string& event_id) {
 
 }  // namespace
 
-kafka::SinkFactory SimKafka::factory() {
-  return [this](kafka::SinkOptions options) -> std::unique_ptr<kafka::Sink> {
-    return std::make_unique<SimSink>(*this, std::move(options));
+kafka::SinkFactory SimKafka::factory(std::size_t batch_size) {
+  return [this, batch_size](kafka::SinkOptions options) -> std::unique_ptr<kafka::Sink> {
+    return std::make_unique<SimSink>(*this, std::move(options), batch_size);
   };
+}
+
+std::size_t SimKafka::limit(const std::string& topic) const {
+  const auto it = limits_.find(topic);
+  return it == limits_.end() ? kafka::kKafkaDefaultMaxMessageBytes : it->second;
+}
+
+std::size_t SimKafka::record_bytes(const outbox::Record& record) {
+  return kafka::batch_bytes(record, "none") - kBatchHeader;
 }
 
 bool SimKafka::down() const {
@@ -275,9 +382,11 @@ Time SimKafka::up_again() const {
   return when;
 }
 
-bool SimKafka::refuses(const outbox::Record& record) const {
-  if (record.topic == faults_.dead_letter_topic) return faults_.dead_letter_refuses;
-  return record.value.find("POISON") != std::string::npos;
+std::optional<kafka::DeliveryError> SimKafka::policy_refusal(const outbox::Record& record) const {
+  const bool refused = record.topic == faults_.dead_letter_topic ? faults_.dead_letter_refuses
+                                                                 : record.value.find("POISON") != std::string::npos;
+  if (!refused) return std::nullopt;
+  return error_of(kafka::DeliveryFailure::permanent, "POLICY_VIOLATION");
 }
 
 bool SimKafka::fatal_due() {

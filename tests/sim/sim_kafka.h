@@ -1,17 +1,20 @@
 #pragma once
 
 // The simulator's Kafka: one partition per topic, idempotent and transactional producers with
-// fencing by epoch, per-record refusals, acknowledgements that get lost after the write, outages
-// during which nothing is written and records time out, a full producer queue, a fatal
-// idempotence error, coordinator aborts, and the records a killed producer still had in flight.
-// Everything happens on the simulation's virtual clock (tests/support/virtual_clock.h); a
-// seeded generator makes every choice, so a seed replays exactly.
+// fencing by epoch, batches cut by bytes (batch.size) and refused whole, each topic's
+// max.message.bytes (which an operator may lower while it runs), refusals no limit explains (a
+// broker policy), acknowledgements that get lost after the write, outages during which nothing
+// is written and records time out, a full producer queue, a fatal idempotence error, coordinator
+// aborts, and the records a killed producer still had in flight. Everything happens on the
+// simulation's virtual clock (tests/support/virtual_clock.h); a seeded generator makes every
+// choice, so a seed replays exactly.
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -21,6 +24,7 @@
 #include "../support/virtual_clock.h"
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/sink.h"
+#include "pgoutbox/kafka/topic_limits.h"
 
 namespace pgoutbox::sim {
 
@@ -36,6 +40,29 @@ struct KafkaFaults {
   std::string dead_letter_topic;
 };
 
+// A batch Kafka refused for its size (MSG_SIZE_TOO_LARGE), for the simulation's checks.
+struct SizeRefusal {
+  std::string topic;
+  std::size_t bytes = 0;    // the batch's
+  std::size_t records = 0;  // in the batch
+  std::size_t limit = 0;    // the topic's max.message.bytes when it was refused
+  bool isolated = false;    // from a producer of batches of one
+  // The relay's reading of the topic's limit when the batch's first record was produced (see
+  // LimitWatch::reading).
+  std::uint64_t reading = 0;
+};
+
+// What the simulation follows of the limits as producers use them (simulation.cpp's checks).
+struct LimitWatch {
+  // Which reading of `topic`'s limit the relay holds now (0: none).
+  std::function<std::uint64_t(const std::string& topic)> reading;
+  // A record was handed to a producer; `bytes` is what it adds to a batch.
+  std::function<void(const outbox::Record& record, std::size_t bytes)> produced;
+  std::function<void(const SizeRefusal&)> size_refused;
+  // The reports of a size refusal of a batched producer were handed to the relay.
+  std::function<void(std::uint64_t reading)> size_refusal_reported;
+};
+
 class SimKafka {
  public:
   SimKafka(test::VirtualClock& clock, Rng& rng, KafkaFaults faults)
@@ -46,7 +73,15 @@ class SimKafka {
     std::uint64_t txn = 0;  // 0: not transactional
   };
 
-  kafka::SinkFactory factory();
+  // Producers whose batches hold up to `batch_size` bytes (librdkafka's batch.size).
+  kafka::SinkFactory factory(std::size_t batch_size);
+  // A topic's max.message.bytes (Kafka's default unless set); set_limit changes it at once.
+  std::size_t limit(const std::string& topic) const;
+  void set_limit(const std::string& topic, std::size_t bytes) { limits_[topic] = bytes; }
+  // What a record adds to a batch: its encoded size (kafka::batch_bytes without compression,
+  // which the simulated relay is configured with, less the batch's header).
+  static std::size_t record_bytes(const outbox::Record& record);
+  static constexpr std::size_t kBatchHeader = 61;  // a v2 record batch's header (record_size.cpp)
   void add_outage(Time from, Time to) { faults_.outages.emplace_back(from, to); }
   void break_idempotence_at(Time when) { faults_.idempotence_fatal = std::min(faults_.idempotence_fatal, when); }
   bool down() const;
@@ -70,12 +105,16 @@ class SimKafka {
   void end_txn(std::uint64_t txn, bool commit);
   std::uint32_t bump_epoch(const std::string& transactional_id);  // aborts the id's open transaction
   std::uint32_t epoch(const std::string& transactional_id) const;
-  bool refuses(const outbox::Record& record) const;
+  // The refusal a broker policy gives the record whatever its size (poison rows, a dead-letter
+  // topic that refuses everything), or nullopt.
+  std::optional<kafka::DeliveryError> policy_refusal(const outbox::Record& record) const;
   bool fatal_due();  // the idempotence fault fires now (once)
   // Told the records of each Kafka transaction as it commits (visible to read_committed by then).
   std::function<void(const std::vector<const outbox::Record*>&)> on_commit;
-  // Records refused only because their batch held a refused record (for the report).
+  // Records refused only because their batch held a refused record, or was too large (for the
+  // report).
   std::set<std::string> refused_with_batch;
+  LimitWatch watch;
 
  private:
   enum class TxnState { open, committed, aborted };
@@ -92,6 +131,7 @@ class SimKafka {
   std::map<std::string, std::vector<Entry>> logs_;
   std::vector<Txn> txns_;  // txn id - 1
   std::map<std::string, std::uint32_t> epochs_;
+  std::map<std::string, std::size_t> limits_;     // max.message.bytes by topic
   std::unordered_map<std::string, int> visible_;  // topic + '\0' + event id → copies
   bool fatal_fired_ = false;
 };

@@ -11,9 +11,16 @@ namespace {
 constexpr std::size_t kMessagesPerRead = 64;  // what one read of the socket hands over
 constexpr auto kKeepaliveInterval = 500ms;
 
+// The row's payload (a JSON object): a policy refuses one that says POISON.
+std::string payload(const Row& row) {
+  if (row.poison) return R"({"POISON":true})";
+  if (row.pad > 0) return fmt::format(R"({{"pad":"{}"}})", std::string(row.pad, 'x'));
+  return "{}";
+}
+
 rt::Bytes message(const Row& row, Lsn lsn) {
   const std::string envelope = fmt::format(R"({{"id":"{}","aggregatetype":"{}","aggregateid":"{}","payload":{}}})",
-                                           row.event_id, row.type, row.key, row.poison ? R"({"POISON":true})" : "{}");
+                                           row.event_id, row.type, row.key, payload(row));
   return rt::MessageBuilder('M')
       .int8(row.kind == Row::Kind::message ? 1 : 0)
       .int64(lsn.value)
@@ -117,9 +124,8 @@ void SimSource::pump() {
       handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, b});
     } else if (part_ <= txn.rows.size()) {
       const auto& row = txn.rows[part_ - 1];
-      const auto change = row.kind == Row::Kind::message
-                              ? message(row, txn.commit_lsn)
-                              : rt::insert(row.id, row.key, row.poison ? R"({"POISON":true})" : "{}", row.type);
+      const auto change = row.kind == Row::Kind::message ? message(row, txn.commit_lsn)
+                                                         : rt::insert(row.id, row.key, payload(row), row.type);
       ++part_;
       handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, change});
     } else {

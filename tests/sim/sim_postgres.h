@@ -18,8 +18,15 @@ struct Row {
   int id = 0;
   std::string event_id;
   std::string key;
-  std::string type;  // aggregatetype: the topic's suffix
-  bool poison = false;
+  std::string type;     // aggregatetype: the topic's suffix
+  bool poison = false;  // a broker policy refuses it, whatever its size
+  // Bytes of padding in its payload: a row larger than its topic's max.message.bytes is
+  // `oversized` (the relay can tell before sending it: poison.policy applies), or
+  // `maybe_oversized` when only a limit lowered while the relay runs makes it so (the relay
+  // learns it from Kafka's refusal, or reads the lowered limit first).
+  std::size_t pad = 0;
+  bool oversized = false;
+  bool maybe_oversized = false;
   // A logical decoding message (pg_logical_emit_message) instead of an insert: transactional in
   // its transaction; non-transactional, alone between transactions (poison NON_TRANSACTIONAL).
   enum class Kind { insert, message, non_transactional_message } kind = Kind::insert;

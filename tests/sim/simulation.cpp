@@ -9,7 +9,9 @@
 #include <set>
 
 #include "../relay/relay_fakes.h"
+#include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/relay/relay.h"
+#include "pgoutbox/relay/session.h"
 #include "sim_kafka.h"
 #include "sim_postgres.h"
 
@@ -27,6 +29,47 @@ const std::string kDeadLetterTopic = "dlq";
 const std::string kCheckpointTopic = "pgoutbox.checkpoints";
 
 std::string topic_of(const Row& row) { return "outbox.event." + row.type; }
+const char* const kTypes[] = {"A", "B"};  // the rows' aggregatetypes: topics outbox.event.A and .B
+
+// The relay's kafka::TopicLimits in the simulator: DescribeConfigs of the simulated Kafka's
+// limits. While Kafka is down the request fails and Kafka's default is assumed, as the daemon's
+// ClusterTopicLimits does after its 3 s timeout (not waited here), and read again after a minute
+// or when a refusal for size makes the relay forget it. It notes each reading for the checks.
+class SimTopicLimits final : public kafka::TopicLimits {
+ public:
+  SimTopicLimits(SimKafka& kafka, std::uint64_t& readings) : kafka_(kafka), readings_(readings) {}
+  // The reading of `topic`'s limit this process made last (0: none): what its producers send under.
+  std::uint64_t reading(const std::string& topic) const {
+    const auto it = last_.find(topic);
+    return it == last_.end() ? 0 : it->second;
+  }
+  // This process read `topic`'s limit, and every reading it made gave the limit as it still is:
+  // whatever the relay decided about the topic, it decided knowing its limit.
+  bool knows(const std::string& topic) const { return last_.contains(topic) && !wrong_.contains(topic); }
+  // The topic's limit changed: what this process read of it no longer holds.
+  void changed(const std::string& topic) {
+    if (last_.contains(topic)) wrong_.insert(topic);
+  }
+
+ protected:
+  kafka::TopicLimit read(const std::string& topic) override {
+    kafka::TopicLimit limit;
+    if (!kafka_.down()) {
+      limit.max_message_bytes = kafka_.limit(topic);
+      limit.source = kafka::TopicLimit::Source::topic;
+    }
+    last_[topic] = ++readings_;
+    if (limit.max_message_bytes != kafka_.limit(topic)) wrong_.insert(topic);
+    return limit;
+  }
+  std::chrono::steady_clock::time_point now() const override { return kafka_.clock().now(); }
+
+ private:
+  SimKafka& kafka_;
+  std::uint64_t& readings_;  // the simulation's count, so that readings differ across processes
+  std::map<std::string, std::uint64_t> last_;
+  std::set<std::string> wrong_;
+};
 
 const char* kind_name(Fault::Kind kind) {
   switch (kind) {
@@ -56,6 +99,14 @@ class Run {
     if (s.delivery == config::Delivery::exactly_once) {
       kafka_.on_commit = [this](const std::vector<const outbox::Record*>& records) { on_kafka_commit(records); };
     }
+    for (std::size_t t = 0; t < 2; ++t) kafka_.set_limit(std::string("outbox.event.") + kTypes[t], s.limits[t]);
+    kafka_.set_limit(kDeadLetterTopic, s.dead_letter_limit);
+    kafka_.watch.reading = [this](const std::string& topic) { return limits_ ? limits_->reading(topic) : 0; };
+    kafka_.watch.produced = [this](const outbox::Record& record, std::size_t bytes) { on_produced(record, bytes); };
+    kafka_.watch.size_refused = [this](const SizeRefusal& refusal) { on_size_refusal(refusal); };
+    kafka_.watch.size_refusal_reported = [this](std::uint64_t reading) {
+      told_.try_emplace(reading, verdict_.sessions);
+    };
   }
 
   Verdict go() {
@@ -67,6 +118,7 @@ class Run {
     save_slot_periodically();
     while (!done_ && verdict_.ok) {
       run_process();
+      limits_ = nullptr;  // the process's, gone with it
       if (done_ || !verdict_.ok) break;
       advance_to(restart_at_);
     }
@@ -100,6 +152,8 @@ class Run {
     c.kafka.send_when_caught_up = s.send_when_caught_up;
     c.kafka.alternate_producers = s.alternate_producers;
     c.shutdown_timeout = 5s;
+    // The simulated broker measures batches uncompressed: so does the relay (kafka::batch_bytes).
+    c.kafka.properties["compression.type"] = "none";
     config::MessageConfig m;
     m.prefix = "outbox";
     c.messages.push_back(m);
@@ -160,7 +214,8 @@ class Run {
         row.type = std::bernoulli_distribution(0.5)(plan) ? "A" : "B";
         row.poison = std::bernoulli_distribution(s_.poison)(plan);
         if (std::bernoulli_distribution(s_.messages)(plan)) row.kind = Row::Kind::message;
-        if (row.poison) {
+        if (!row.poison && (s_.oversized > 0 || s_.large > 0)) size_row(row, plan);
+        if (row.poison || row.oversized || row.maybe_oversized) {
           any_poison_ = true;
           ++poison_rows_;
         }
@@ -185,7 +240,42 @@ class Run {
     slot_.confirmed = slot_.saved = slot_.wal_end = Lsn{0x100};
   }
 
+  // Pads a row against its topic's limit (only limits of up to 64 KiB: rows stay small): larger
+  // than the limit, or larger than the producers' batch.size under it (batch_size_under keeps
+  // 512 bytes below the limit; the batch header, the key, the headers and the payload's JSON add
+  // about 135 bytes to the padding, so a padding 360-460 bytes short of the limit makes a record
+  // that fits only a batch of its own). A row that only a lowered limit makes too large may go
+  // either way.
+  void size_row(Row& row, Rng& plan) {
+    const int t = row.type == "A" ? 0 : 1;
+    const std::size_t limit = s_.limits[static_cast<std::size_t>(t)];
+    if (limit > 65'536) return;
+    const auto uniform = [&](int lo, int hi) {
+      return static_cast<std::size_t>(std::uniform_int_distribution<int>(lo, hi)(plan));
+    };
+    if (std::bernoulli_distribution(s_.oversized)(plan)) {
+      row.pad = limit + uniform(1, 1500);
+    } else if (std::bernoulli_distribution(s_.large)(plan)) {
+      row.pad = limit - 460 + uniform(0, 100);
+    } else if (s_.lowered && s_.lowered->topic == t && std::bernoulli_distribution(s_.oversized)(plan)) {
+      row.pad = s_.lowered->bytes + uniform(1, 1500);
+    }
+    row.oversized = row.pad > limit;
+    // With a margin over those 135 bytes.
+    row.maybe_oversized = !row.oversized && s_.lowered && s_.lowered->topic == t && row.pad + 300 > s_.lowered->bytes;
+  }
+
   void plan_faults() {
+    if (s_.lowered) {
+      const auto topic = std::string("outbox.event.") + kTypes[s_.lowered->topic];
+      const auto bytes = s_.lowered->bytes;
+      quiet_ = std::max(quiet_, start_ + s_.lowered->at);
+      clock_.schedule(start_ + s_.lowered->at, [this, topic, bytes] {
+        spdlog::debug("sim: topic {}'s max.message.bytes lowered to {}", topic, bytes);
+        kafka_.set_limit(topic, bytes);
+        if (limits_ != nullptr) limits_->changed(topic);
+      });
+    }
     for (const auto& f : s_.faults) {
       const auto at = start_ + f.at;
       quiet_ = std::max(quiet_, at + f.length);
@@ -227,6 +317,8 @@ class Run {
     const std::uint64_t sessions_per_poison_row =
         s_.delivery == config::Delivery::exactly_once ? s_.max_retries + 2 : 1;
     bound += poison_rows_ * sessions_per_poison_row * std::chrono::duration_cast<milliseconds>(kDrainBound) / 4;
+    // A lowered limit costs a session or two before the relay reads it again (docs/spec.md I13).
+    if (s_.lowered) bound += std::chrono::duration_cast<milliseconds>(kDrainBound) / 2;
     drain_deadline_ = quiet_ + bound;
     drain_bound_ = bound;
   }
@@ -258,12 +350,20 @@ class Run {
     // showed were not its history.
     auto refused = std::make_shared<relay::RefusedRecords>();
     auto refused_checkpoints = std::make_shared<relay::RefusedCheckpoints>();
+    // And each destination topic's limits, read once for the process (app/run_command.cpp).
+    auto limits = std::make_shared<SimTopicLimits>(kafka_, readings_);
+    limits_ = limits.get();
     restart_at_ = clock_.now() + kReconnectDelay;
     while (!done_) {
       ++verdict_.sessions;
       boost::asio::io_context io;
       relay::Observer observer;
-      relay::Relay relay(config_, io, clock_, kafka_.factory(), observer);
+      // The session's batch.size, and its producers', as relay::Session sets them.
+      const auto batch_size = relay::producer_batch_size(config_, limits.get());
+      kafka::ProducerSettings producer;
+      producer.properties = config_.kafka.properties;
+      producer.batch_limit = limits->smallest().value_or(0);
+      relay::Relay relay(config_, io, clock_, kafka_.factory(kafka::effective_batch_size(producer)), observer);
       SimSource source(
           slot_, clock_, rng_, [this](Lsn lsn) { on_flush(lsn); }, [this, &relay] { check_caps(relay); });
       relay::SessionStart start;
@@ -278,6 +378,9 @@ class Run {
       };
       start.refused = refused;
       start.refused_checkpoints = refused_checkpoints;
+      start.topic_limits = limits;
+      start.batch_size = batch_size;
+      start.jitter_seed = s_.seed + 1;
       relay::Outcome outcome;
       relay_ = &relay;
       source_ = &source;
@@ -285,7 +388,9 @@ class Run {
       watch_drain();
       try {
         outcome = relay.run(source, std::move(start));
+        verdict_.refused_before_sending += relay.counters().refused_before_sending;
       } catch (const Killed&) {
+        verdict_.refused_before_sending += relay.counters().refused_before_sending;
         relay_ = nullptr;
         source_ = nullptr;
         return;
@@ -351,17 +456,21 @@ class Run {
   }
 
   bool durable(const Row& row) const {
-    if (!row.poison && row.kind != Row::Kind::non_transactional_message)
-      return kafka_.visible_copies(topic_of(row), row.event_id) > 0;
-    if (s_.policy == config::PoisonPolicy::dead_letter)
-      return kafka_.visible_copies(kDeadLetterTopic, row.event_id) > 0;
-    return false;
+    const bool in_topic = kafka_.visible_copies(topic_of(row), row.event_id) > 0;
+    const bool dead_lettered =
+        s_.policy == config::PoisonPolicy::dead_letter && kafka_.visible_copies(kDeadLetterTopic, row.event_id) > 0;
+    if (row.maybe_oversized) return in_topic || dead_lettered;
+    if (!row.poison && !row.oversized && row.kind != Row::Kind::non_transactional_message) return in_topic;
+    return dead_lettered;
   }
-  bool drained() const {
+  bool drained() {
     if (slot_.wal.size() < wal_.size()) return false;
-    for (const auto& txn : wal_) {
-      for (const auto& row : txn.rows) {
-        if (!durable(row)) return false;
+    // A row in Kafka stays there (read_committed sees no record go): the rows found durable are
+    // not looked up again.
+    for (; durable_txns_ < wal_.size(); ++durable_txns_, durable_rows_ = 0) {
+      const auto& rows = wal_[durable_txns_].rows;
+      for (; durable_rows_ < rows.size(); ++durable_rows_) {
+        if (!durable(rows[durable_rows_])) return false;
       }
     }
     return slot_.confirmed >= wal_.back().end_lsn || wal_.empty();
@@ -406,15 +515,59 @@ class Run {
     }
   }
 
+  // I13: a record the relay knew Kafka would refuse is never sent. Checked as each record is
+  // handed to a producer, on a topic whose limit the relay read right (in this process every
+  // reading of it gave the limit it still has, so whatever the relay decided about the topic,
+  // it decided knowing it).
+  void on_produced(const outbox::Record& record, std::size_t bytes) {
+    if (limits_ == nullptr || !limits_->knows(record.topic)) return;
+    const auto limit = kafka_.limit(record.topic);
+    if (SimKafka::kBatchHeader + bytes <= limit) return;
+    fail(fmt::format(
+        "refused record sent (I13): event {} takes {} bytes in a batch of its own, over the max.message.bytes of {} "
+        "({}) that the relay had read; it should have met poison.policy without being sent",
+        record.event_id, SimKafka::kBatchHeader + bytes, record.topic, limit));
+    throw Killed{};
+  }
+
+  // I13: no batch is refused for its size when the relay knew its topic's limit (its producers'
+  // batch.size under it, and every record larger than batch.size alone and within it); and a
+  // limit lowered while the relay runs is read again after the first refusal for size the relay
+  // is told of: a later session that meets a refusal under the same reading of the limit means
+  // the relay never read it again, and every session would pay for it.
+  void on_size_refusal(const SizeRefusal& refusal) {
+    ++verdict_.size_refusals;
+    if (limits_ != nullptr && limits_->knows(refusal.topic)) {
+      fail(
+          fmt::format("batch refused for its size (I13): Kafka refused a batch of {} record(s), {} bytes, to {}, "
+                      "whose max.message.bytes ({}) the relay had read",
+                      refusal.records, refusal.bytes, refusal.topic, refusal.limit));
+      throw Killed{};
+    }
+    if (refusal.isolated) return;
+    const auto told = told_.find(refusal.reading);
+    if (told != told_.end() && told->second < verdict_.sessions) {
+      fail(fmt::format(
+          "limit never read again (I13): Kafka refused a batch of {} record(s), {} bytes, to {} (max.message.bytes "
+          "{}) in session {}, under the reading of the limit the relay made before it was told, in session {}, of a "
+          "batch refused for its size",
+          refusal.records, refusal.bytes, refusal.topic, refusal.limit, verdict_.sessions, told->second));
+      throw Killed{};
+    }
+  }
+
   // I2: the slot is confirmed only past what Kafka holds.
   void on_flush(Lsn lsn) {
     while (verified_ < wal_.size() && wal_[verified_].end_lsn <= lsn) {
       for (const auto& row : wal_[verified_].rows) {
         if (!durable(row)) {
-          fail(fmt::format(
-              "loss (I2): the slot is confirmed at {} past event {} (transaction ending {}), which "
-              "Kafka does not hold{}",
-              lsn.to_string(), row.event_id, wal_[verified_].end_lsn.to_string(), row.poison ? " (a poison row)" : ""));
+          fail(
+              fmt::format("loss (I2): the slot is confirmed at {} past event {} (transaction ending {}), which "
+                          "Kafka does not hold{}",
+                          lsn.to_string(), row.event_id, wal_[verified_].end_lsn.to_string(),
+                          row.poison      ? " (a poison row)"
+                          : row.oversized ? " (a row over its topic's limit)"
+                                          : ""));
           if (relay_ != nullptr) throw Killed{};
           return;
         }
@@ -502,10 +655,17 @@ class Run {
   const kafka::SlotIdentity identity_{"7000000000000000001", "shop", "pgoutbox"};
   relay::Relay* relay_ = nullptr;
   SimSource* source_ = nullptr;
+  SimTopicLimits* limits_ = nullptr;  // the running process's
+  std::uint64_t readings_ = 0;        // of a topic's limit, by any process
+  // Readings of a limit under which a batch refused for its size was reported to the relay, and
+  // the session it was reported in.
+  std::map<std::uint64_t, std::uint64_t> told_;
   relay::Clock::time_point quiet_{};
   relay::Clock::time_point drain_deadline_{};
   relay::Clock::time_point restart_at_{};
   std::size_t verified_ = 0;
+  std::size_t durable_txns_ = 0;  // drained(): wal_ entries wholly in Kafka
+  std::size_t durable_rows_ = 0;  // and rows of the next one
   std::uint64_t largest_ = 0;
   bool any_poison_ = false;
   std::uint64_t poison_rows_ = 0;
@@ -560,7 +720,26 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
     }
     s.faults.push_back(f);
   }
-  s.alternate_producers = chance(0.7);  // drawn last: the draws above stay what each seed drew before
+  s.alternate_producers = chance(0.7);  // drawn after the above: they stay what each seed drew before
+  // Topic limits, drawn last for the same reason.
+  if (chance(0.3)) {
+    const std::size_t sizes[] = {Schedule::kDefaultLimit, 65'536, 16'384, 4'096, 2'048};
+    for (auto& limit : s.limits) limit = sizes[uniform(0, 4)];
+    if (chance(0.2)) s.dead_letter_limit = 4'096;
+    if (chance(0.3)) {
+      const int topic = uniform(0, 1);
+      std::vector<std::size_t> lower;
+      for (const auto bytes : sizes) {
+        if (bytes < s.limits[static_cast<std::size_t>(topic)]) lower.push_back(bytes);
+      }
+      if (!lower.empty()) {
+        s.lowered = LimitChange{topic, milliseconds(uniform(0, 5000)),
+                                lower[static_cast<std::size_t>(uniform(0, static_cast<int>(lower.size()) - 1))]};
+      }
+    }
+    s.oversized = chance(0.5) ? 0.03 : 0;
+    s.large = chance(0.5) ? 0.05 : 0;
+  }
   return s;
 }
 
@@ -584,6 +763,16 @@ std::string Schedule::describe() const {
       policy == config::PoisonPolicy::stop ? "stop" : "dead-letter", max_retries, max_in_flight_records,
       checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, alternate_producers,
       queue_capacity, commit_aborts, dead_letter_refuses ? ", the dead-letter topic refuses" : "");
+  if (limits != std::array<std::size_t, 2>{kDefaultLimit, kDefaultLimit} || dead_letter_limit != kDefaultLimit ||
+      lowered) {
+    out += fmt::format("\n  max.message.bytes: outbox.event.A {}, outbox.event.B {}, dead-letter topic {}{}{}",
+                       limits[0], limits[1], dead_letter_limit, oversized > 0 ? "; rows over their topic's limit" : "",
+                       large > 0 ? "; rows over batch.size" : "");
+  }
+  if (lowered) {
+    out += fmt::format("\n  at {} ms: outbox.event.{}'s max.message.bytes lowered to {}", lowered->at.count(),
+                       kTypes[lowered->topic], lowered->bytes);
+  }
   for (const auto& f : faults) {
     out += fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind));
     if (f.length.count() > 0) out += fmt::format(" for {} ms", f.length.count());
@@ -615,6 +804,8 @@ void Campaign::add(const Campaign& later) {
   processes += later.processes;
   sessions += later.sessions;
   duplicates += later.duplicates;
+  refused_before_sending += later.refused_before_sending;
+  size_refusals += later.size_refusals;
   virtual_time += later.virtual_time;
   failed = later.failed;
   failure = later.failure;
@@ -630,6 +821,8 @@ Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::
     c.processes += verdict.processes;
     c.sessions += verdict.sessions;
     c.duplicates += verdict.duplicates;
+    c.refused_before_sending += verdict.refused_before_sending;
+    c.size_refusals += verdict.size_refusals;
     c.virtual_time += verdict.virtual_time;
     if (!verdict.ok) {
       c.failed = shrink(schedule);
@@ -646,8 +839,10 @@ Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::
 
 std::string report(const Campaign& c) {
   std::string out = fmt::format(
-      "{} schedule(s): {} row(s), {} process(es), {} session(s), {} duplicate(s) read, {} s of virtual time",
-      c.schedules, c.rows, c.processes, c.sessions, c.duplicates, c.virtual_time.count() / 1000);
+      "{} schedule(s): {} row(s), {} process(es), {} session(s), {} duplicate(s) read, {} record(s) refused before "
+      "sending, {} batch(es) refused for their size, {} s of virtual time",
+      c.schedules, c.rows, c.processes, c.sessions, c.duplicates, c.refused_before_sending, c.size_refusals,
+      c.virtual_time.count() / 1000);
   if (c.failed) {
     out += fmt::format("\nFAILED: {}\nminimal schedule: {}\nreplay: scripts/simulate.sh {}", c.failure.failure,
                        c.failed->describe(), c.failed->replay_arguments());

@@ -7,6 +7,7 @@
 // end. A failing schedule is shrunk: faults are dropped and the workload cut while it still
 // fails, and what is left is printed with the arguments that replay it.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,6 +31,13 @@ struct Fault {
   std::chrono::milliseconds length{0};
 };
 
+// An operator lowers a topic's max.message.bytes while the relay runs.
+struct LimitChange {
+  int topic = 0;  // 0: outbox.event.A, 1: outbox.event.B
+  std::chrono::milliseconds at{0};
+  std::size_t bytes = 0;
+};
+
 struct Schedule {
   std::uint64_t seed = 0;
   config::Delivery delivery = config::Delivery::at_least_once;
@@ -37,7 +45,7 @@ struct Schedule {
   int transactions = 0;
   int max_rows = 0;   // per ordinary transaction
   double huge = 0;    // share of transactions of thousands of rows
-  double poison = 0;  // share of rows Kafka refuses (too large)
+  double poison = 0;  // share of rows a broker policy refuses, whatever their size
   int keys = 1;
   double messages = 0;  // share of changes written as logical decoding messages
   // The configuration.
@@ -52,7 +60,17 @@ struct Schedule {
   std::size_t queue_capacity = 100'000;
   double commit_aborts = 0;
   bool dead_letter_refuses = false;
+  // Topic limits (docs/spec.md I13): max.message.bytes of outbox.event.A and .B and of the
+  // dead-letter topic (Kafka's default unless drawn), one of them perhaps lowered while the relay
+  // runs, and rows sized against them.
+  std::array<std::size_t, 2> limits{kDefaultLimit, kDefaultLimit};
+  std::size_t dead_letter_limit = kDefaultLimit;
+  std::optional<LimitChange> lowered;
+  double oversized = 0;  // share of rows larger than their topic's limit (the relay can tell)
+  double large = 0;      // share of rows larger than batch.size, within their topic's limit
   std::vector<Fault> faults;
+
+  static constexpr std::size_t kDefaultLimit = 1'048'588;  // Kafka's max.message.bytes
 
   static Schedule from_seed(std::uint64_t seed, config::Delivery delivery);
   // Keeps only the faults whose bit is set in `mask` (bit i: faults[i]).
@@ -68,7 +86,9 @@ struct Verdict {
   std::uint64_t rows = 0;
   std::uint64_t processes = 0;
   std::uint64_t sessions = 0;
-  std::uint64_t duplicates = 0;  // copies beyond the first that a read_committed consumer reads
+  std::uint64_t duplicates = 0;              // copies beyond the first that a read_committed consumer reads
+  std::uint64_t refused_before_sending = 0;  // records the relay knew Kafka would refuse (I13)
+  std::uint64_t size_refusals = 0;           // batches Kafka refused for their size
   std::chrono::milliseconds virtual_time{0};
 };
 
@@ -82,6 +102,8 @@ struct Campaign {
   std::uint64_t processes = 0;
   std::uint64_t sessions = 0;
   std::uint64_t duplicates = 0;
+  std::uint64_t refused_before_sending = 0;
+  std::uint64_t size_refusals = 0;
   std::chrono::milliseconds virtual_time{0};
   std::optional<Schedule> failed;  // shrunk
   Verdict failure;                 // of the shrunk schedule
