@@ -632,7 +632,7 @@ class Run {
             fail(fmt::format("order (I4): in {}, event {} of key {} comes after a later event of that key{}", topic,
                              record->event_id, row.key,
                              kafka_.refused_with_batch.contains(record->event_id)
-                                 ? " (it was refused with a batch that held a record too large)"
+                                 ? " (Kafka refused it with its batch, refused whole)"
                                  : ""));
             return;
           }
