@@ -28,9 +28,6 @@ constexpr auto kUnknownRetry = 1s;
 constexpr auto kRequestTimeout = 3s;
 // What a produce request adds around a batch (its header, the topic and partition), and some.
 constexpr std::size_t kRequestMargin = 512;
-// batch.size never goes below this, whatever a topic says (a topic limit that small takes
-// records one at a time anyway).
-constexpr std::size_t kSmallestBatch = 1024;
 
 std::optional<std::size_t> number(const std::map<std::string, std::string>& entries, const std::string& name) {
   const auto it = entries.find(name);
@@ -135,8 +132,13 @@ std::optional<std::size_t> TopicLimits::smallest() const {
   return smallest;
 }
 
+// librdkafka's batch.size counts the batch's framing and includes one more record only while the
+// batch stays within it (a record larger than batch.size goes alone). A limit of less than twice
+// the margin keeps half of itself: a batch of several records stays under even a tiny limit, and
+// a record over the limit alone meets poison.policy before it is sent.
 std::size_t batch_size_under(std::size_t limit) {
-  return std::max(kSmallestBatch, limit > kRequestMargin ? limit - kRequestMargin : 0);
+  if (limit > 2 * kRequestMargin) return limit - kRequestMargin;
+  return std::max<std::size_t>(1, limit / 2);
 }
 
 std::shared_ptr<TopicLimits> cluster_topic_limits(const std::string& brokers,

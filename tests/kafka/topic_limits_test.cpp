@@ -120,6 +120,26 @@ TEST(TopicLimitsOnKafka, BatchesKeptUnderTheTopicsLimitAreNeverRefused) {
   EXPECT_EQ(compressed.acknowledged, records.size());
 }
 
+// A limit below 1,024 bytes (batch.size once stopped there, over such a limit): batches of
+// small records stay under it, and a record that fits the limit alone is taken alone.
+TEST(TopicLimitsOnKafka, BatchesStayUnderATopicLimitOfLessThanAKilobyte) {
+  constexpr std::size_t kLimit = 600;
+  test::create_topic(broker().bootstrap(), "limits.tiny", 1, {{"max.message.bytes", std::to_string(kLimit)}});
+  std::vector<outbox::Record> records;
+  for (int i = 0; i < 300; ++i) records.push_back(record("limits.tiny", 40, i));
+  auto alone = record("limits.tiny", 40, 300);
+  alone.value.resize(alone.value.size() + (kLimit - batch_bytes(alone, "none")), 'x');
+  while (batch_bytes(alone, "none") > kLimit) alone.value.pop_back();  // the value's length took a byte more
+  ASSERT_EQ(batch_bytes(alone, "none"), kLimit);
+  records.insert(records.begin() + 150, alone);
+  ProducerSettings settings;
+  settings.properties = {{"compression.type", "none"}, {"linger.ms", "20"}};
+  settings.batch_limit = kLimit;
+  const auto bounded = produce_all(settings, records);
+  EXPECT_EQ(bounded.refused_for_size, 0U) << (bounded.errors.empty() ? "" : bounded.errors.front());
+  EXPECT_EQ(bounded.acknowledged, records.size());
+}
+
 // docs/spec.md I4 after a batch Kafka refuses for good: without enable.gapless.guarantee,
 // librdkafka bumps the idempotent producer's epoch and writes the partition's later batches, so a
 // refused record sent again lands after later records of its key. With it (the stream's producer

@@ -739,6 +739,10 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
     }
     s.oversized = chance(0.5) ? 0.03 : 0;
     s.large = chance(0.5) ? 0.05 : 0;
+    // A limit smaller than 1,024 bytes (batch.size once stopped there), drawn last again; never
+    // where the limit is lowered later, which must lower it.
+    const int tiny = uniform(0, 1);
+    if (chance(0.15) && !(s.lowered && s.lowered->topic == tiny)) s.limits[static_cast<std::size_t>(tiny)] = 1'000;
   }
   return s;
 }
