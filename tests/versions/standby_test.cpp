@@ -315,7 +315,10 @@ TEST_F(StandbyTest, AQuietOutboxPinsNoWalOnTheStandbyNorThePrimaryWhileOtherTabl
   PGOUTBOX_EXPECT_EVENTUALLY(metric("pgoutbox_primary_catalog_xmin_age") > 0, 30s)
       << "hot_standby_feedback forwards the logical slot's catalog_xmin to the primary";
   EXPECT_GE(metric("pgoutbox_standby_behind_primary_bytes"), 0);
-  EXPECT_EQ(metric("pgoutbox_standby_replay_delay_seconds"), 0) << "the standby has replayed all it received";
+  // The primary writes on (running-transactions records, pgoutbox's snapshots there): a sample
+  // may meet WAL received a moment before it is replayed.
+  PGOUTBOX_EXPECT_EVENTUALLY(metric("pgoutbox_standby_replay_delay_seconds") == 0, 30s)
+      << "the standby has replayed all it received";
   std::cout << "standby idle: " << written.value_or("?") << " bytes of unrelated WAL; the slot was past them "
             << waited.count() << " ms after the standby replayed them\n";
   process->signal(SIGTERM);
