@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.footer(
       "Exit codes: 0 done; 1 check found something that blocks, or slot drop refused without --yes; 2 invalid "
-      "configuration; 3, 4 and 10-24 run stopped for a cause the operator must fix (docs/operating.md); 5 PostgreSQL "
+      "configuration; 3, 4 and 10-25 run stopped for a cause the operator must fix (docs/operating.md); 5 PostgreSQL "
       "cannot be "
       "reached; 6 the slot does not exist; 7 slot drop refused while the slot is active; 8 run stopped with records "
       "unacknowledged at shutdown_timeout; 64 wrong command line; 130 run left at once on a second signal.");
@@ -42,6 +42,10 @@ int main(int argc, char** argv) {
   };
   auto* run = app.add_subcommand("run", "stream until SIGTERM/SIGINT, then stop reading, flush Kafka, confirm, exit 0");
   config_option(run);
+  pgoutbox::app::RunOptions run_options;
+  run->add_flag("--accept-lost-checkpoint", run_options.accept_lost_checkpoint,
+                "exactly-once: start although the checkpoint topic is new and the slot older, publishing again what "
+                "Kafka may already hold after the slot's position (exit 25 without it)");
   run->footer(
       "Exit codes: 0 stopped by a signal after Kafka's acks were confirmed; 2 invalid configuration, or "
       "metrics_address cannot listen; 3 internal error; 4 poison record (poison.policy: stop); 8 stopped by a signal "
@@ -50,8 +54,9 @@ int main(int argc, char** argv) {
       "wal_level; 16 authentication; 17 a mapped column is missing or unusable; 18 librdkafka refused a property; 19 "
       "the slot decodes two-phase transactions; 20 TLS certificate verification failed; 21 PostgreSQL too old for "
       "pgoutbox or a configured feature; 22 exactly-once: fenced by a newer instance; 23 exactly-once: an open Kafka "
-      "transaction hides the end of the checkpoint topic; 24 the checkpoint topic refuses the checkpoint for good; 64 "
-      "wrong command line; 130 a second signal.");
+      "transaction hides the end of the checkpoint topic; 24 the checkpoint topic refuses the checkpoint for good; 25 "
+      "exactly-once: the checkpoint topic is new though the slot is older (--accept-lost-checkpoint); 64 wrong command "
+      "line; 130 a second signal.");
 
   int kafka_timeout_s = 5;
   auto* check = app.add_subcommand("check",
@@ -138,7 +143,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   spdlog::set_formatter(pgoutbox::logging::make_pattern_formatter("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v"));
-  if (run->parsed()) return pgoutbox::app::run(config_path);
+  if (run->parsed()) return pgoutbox::app::run(config_path, run_options);
   if (check->parsed()) return pgoutbox::app::check(config_path, std::chrono::seconds(kafka_timeout_s));
   if (status->parsed()) return pgoutbox::app::status(config_path, json);
   if (drop->parsed()) return slot_drop(config_path, yes);

@@ -159,7 +159,7 @@ std::optional<int> mapping_refused(const config::Config& cfg) {
 
 }  // namespace
 
-int run(const std::string& config_path) {
+int run(const std::string& config_path, const RunOptions& options) {
   // The format the configuration asks for is not known before it loads; until then, auto.
   logging::setup("auto", "info");
   config::Config cfg;
@@ -177,6 +177,7 @@ int run(const std::string& config_path) {
     return kExitConfig;
   }
   spdlog::info("pgoutbox {} starting with {}", kVersion, config_path);
+  cfg.checkpoint.accept_lost = options.accept_lost_checkpoint;
   for (const auto& line : lines_of(config::describe(cfg))) spdlog::debug("config: {}", line);
   // Settings that weaken TLS or expose a secret: said once, here (`check` says the same).
   for (const auto& finding : diagnostics::check_transport_security(cfg))
@@ -227,6 +228,7 @@ int run(const std::string& config_path) {
   int at_once_in_a_row = 0;
   bool ever_streamed = false;
   int previous_walsender = 0;  // the last session's, if it streamed
+  bool slot_created = false;   // by a session of this process
   // Records Kafka refused, remembered across sessions (a refusal ends a session: its retries are sessions).
   const auto refused_records = std::make_shared<relay::RefusedRecords>();
   // Checkpoints a session found written over another WAL history: not trusted again.
@@ -248,6 +250,7 @@ int run(const std::string& config_path) {
                            {.sinks = {},
                             .ever_streamed = ever_streamed,
                             .previous_walsender = previous_walsender,
+                            .slot_created_earlier = slot_created,
                             .refused = refused_records,
                             .refused_checkpoints = refused_checkpoints,
                             .config_path = absolute_config,
@@ -256,6 +259,7 @@ int run(const std::string& config_path) {
       outcome = relay.run();
       signals.attach(nullptr);
       ever_streamed = ever_streamed || relay.streamed();
+      slot_created = slot_created || relay.created_slot();
       delivered = relay.counters().records_acked > 0;
       previous_walsender = relay.walsender_pid();
     } catch (const std::exception& e) {

@@ -16,8 +16,13 @@ enum ExitCode : int {
   kExitSecondSignal = 130,  // a second signal: left at once, nothing unacknowledged confirmed
 };
 
+struct RunOptions {
+  // Exactly-once starts though the checkpoint topic is new and the slot older (exit 25 without).
+  bool accept_lost_checkpoint = false;
+};
+
 // `pgoutbox run -c FILE`: streams until a signal, reconnecting with backoff after transient
 // failures; returns the process's exit code.
-int run(const std::string& config_path);
+int run(const std::string& config_path, const RunOptions& options = {});
 
 }  // namespace pgoutbox::app

@@ -5,10 +5,13 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -114,23 +117,31 @@ KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authe
   return KafkaHandle(rk);
 }
 
-// The topic's partition count; 0 when it does not exist.
-int partitions_of(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+// What one metadata answer says of the topic: only `exists` (with its partition count) and
+// `unknown` (UNKNOWN_TOPIC_OR_PART) are answers; anything else (no answer, a leader not
+// available, no partitions) says nothing and is asked again.
+struct TopicAnswer {
+  enum class Kind { exists, unknown, no_answer } kind = Kind::no_answer;
+  int partitions = 0;
+  std::string error;  // why there is no answer
+};
+
+TopicAnswer describe_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
   const rd_kafka_metadata_t* raw = nullptr;
   const auto err = rd_kafka_metadata(rk, 0, rkt, &raw, millis(timeout));
   rd_kafka_topic_destroy(rkt);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    throw std::runtime_error(fmt::format("cannot read the metadata of {}: {}", topic, rd_kafka_err2str(err)));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return {.error = fmt::format("no metadata: {}", rd_kafka_err2str(err))};
   const std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
-  if (metadata->topic_cnt < 1) return 0;
+  if (metadata->topic_cnt < 1) return {.error = "the metadata named no topic"};
   const auto& t = metadata->topics[0];
-  if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return 0;
+  if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+    return {.kind = TopicAnswer::Kind::unknown, .partitions = 0, .error = {}};
   if (t.err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
     throw std::runtime_error(fmt::format("not authorised to describe checkpoint topic {}", topic));
-  if (t.err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    throw std::runtime_error(fmt::format("checkpoint topic {}: {}", topic, rd_kafka_err2str(t.err)));
-  return t.partition_cnt;
+  if (t.err != RD_KAFKA_RESP_ERR_NO_ERROR) return {.error = rd_kafka_err2str(t.err)};
+  if (t.partition_cnt < 1) return {.error = "the metadata named no partition"};
+  return {.kind = TopicAnswer::Kind::exists, .partitions = t.partition_cnt, .error = {}};
 }
 
 // Where each partition starts and ends: its end is past every record written, committed or not.
@@ -155,12 +166,15 @@ std::vector<Watermarks> watermarks(const CheckpointSettings& settings, int parti
   return marks;
 }
 
-// Creates the topic compacted, with one partition and the broker's replication factor. Returns
-// a warning when it cannot (an authoriser that refuses, a policy).
-std::string create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+// Creates the topic compacted, with one partition and the broker's replication factor.
+struct Creation {
+  enum class Kind { created, exists, failed } kind = Kind::failed;
+  std::string error;  // why it failed (an authoriser that refuses, a policy, no answer)
+};
+Creation create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
   char err[512];
   rd_kafka_NewTopic_t* new_topic = rd_kafka_NewTopic_new(topic.c_str(), 1, -1, err, sizeof err);
-  if (new_topic == nullptr) return fmt::format("cannot describe topic {} to create: {}", topic, err);
+  if (new_topic == nullptr) return {.error = fmt::format("cannot describe topic {} to create: {}", topic, err)};
   rd_kafka_NewTopic_set_config(new_topic, "cleanup.policy", "compact");
   const std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
   rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
@@ -169,24 +183,66 @@ std::string create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::
   rd_kafka_AdminOptions_destroy(options);
   rd_kafka_NewTopic_destroy(new_topic);
   const std::unique_ptr<rd_kafka_event_t, EventDeleter> event(rd_kafka_queue_poll(queue.get(), millis(timeout)));
-  if (!event) return fmt::format("creating checkpoint topic {} timed out", topic);
-  if (rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR)
-    return fmt::format("cannot create checkpoint topic {}: {}", topic, rd_kafka_event_error_string(event.get()));
+  if (!event) return {.error = fmt::format("creating checkpoint topic {} timed out", topic)};
+  if (rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return {.error =
+                fmt::format("cannot create checkpoint topic {}: {}", topic, rd_kafka_event_error_string(event.get()))};
+  }
   size_t count = 0;
   const rd_kafka_topic_result_t** results =
       rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event.get()), &count);
   for (size_t i = 0; i < count; ++i) {
     const auto code = rd_kafka_topic_result_error(results[i]);
-    if (code == RD_KAFKA_RESP_ERR_NO_ERROR || code == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) continue;
+    if (code == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (code == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) return {.kind = Creation::Kind::exists, .error = {}};
     const char* message = rd_kafka_topic_result_error_string(results[i]);
-    return fmt::format(
-        "cannot create checkpoint topic {} ({}): create it with cleanup.policy=compact "
-        "(kafka-topics.sh --create --topic {} --partitions 1 --config cleanup.policy=compact), or "
-        "grant CREATE on it",
-        topic, message != nullptr ? message : rd_kafka_err2str(code), topic);
+    return {.error =
+                fmt::format("cannot create checkpoint topic {} ({}): create it with cleanup.policy=compact "
+                            "(kafka-topics.sh --create --topic {} --partitions 1 --config cleanup.policy=compact), or "
+                            "grant CREATE on it",
+                            topic, message != nullptr ? message : rd_kafka_err2str(code), topic)};
   }
   spdlog::info("created checkpoint topic {} (cleanup.policy=compact)", topic);
-  return {};
+  return {.kind = Creation::Kind::created, .error = {}};
+}
+
+// The topic's partition count, once the cluster has said it exists. A topic the cluster does not
+// know is created; one whose creation finds it exists (the broker was still loading its metadata,
+// or another instance created it meanwhile) is asked about again. Anything but a definite answer
+// is asked again until the deadline: never taken for "no checkpoint" (in exactly-once that would
+// publish again what the checkpoint covers). 0: it does not exist (created now when `create`), so
+// it holds none.
+int partitions_of(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout, bool create) {
+  constexpr auto kAskAgain = std::chrono::milliseconds(250);
+  constexpr auto kCreateAtLeast = std::chrono::milliseconds(1000);
+  constexpr auto kCreateAtMost = std::chrono::milliseconds(5000);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= std::chrono::milliseconds::zero()) break;
+    const auto answer = describe_topic(rk, topic, left);
+    if (answer.kind == TopicAnswer::Kind::exists) return answer.partitions;
+    if (answer.kind == TopicAnswer::Kind::unknown && !create) {
+      spdlog::warn("checkpoint topic {} does not exist; it is not created", topic);
+      return 0;
+    }
+    if (answer.kind == TopicAnswer::Kind::unknown) {
+      // A creation that does not answer within seconds leaves time to ask again.
+      const auto creation = create_topic(rk, topic, std::clamp(left, kCreateAtLeast, kCreateAtMost));
+      if (creation.kind == Creation::Kind::created) return 0;
+      last = creation.kind == Creation::Kind::exists
+                 ? "the broker did not know the topic, and creating it found it existing"
+                 : creation.error;
+    } else {
+      last = answer.error;
+    }
+    spdlog::debug("checkpoint topic {}: {}; asking again", topic, last);
+    std::this_thread::sleep_for(kAskAgain);
+  }
+  throw std::runtime_error(fmt::format("checkpoint topic {}: no definite answer from Kafka within {} ms ({})", topic,
+                                       timeout.count(), last));
 }
 
 }  // namespace
@@ -356,10 +412,10 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
   std::string fix = authentication_fix(settings.properties);
   const auto consumer = open_consumer(settings, fix, ConsumerRole::reader);
   rd_kafka_t* rk = consumer.get();
-  int partitions = partitions_of(rk, settings.topic, settings.timeout);
+  const int partitions = partitions_of(rk, settings.topic, settings.timeout, settings.create_missing);
   if (partitions == 0) {
-    scan.warning = create_topic(rk, settings.topic, settings.timeout);
-    return scan;  // a topic just created holds nothing
+    scan.topic_missing = true;  // created now, or left missing: it holds nothing
+    return scan;
   }
   // Where this read must get to: what was written before it began. read_committed ends at the
   // last stable offset instead, before the first record of a transaction still open there; a

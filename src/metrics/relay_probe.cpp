@@ -96,6 +96,13 @@ RelayProbe::RelayProbe(prometheus::Registry& r, TopicLabels labels)
                                      "session starts.")
                                .Register(r)
                                .Add({})),
+      checkpoint_topic_lost_(prometheus::BuildCounter()
+                                 .Name("pgoutbox_checkpoint_topic_lost_total")
+                                 .Help("Sessions that found the checkpoint topic missing (and created it) though "
+                                       "the replication slot existed before this start: the slot's checkpoints "
+                                       "are lost (exactly-once refuses to start, exit 25).")
+                                 .Register(r)
+                                 .Add({})),
       in_flight_events_gauge_(
           gauge(r, "pgoutbox_in_flight_events", "Records handed to Kafka and not yet acknowledged (pending).")),
       in_flight_bytes_gauge_(gauge(r, "pgoutbox_in_flight_bytes", "Key and value bytes of the in-flight records.")),
@@ -333,6 +340,8 @@ void RelayProbe::kafka_statistics(std::string_view json) {
 void RelayProbe::checkpoints_refused(std::uint64_t records) {
   checkpoints_refused_.Increment(static_cast<double>(records));
 }
+
+void RelayProbe::checkpoint_topic_lost() { checkpoint_topic_lost_.Increment(); }
 
 void RelayProbe::kafka_up(bool up) { set_kafka_state(up ? KafkaState::up : KafkaState::down); }
 

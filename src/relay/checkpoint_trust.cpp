@@ -75,6 +75,29 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
         "be published again",
         scan.hidden));
   }
+  if (scan.topic_missing && !facts.slot_created) {
+    // The slot existed before this start, and so did its checkpoints: the topic that held them is
+    // gone (deleted, or another cluster). Without them exactly-once would publish again everything
+    // after the slot's position that Kafka already holds.
+    resume.topic_lost = true;
+    const auto what = fmt::format(
+        "checkpoint topic did not exist, though replication slot {} existed before this start: the topic that "
+        "held its checkpoints is gone (deleted, or Kafka is another cluster)",
+        facts.identity.slot);
+    if (facts.delivery == config::Delivery::exactly_once && !facts.accept_lost_checkpoint) {
+      resume.refused = Outcome::fatal(
+          Fatal::checkpoint_lost,
+          fmt::format("exactly-once cannot start: {}, and the events after the slot's position {} that Kafka already "
+                      "holds would be published again, which read_committed consumers would read twice. Fix: point "
+                      "kafka.brokers and checkpoint.topic at the cluster and topic that hold them; or accept the "
+                      "duplicates once with `pgoutbox run --accept-lost-checkpoint`; or drop the slot (pgoutbox slot "
+                      "drop) so that a new one starts at the current position",
+                      what, facts.slot_confirmed.to_string()));
+      return resume;
+    }
+    resume.warnings.push_back(fmt::format("{}: events after the slot's position {} may be published again", what,
+                                          facts.slot_confirmed.to_string()));
+  }
   if (!scan.mine) {
     resume.note = "no checkpoint for this slot yet: nothing to skip";
     return resume;

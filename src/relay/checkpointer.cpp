@@ -79,9 +79,12 @@ std::optional<Outcome> Checkpointer::resume(SkipProof& proof) {
                                                          .delivery = config_.delivery,
                                                          .transactional_id = start_.transactional_id,
                                                          .signing = key_.has_value(),
-                                                         .refused = start_.refused_checkpoints.get()});
+                                                         .refused = start_.refused_checkpoints.get(),
+                                                         .slot_created = start_.slot_created,
+                                                         .accept_lost_checkpoint = config_.checkpoint.accept_lost});
   for (const auto& warning : resume.warnings) spdlog::warn("checkpoint: {}", warning);
   if (resume.refused_records > 0) observer_.checkpoints_refused(resume.refused_records);
+  if (resume.topic_lost) observer_.checkpoint_topic_lost();
   if (resume.refused) return resume.refused;
   if (!resume.note.empty()) spdlog::info("checkpoint: {}", resume.note);
   if (resume.skip_through) proof = SkipProof(*resume.skip_through, start_.slot_confirmed);

@@ -313,6 +313,7 @@ class Session::Setup {
       } else {
         slot_confirmed = connection->create_slot(pg.slot, pg.failover_slot);
       }
+      slot_created = true;
       snapshot_request.reset();
       spdlog::info("created replication slot {} at {}{}", pg.slot, slot_confirmed.to_string(),
                    snapshot.empty() ? "" : fmt::format(", exporting snapshot {} for the backfill", snapshot));
@@ -361,6 +362,7 @@ class Session::Setup {
   SessionStart start() const {
     SessionStart s;
     s.slot_confirmed = slot_confirmed;
+    s.slot_created = slot_created;
     s.identity = kafka::SlotIdentity{identity.system_id, identity.dbname, config_.postgres.slot};
     s.timeline = identity.timeline;
     s.server_position = identity.xlogpos;
@@ -370,6 +372,10 @@ class Session::Setup {
       kafka::CheckpointSettings settings{config_.kafka.brokers, config_.kafka.properties, config_.checkpoint.topic};
       settings.hidden_wait =
           kafka::hidden_end_wait(config_.kafka.properties, config_.delivery == config::Delivery::exactly_once);
+      // Exactly-once refuses to start without the checkpoints of an older slot (exit 25): a topic
+      // created by that start would be found empty, not missing, at the next one.
+      settings.create_missing =
+          config_.delivery != config::Delivery::exactly_once || slot_created || config_.checkpoint.accept_lost;
       std::optional<kafka::CheckpointKey> key;
       if (!config_.checkpoint.signing_key.empty()) key.emplace(config_.checkpoint.signing_key);
       s.read_checkpoints = [settings = std::move(settings), identity = s.identity, id = s.transactional_id,
@@ -384,6 +390,7 @@ class Session::Setup {
   SessionContext context;
   std::int64_t checked_at = 0;  // the server's time (Unix µs) just before the publication check
   Lsn slot_confirmed;
+  bool slot_created = false;  // by this session
   replication::SystemIdentity identity;
   std::string snapshot;  // exported by the slot just created, for the backfill
 
@@ -471,6 +478,9 @@ Outcome Session::run() {
   } catch (const replication::PgError& e) {
     return taken_over_if(classify(e, setup.context));
   }
+  // A slot this process created has no checkpoint anywhere yet, whichever session created it.
+  setup.slot_created = setup.slot_created || options_.slot_created_earlier;
+  created_slot_ = setup.slot_created;
   if (!setup.snapshot.empty()) {
     try {
       if (auto ended = backfill(setup.snapshot, setup.start())) return *ended;

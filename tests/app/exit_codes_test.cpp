@@ -62,6 +62,7 @@ Codes fatal_codes() {
       case Fatal::fenced:
       case Fatal::checkpoint_hidden:
       case Fatal::checkpoint_refused:
+      case Fatal::checkpoint_lost:
         codes.insert(i);
         break;
     }

@@ -294,6 +294,7 @@ TEST(Guide, NamesEveryExitCode) {
       case pgoutbox::relay::Fatal::fenced:
       case pgoutbox::relay::Fatal::checkpoint_hidden:
       case pgoutbox::relay::Fatal::checkpoint_refused:
+      case pgoutbox::relay::Fatal::checkpoint_lost:
         codes.insert(i);
         break;
     }

@@ -64,10 +64,12 @@ std::string FaultTest::write_config(const std::string& file, const PgoutboxConfi
 }
 
 std::unique_ptr<PgoutboxProcess> FaultTest::start_pgoutbox(const std::string& config_path, const std::string& log_name,
-                                                           bool signed_checkpoints) const {
+                                                           bool signed_checkpoints,
+                                                           const std::vector<std::string>& extra_args) const {
   std::vector<std::string> env;
   if (signed_checkpoints) env.emplace_back(kCheckpointSigningKeyEnv);
-  return std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, config_path, dir.path() + "/" + log_name, std::move(env));
+  return std::make_unique<PgoutboxProcess>(PGOUTBOX_BINARY, config_path, dir.path() + "/" + log_name, std::move(env),
+                                           extra_args);
 }
 
 std::string FaultTest::log_tail(const std::string& log_name) const { return tail_of(dir.path() + "/" + log_name); }

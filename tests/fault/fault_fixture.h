@@ -61,7 +61,8 @@ class FaultTest : public ::testing::Test {
   // `signed_checkpoints` is false (the default configuration's unsigned checkpoints).
   std::unique_ptr<PgoutboxProcess> start_pgoutbox(const std::string& config_path,
                                                   const std::string& log_name = "pgoutbox.log",
-                                                  bool signed_checkpoints = true) const;
+                                                  bool signed_checkpoints = true,
+                                                  const std::vector<std::string>& extra_args = {}) const;
   std::string log_tail(const std::string& log_name = "pgoutbox.log") const;
   LoadWriter::Options writer_options(const Pipeline& p) const;
 

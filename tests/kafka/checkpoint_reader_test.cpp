@@ -14,6 +14,7 @@
 
 #include "kafka_broker.h"
 #include "kafka_client.h"
+#include "mock_kafka.h"
 #include "pgoutbox/kafka/checkpoint.h"
 
 namespace pgoutbox::kafka {
@@ -137,6 +138,42 @@ TEST_F(CheckpointReader, EmptyPartitionsAreSkippedAndTheOthersStillRead) {
   EXPECT_TRUE(empty.hidden.empty()) << empty.hidden;
   EXPECT_TRUE(empty.warning.empty()) << empty.warning;
   EXPECT_FALSE(empty.mine);
+}
+
+// A broker that does not know the topic for a moment (restarting, still loading its metadata)
+// is no answer that the topic is missing (issue 37, item 1): taken for one, the topic was
+// "created" (or could not be) and the scan came back empty, so exactly-once published again
+// everything after the slot's position. librdkafka's mock cluster answers UNKNOWN_TOPIC_OR_PART
+// for the checkpoint topic for 1.5 s, then as it is; the reader must find the checkpoint.
+TEST(CheckpointReaderMetadata, ATopicTheBrokerDoesNotKnowForAMomentIsAskedAgainNotTakenAsEmpty) {
+  test::MockKafkaCluster cluster(1);
+  cluster.create_topic(kTopic, 1, 1);
+  {
+    const auto writer = test::make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", cluster.bootstrap()}});
+    produce(writer.get(), kSlot, 0x4000);
+  }
+  cluster.set_topic_error(kTopic, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+  auto healed = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(1500ms);
+    cluster.set_topic_error(kTopic, RD_KAFKA_RESP_ERR_NO_ERROR);
+  });
+  CheckpointSettings settings{cluster.bootstrap(), {}, kTopic};
+  settings.timeout = 20s;
+  settings.hidden_wait = 5s;
+  const auto scan = read_checkpoints(settings, kSlot, "", &kKey);
+  healed.get();
+  EXPECT_FALSE(scan.topic_missing);
+  EXPECT_TRUE(scan.warning.empty()) << scan.warning;
+  ASSERT_TRUE(scan.mine) << "the checkpoint was not found: the topic's brief absence was taken for no checkpoint";
+  EXPECT_EQ(scan.mine->lsn, Lsn{0x4000});
+}
+
+// An answer that never comes is an error after the timeout, never an empty scan.
+TEST(CheckpointReaderMetadata, ATopicThatStaysUnknownAndCannotBeCreatedIsAnErrorNotAnEmptyScan) {
+  test::MockKafkaCluster cluster(1);  // the mock serves no CreateTopics
+  CheckpointSettings settings{cluster.bootstrap(), {}, "pgoutbox.checkpoints.nowhere"};
+  settings.timeout = 3s;
+  EXPECT_THROW(read_checkpoints(settings, kSlot, "", &kKey), std::runtime_error);
 }
 
 }  // namespace

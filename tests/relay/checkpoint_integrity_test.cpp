@@ -210,6 +210,46 @@ TEST(CheckpointTrust, AHiddenEndStopsExactlyOnceAndLetsAtLeastOnceTakeTheOlderCh
   EXPECT_EQ(exactly_once.skip_below(), Lsn{});
 }
 
+// A checkpoint topic the reader had to create, while the slot is older than this start: the
+// topic that held the slot's checkpoints is gone (issue 37, item 1). Exactly-once, which would
+// publish again what Kafka holds, refuses to start (exit 25) unless the operator accepts it;
+// at-least-once says it. A slot this process created has no checkpoint to lose.
+TEST(CheckpointTrust, ACheckpointTopicCreatedNowForAnOlderSlotStopsExactlyOnceUnlessAccepted) {
+  kafka::CheckpointScan scan;
+  scan.topic_missing = true;
+  auto eos = facts();
+  eos.delivery = config::Delivery::exactly_once;
+  const auto refused = trust_checkpoint(scan, eos);
+  ASSERT_TRUE(refused.refused);
+  EXPECT_EQ(refused.refused->cause, Fatal::checkpoint_lost);
+  EXPECT_EQ(exit_code(refused.refused->cause), 25);
+  EXPECT_TRUE(refused.topic_lost);
+  EXPECT_NE(refused.refused->reason.find("--accept-lost-checkpoint"), std::string::npos) << refused.refused->reason;
+
+  auto accepted = eos;
+  accepted.accept_lost_checkpoint = true;
+  const auto started = trust_checkpoint(scan, accepted);
+  EXPECT_FALSE(started.refused);
+  EXPECT_TRUE(started.topic_lost);
+  ASSERT_EQ(started.warnings.size(), 1U);
+  EXPECT_NE(started.warnings[0].find("existed before this start"), std::string::npos) << started.warnings[0];
+
+  const auto at_least_once = trust_checkpoint(scan, facts());
+  EXPECT_FALSE(at_least_once.refused);
+  EXPECT_TRUE(at_least_once.topic_lost);
+  EXPECT_EQ(at_least_once.warnings.size(), 1U);
+
+  auto created = eos;
+  created.slot_created = true;
+  const auto fresh = trust_checkpoint(scan, created);
+  EXPECT_FALSE(fresh.refused);
+  EXPECT_FALSE(fresh.topic_lost);
+  EXPECT_TRUE(fresh.warnings.empty());
+
+  scan.topic_missing = false;  // the topic was there, with no checkpoint of this slot yet
+  EXPECT_FALSE(trust_checkpoint(scan, eos).refused);
+}
+
 // Counts what the relay reports of the checkpoint topic.
 struct RefusalCounter : Observer {
   void checkpoints_refused(std::uint64_t records) override { refused += records; }

@@ -158,6 +158,48 @@ std::int64_t topic_record_count(const std::string& bootstrap, const std::string&
   return total;
 }
 
+void delete_topic(const std::string& bootstrap, const std::string& topic) {
+  // A producer's metadata request creates a missing topic on a broker that allows it (librdkafka's
+  // producer default): the check that it is gone must not bring it back.
+  auto admin =
+      make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap}, {"allow.auto.create.topics", "false"}});
+  rd_kafka_DeleteTopic_t* dt = rd_kafka_DeleteTopic_new(topic.c_str());
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(admin.get());
+  rd_kafka_DeleteTopics(admin.get(), &dt, 1, nullptr, queue);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 30000);
+  std::string failure;
+  if (ev == nullptr) {
+    failure = "no DeleteTopics result in 30 s";
+  } else {
+    size_t n = 0;
+    const rd_kafka_topic_result_t** results =
+        rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+    if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      failure = rd_kafka_event_error_string(ev);
+    } else if (n == 1 && rd_kafka_topic_result_error(results[0]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      failure = rd_kafka_topic_result_error_string(results[0]);
+    }
+    rd_kafka_event_destroy(ev);
+  }
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_DeleteTopic_destroy(dt);
+  if (!failure.empty()) throw std::runtime_error("delete topic " + topic + ": " + failure);
+  // Gone once the broker's metadata no longer names it.
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(admin.get(), topic.c_str(), nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool gone = false;
+  while (!gone && std::chrono::steady_clock::now() < deadline) {
+    const rd_kafka_metadata_t* md = nullptr;
+    if (rd_kafka_metadata(admin.get(), 0, rkt, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR && md != nullptr) {
+      gone = md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+      rd_kafka_metadata_destroy(md);
+    }
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  rd_kafka_topic_destroy(rkt);
+  if (!gone) throw std::runtime_error("delete topic " + topic + ": the broker still names it after 30 s");
+}
+
 void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
                   const std::map<std::string, std::string>& config) {
   auto admin = make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap}});

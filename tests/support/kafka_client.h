@@ -53,6 +53,8 @@ struct AclGrant {
 void allow_acls(const std::string& bootstrap, const std::string& principal, const std::vector<AclGrant>& grants);
 
 // Creates a topic with the admin API and waits for the result.
+// Deletes the topic and waits until the broker no longer names it.
+void delete_topic(const std::string& bootstrap, const std::string& topic);
 void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
                   const std::map<std::string, std::string>& config = {});
 

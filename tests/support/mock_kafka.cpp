@@ -32,6 +32,10 @@ void MockKafkaCluster::set_leader(const std::string& topic, int partition, int b
   check(rd_kafka_mock_partition_set_leader(cluster_, topic.c_str(), partition, broker), "set leader");
 }
 
+void MockKafkaCluster::set_topic_error(const std::string& topic, rd_kafka_resp_err_t error) {
+  rd_kafka_mock_topic_set_error(cluster_, topic.c_str(), error);
+}
+
 void MockKafkaCluster::fail_produce(const std::vector<rd_kafka_resp_err_t>& errors) {
   rd_kafka_mock_push_request_errors_array(cluster_, kProduceApiKey, errors.size(), errors.data());
 }

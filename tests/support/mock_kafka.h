@@ -27,6 +27,8 @@ class MockKafkaCluster {
 
   void create_topic(const std::string& topic, int partitions, int replication_factor);
   void set_leader(const std::string& topic, int partition, int broker);
+  // Metadata requests naming the topic answer with `error` (NO_ERROR: as the topic is again).
+  void set_topic_error(const std::string& topic, rd_kafka_resp_err_t error);
 
   // The next Produce requests to any broker fail with these errors, in order.
   // RD_KAFKA_RESP_ERR__TRANSPORT makes the broker close the connection instead of answering.

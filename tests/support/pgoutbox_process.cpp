@@ -19,11 +19,16 @@ std::optional<std::string> single_value(const std::string& dsn, const std::strin
   return std::string(PQgetvalue(res.get(), 0, 0));
 }
 
+std::vector<std::string> with(std::vector<std::string> argv, const std::vector<std::string>& more) {
+  argv.insert(argv.end(), more.begin(), more.end());
+  return argv;
+}
+
 }  // namespace
 
 PgoutboxProcess::PgoutboxProcess(const std::string& binary, const std::string& config_path, const std::string& log_path,
-                                 std::vector<std::string> extra_env)
-    : child_({.argv = {binary, "run", "-c", config_path},
+                                 std::vector<std::string> extra_env, const std::vector<std::string>& extra_args)
+    : child_({.argv = with(std::vector<std::string>{binary, "run", "-c", config_path}, extra_args),
               .log_path = log_path,
               .run_as = std::nullopt,
               .extra_env = std::move(extra_env)}) {}

@@ -14,7 +14,7 @@ namespace pgoutbox::test {
 class PgoutboxProcess {
  public:
   PgoutboxProcess(const std::string& binary, const std::string& config_path, const std::string& log_path,
-                  std::vector<std::string> extra_env = {});
+                  std::vector<std::string> extra_env = {}, const std::vector<std::string>& extra_args = {});
 
   pid_t pid() const { return child_.pid(); }
   bool running() { return child_.running(); }

@@ -70,6 +70,9 @@ struct CheckpointConfig {
   // events); exactly-once requires a key.
   std::string signing_key;
   static constexpr std::size_t kMinSigningKeyBytes = 32;
+  // Set by `run --accept-lost-checkpoint`, never by the file: exactly-once starts once though the
+  // checkpoint topic is new and the slot older (docs/operating.md, exit 25).
+  bool accept_lost = false;
 };
 
 // Which column plays which role (docs/spec.md "Attaching to existing outbox tables").

@@ -110,7 +110,11 @@ struct CheckpointScan {
   // Exactly-once: checkpoints of other slots written with the same transactional id (two
   // configurations sharing one id fence each other). Kept by the same rules as mine.
   std::vector<Checkpoint> same_transactional_id;
-  std::string warning;  // set when the topic could not be created as compacted, or read whole
+  std::string warning;  // set when the topic could not be read whole
+  // The cluster did not know the topic: this read created it (CheckpointSettings::create_missing)
+  // or left it missing. It holds no checkpoint; a slot older than this start then has lost its
+  // checkpoints (checkpoint_trust.h).
+  bool topic_missing = false;
   // Set when a newer checkpoint may be hidden: an open Kafka transaction held a partition's last
   // stable offset (where read_committed ends) below the high watermark seen at the start of the
   // read for all of CheckpointSettings::hidden_wait. `mine` is then the newest checkpoint before
@@ -123,6 +127,10 @@ struct CheckpointSettings {
   std::map<std::string, std::string> properties;  // the user's librdkafka properties (TLS, SASL)
   std::string topic;
   std::chrono::milliseconds timeout{30'000};
+  // A topic the cluster does not know is created (compacted, one partition). Off where a missing
+  // topic stops the start (exactly-once, the slot older than it): the next start must find it
+  // missing again, not empty.
+  bool create_missing = true;
   // How long to wait for an open transaction that hides the end of the topic (hidden_end_wait).
   std::chrono::milliseconds hidden_wait{0};
 };
@@ -143,7 +151,9 @@ void scan_record(CheckpointScan& scan, const SlotIdentity& identity, const std::
                  const CheckpointKey* key, std::string_view record_key, std::optional<std::string_view> value,
                  int partition, std::int64_t offset);
 
-// Creates the topic (one partition, cleanup.policy=compact) when it is missing, then reads it with
+// Creates the topic (one partition, cleanup.policy=compact) when the cluster says it does not
+// exist and settings.create_missing (an answer that is not definite is asked again until the
+// timeout), then reads it with
 // isolation.level=read_committed up to the high watermark each partition had when the read began:
 // read_committed stops at the last stable offset, before any transaction still open (another
 // slot's instance killed in a transaction), and a newer checkpoint of this slot may lie past it.

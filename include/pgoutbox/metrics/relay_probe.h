@@ -64,6 +64,7 @@ class RelayProbe final : public relay::Observer {
   void kafka_statistics(std::string_view json) override;
   void kafka_up(bool up) override;
   void checkpoints_refused(std::uint64_t records) override;
+  void checkpoint_topic_lost() override;
   void backfill_progress(std::string_view table, std::uint64_t read, std::uint64_t published,
                          std::uint64_t total) override;
 
@@ -111,6 +112,7 @@ class RelayProbe final : public relay::Observer {
   prometheus::Family<prometheus::Counter>& refused_before_sending_;
   prometheus::Counter& sessions_;
   prometheus::Counter& checkpoints_refused_;
+  prometheus::Counter& checkpoint_topic_lost_;
   prometheus::Gauge& in_flight_events_gauge_;
   prometheus::Gauge& in_flight_bytes_gauge_;
   prometheus::Gauge& received_lsn_gauge_;

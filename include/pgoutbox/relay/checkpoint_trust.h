@@ -41,6 +41,11 @@ struct ResumeFacts {
   std::string transactional_id;
   bool signing = false;  // a signing key is configured, and the scan kept only what it verified
   const RefusedCheckpoints* refused = nullptr;
+  // This session created the slot: it has no checkpoint anywhere yet.
+  bool slot_created = false;
+  // The operator accepts, for this start, that exactly-once publishes again what a lost
+  // checkpoint topic covered (`run --accept-lost-checkpoint`).
+  bool accept_lost_checkpoint = false;
 };
 
 struct Resume {
@@ -53,6 +58,8 @@ struct Resume {
   // Do not start (exactly-once with an id shared by two slots, or its checkpoint hidden).
   std::optional<Outcome> refused;
   std::uint64_t refused_records = 0;  // records under this slot's key not taken as its checkpoint
+  // The checkpoint topic did not exist, though the slot is older than this start.
+  bool topic_lost = false;
 };
 
 Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& facts);

@@ -70,6 +70,8 @@ class Observer {
   // Records under this slot's key in the checkpoint topic that were not taken as its checkpoint
   // (forged, foreign, unsigned while a key is configured), found when a session starts.
   virtual void checkpoints_refused(std::uint64_t /*records*/) {}
+  // A session found the checkpoint topic missing (and created it) though the slot is older.
+  virtual void checkpoint_topic_lost() {}
 
   // librdkafka's statistics JSON (statistics.interval.ms), as it comes.
   virtual void kafka_statistics(std::string_view /*json*/) {}

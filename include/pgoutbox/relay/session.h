@@ -28,6 +28,8 @@ struct SessionOptions {
   // The walsender of the session before this one, if that session streamed (0: it did not).
   // Exactly-once: the slot found active in another process right after is a takeover.
   int previous_walsender = 0;
+  // An earlier session of this process created the slot (it has no checkpoint anywhere yet).
+  bool slot_created_earlier = false;
   // Exactly-once: what Kafka refused in earlier sessions (relay.h), shared by them.
   std::shared_ptr<RefusedRecords> refused;
   // Checkpoints found written over another WAL history (relay.h), shared by them.
@@ -66,6 +68,8 @@ class Session {
   bool streamed() const { return streamed_; }
   // The server process (walsender) of this session's replication connection, once it streamed.
   int walsender_pid() const { return walsender_pid_; }
+  // This session or an earlier one of the process (SessionOptions) created the slot.
+  bool created_slot() const { return created_slot_; }
 
   const Counters& counters() const { return relay_.counters(); }
   Lsn confirmed() const { return relay_.confirmed(); }
@@ -94,6 +98,7 @@ class Session {
   std::atomic<bool> streaming_{false};
   bool streamed_ = false;
   int walsender_pid_ = 0;
+  bool created_slot_ = false;
 };
 
 }  // namespace pgoutbox::relay

@@ -47,6 +47,7 @@ struct SessionStart {
   int timeline = 0;
   Lsn server_position;           // how far the server's WAL goes (IDENTIFY_SYSTEM's xlogpos)
   std::string transactional_id;  // exactly-once
+  bool slot_created = false;     // this session created the slot: no checkpoint of it exists yet
   // Reads the checkpoint topic; called once the sink is open (after init_transactions). Empty:
   // no checkpoint is read or written this session.
   std::function<kafka::CheckpointScan()> read_checkpoints;
