@@ -173,18 +173,21 @@ bool ExactlyOnce::try_send(const outbox::Record& record, DeliveryCookie cookie) 
     case kafka::Sink::Produced::failed:
       break;
   }
-  // Refused before it left (e.g. larger than message.max.bytes): the verdict is about this
-  // record alone, and the transaction cannot hold it: it aborts (posted, as from a report: this
-  // may run inside the backlog's drain), and the record is published again with it.
+  // Refused before it left (larger than message.max.bytes, or a transaction a failure doomed:
+  // librdkafka answers _STATE until it is aborted): the verdict is about this record alone, and
+  // the transaction cannot hold it: it aborts (posted, as from a report: this may run inside the
+  // backlog's drain), and the record is published again with it. The checkpoint is not: the
+  // commit of the transaction published again writes its own, and a refusal of it for good
+  // still ends the instance (exit 24).
   kafka::Delivery refused;
   auto alone = cookie;
-  alone.isolated = true;
+  alone.isolated = !cookie.is_checkpoint();
   refused.cookie = alone.pack();
   refused.error = error;
   refused.topic = record.topic;
   refused.record = record;
   note_failure(refused);
-  replay_.add(record, cookie);
+  if (!cookie.is_checkpoint()) replay_.add(record, cookie);
   later([this] { maybe_commit(true); });
   return true;
 }

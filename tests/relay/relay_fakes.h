@@ -197,6 +197,9 @@ struct SinkScript {
   // the next transaction the partition's batch fails with OUT_OF_ORDER_SEQUENCE_NUMBER (requires
   // epoch bump), until that one is aborted too (seen on Kafka 4.4).
   bool refusal_echo = false;
+  // librdkafka refuses produce() into a transaction a failed record doomed (_STATE) until it is
+  // aborted; the failure dooms it when Kafka answers, before its report is served.
+  bool doomed_state = false;
   std::vector<outbox::Record> open_txn;
   std::vector<outbox::Record> committed;
   std::vector<Produced> produced;
@@ -230,6 +233,10 @@ class FakeSink final : public kafka::Sink {
       error = {kafka::DeliveryFailure::fatal, "_FATAL", "Local: Fatal error", false};
       return Produced::failed;
     }
+    if (doomed_) {
+      error = {kafka::DeliveryFailure::retriable, "_STATE", "Local: Erroneous state", false};
+      return Produced::failed;
+    }
     if (script_.refuse(record)) {
       script_.on_refuse(record, options_.isolated);
       error = {kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", "Local: Message size too large", true};
@@ -255,6 +262,7 @@ class FakeSink final : public kafka::Sink {
                                      "Broker: Broker received an out of order sequence number", false};
     }
     if (d.error && d.error->kind == kafka::DeliveryFailure::permanent) refused_in_txn_ = true;
+    if (d.error && script_.doomed_state && !options_.transactional_id.empty()) doomed_ = true;
     if (d.error) d.record = record;
     auto deliver = [this, d, record]() mutable {
       --script_.unsent;
@@ -337,8 +345,10 @@ class FakeSink final : public kafka::Sink {
     script_.txn_calls.emplace_back("abort");
     script_.open_txn.clear();
     auto result = script_.abort_result();
-    poll();  // librdkafka serves the purged records' reports inside the abort
+    script_.release_all();  // the transaction's reports, held back, come now (purged or answered)
+    poll();                 // librdkafka serves the purged records' reports inside the abort
     if (result.ok()) {
+      doomed_ = false;
       echo_ = script_.refusal_echo && refused_in_txn_;
       refused_in_txn_ = false;
     }
@@ -355,6 +365,7 @@ class FakeSink final : public kafka::Sink {
   std::optional<kafka::SinkFatal> gap_;          // ... and the producer has stopped
   bool refused_in_txn_ = false;                  // a record of the open transaction was refused for good
   bool echo_ = false;                            // SinkScript::refusal_echo: this transaction fails
+  bool doomed_ = false;                          // SinkScript::doomed_state: produce() answers _STATE
 };
 
 // A deployment's checkpoint signing key (docs/spec.md I11), for the configurations tests build.

@@ -64,6 +64,11 @@ class SimSink final : public kafka::Sink {
       error = error_of(kafka::DeliveryFailure::fatal, "_FATAL");
       return Produced::failed;
     }
+    // librdkafka refuses a record into a transaction a failure has doomed, until it is aborted.
+    if (txn_failed_) {
+      error = error_of(kafka::DeliveryFailure::retriable, "_STATE");
+      return Produced::failed;
+    }
     if (queue_.size() + ready_.size() >= kafka_.faults().queue_capacity) return Produced::queue_full;
     const auto now = kafka_.clock().now();
     const auto bytes = SimKafka::record_bytes(record);
