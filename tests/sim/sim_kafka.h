@@ -4,7 +4,8 @@
 // fencing by epoch, batches cut by bytes (batch.size) and refused whole, each topic's
 // max.message.bytes (which an operator may lower while it runs), refusals no limit explains (a
 // broker policy), acknowledgements that get lost after the write, outages during which nothing
-// is written and records time out, a full producer queue, a fatal idempotence error, coordinator
+// is written and records time out, a full producer queue, a fatal idempotence error, a
+// transaction a failed record doomed (produce() answers _STATE until it is aborted), coordinator
 // aborts, and the records a killed producer still had in flight. Everything happens on the
 // simulation's virtual clock (tests/support/virtual_clock.h); a seeded generator makes every
 // choice, so a seed replays exactly.
