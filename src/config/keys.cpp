@@ -479,7 +479,8 @@ std::vector<Entry<Draft>> make_global_entries() {
       "Exactly-once: two transactional producers, with kafka.transactional_id and the same id followed by -alt, "
       "take turns, one Kafka transaction each: a transaction never waits for the coordinator to finish writing the "
       "previous commit's markers (Kafka refuses the same id until then, and librdkafka retries after 20 ms). Off: one "
-      "producer, for a broker whose ACLs grant the one transactional id only.",
+      "producer, for a broker whose ACLs grant the one transactional id only. Either way both ids are initialised at "
+      "start (the -alt one where the ACLs allow), so an older instance configured otherwise is fenced.",
       [](auto& d) -> auto& { return d.config.kafka.alternate_producers; }));
 
   v.push_back(flag<Draft>(

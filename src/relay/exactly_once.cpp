@@ -48,7 +48,8 @@ void ExactlyOnce::later(F f) {
 }
 
 std::optional<Outcome> ExactlyOnce::open() {
-  const std::size_t count = context_.config.kafka.alternate_producers ? producers_.size() : 1;
+  const bool alternate = context_.config.kafka.alternate_producers;
+  const std::size_t count = alternate ? producers_.size() : 1;
   const auto id_of = [this](std::size_t i) {
     return i == 0 ? context_.start.transactional_id : context_.start.transactional_id + kAlternateSuffix;
   };
@@ -58,24 +59,50 @@ std::optional<Outcome> ExactlyOnce::open() {
     options.on_delivery = [this](const kafka::Delivery& d) { on_delivery(d); };
     if (auto refused = open_stream_sink(context_, producers_[i], std::move(options), i == 0)) return refused;
   }
+  // Instances of one slot may be configured differently: an older one with alternate producers
+  // may hold a transaction open on the alternate id, frozen, while this one, without them, takes
+  // over; woken, it would commit what this one publishes again. So every id any configuration of
+  // the slot uses is fenced: without alternate producers, a producer of the alternate id is
+  // initialised too, then closed (issue 37 item 2).
+  std::unique_ptr<kafka::Sink> fence_only;
+  if (!alternate) {
+    kafka::SinkOptions options;
+    options.transactional_id = id_of(1);
+    options.on_delivery = [](const kafka::Delivery&) {};
+    try {
+      fence_only = context_.sinks(std::move(options));
+    } catch (const std::invalid_argument& e) {
+      return Outcome::fatal(Fatal::kafka_config, e.what());
+    }
+  }
+  const auto sink_of = [&](std::size_t i) -> kafka::Sink& { return i < count ? *producers_[i] : *fence_only; };
   // Fences every older producer of these transactional ids (a paused instance that the slot's
   // new holder replaced) and aborts the transactions they left open. Both initialisations run
   // at once (against a coordinator that does not know an id yet, each takes about a second):
   // librdkafka carries on with a call that timed out, and the next call waits for it.
   std::array<kafka::TxnResult, 2> init;
-  for (std::size_t i = 0; i < count; ++i) init[i] = producers_[i]->init_transactions(0ms);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (init[i].status == kafka::TxnStatus::retry) init[i] = producers_[i]->init_transactions(kInitTimeout);
-    if (!init[i].ok()) {
-      return Outcome::reconnect(fmt::format(
-          "initialising Kafka transactions (transactional.id {}) failed: {}{}", id_of(i), init[i].message,
-          i == 0 ? ""
-                 : "; the alternate producer's id needs the ACLs the first one has (WRITE and DESCRIBE on the "
-                   "transactional id), or set kafka.alternate_producers: false"));
+  for (std::size_t i = 0; i < init.size(); ++i) init[i] = sink_of(i).init_transactions(0ms);
+  for (std::size_t i = 0; i < init.size(); ++i) {
+    if (init[i].status == kafka::TxnStatus::retry) init[i] = sink_of(i).init_transactions(kInitTimeout);
+    if (init[i].ok()) continue;
+    if (i == 1 && !alternate && init[i].message.starts_with("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")) {
+      // Without WRITE on the alternate id, no instance of this principal can have used it.
+      spdlog::info(
+          "exactly-once: transactional id {} is refused by the ACLs ({}), so no instance of this principal can "
+          "have left a transaction open on it: not fenced",
+          id_of(1), init[i].message);
+      continue;
     }
+    return Outcome::reconnect(fmt::format(
+        "initialising Kafka transactions (transactional.id {}) failed: {}{}", id_of(i), init[i].message,
+        i == 0      ? ""
+        : alternate ? "; the alternate producer's id needs the ACLs the first one has (WRITE and DESCRIBE on the "
+                      "transactional id), or set kafka.alternate_producers: false"
+                    : "; this instance fences the id instances with kafka.alternate_producers use, lest one of them "
+                      "commits a transaction it left open"));
   }
   spdlog::info("exactly-once: Kafka transactions with transactional.id {}{}", id_of(0),
-               count > 1 ? fmt::format(" and {} in turn", id_of(1)) : "");
+               alternate ? fmt::format(" and {} in turn", id_of(1)) : fmt::format(" ({} fenced)", id_of(1)));
   return std::nullopt;
 }
 

@@ -17,6 +17,7 @@
 #include "eventually.h"
 #include "fault_fixture.h"
 #include "kafka_client.h"
+#include "pgoutbox/kafka/producer.h"
 #include "process_memory.h"
 
 namespace pgoutbox::test {
@@ -197,6 +198,46 @@ TEST_F(ExactlyOnceFaultTest, AnOldInstanceThatWakesUpAfterATakeoverIsFencedAndWr
   Figures("exactly-once-fenced-zombie").add("old_exit", *code).add_audit(report);
   expect_exactly_once(report);
   EXPECT_NE(tail_of(dir.path() + "/old.log").find("took over"), std::string::npos) << log_tail("old.log");
+}
+
+// Issue 37 item 2: instances of one slot configured differently still fence each other. An old
+// instance with kafka.alternate_producers (the default) may have a transaction open on
+// "<id>-alt" when it freezes; a standby started with the option off (what the error message of
+// a missing ACL on that id suggests) must fence that id too, or the old one, woken, commits it
+// after the standby published the same rows again: duplicates under read_committed. Here a
+// producer of the test holds that transaction, with a record in it, as the frozen instance would.
+TEST_F(ExactlyOnceFaultTest, AStandbyWithoutAlternateProducersStillFencesTheAlternateId) {
+  const auto p = make_pipeline("eosaltfence");
+  const std::string id = "pgoutbox-test-" + p.name;
+  for (const auto& t : p.topics()) create_topic(kafka.bootstrap(), t, 1);
+  auto config = config_for(p, kafka.bootstrap());
+  config.kafka_extra_yaml = "  transactional_id: " + id + "\n  alternate_producers: false\n";
+  config.extra_yaml = std::string("reconnect:\n  min: 100ms\n  max: 1s\n") + kExactlyOnce;
+  const auto config_path = write_config(p.name + ".yaml", config);
+
+  kafka::ProducerSettings settings;
+  settings.brokers = kafka.bootstrap();
+  settings.transactional_id = id + "-alt";
+  kafka::Producer zombie(settings, [](const kafka::DeliveryReport&) {});
+  ASSERT_TRUE(zombie.init_transactions(30s).ok());
+  ASSERT_TRUE(zombie.begin_transaction().ok());
+  outbox::Record record;
+  record.topic = p.topics().front();
+  record.key = "zombie";
+  record.value = "{}";
+  record.event_id = "zombie-1";
+  rd_kafka_resp_err_t error = RD_KAFKA_RESP_ERR_NO_ERROR;
+  ASSERT_EQ(zombie.produce(record, 0, error), kafka::Producer::Produced::ok) << rd_kafka_err2str(error);
+  ASSERT_TRUE(zombie.flush(10s)) << "the record is written, in the open transaction";
+
+  auto standby = start_pgoutbox(config_path);
+  ASSERT_TRUE(wait_streaming(p, *standby)) << log_tail();
+  const auto committed = zombie.commit_transaction(30s);
+  EXPECT_FALSE(committed.ok()) << "the old instance's transaction on " << id
+                               << "-alt committed after the standby started: it was not fenced";
+  EXPECT_TRUE(read_topic(kafka.bootstrap(), record.topic, 1, 5s).empty())
+      << "a read_committed consumer reads the fenced instance's record";
+  EXPECT_TRUE(standby->running()) << log_tail();
 }
 
 // The slot taken over while this instance was away for a moment (its replication connection

@@ -237,6 +237,35 @@ TEST_F(KafkaSecuredTest, CheckSaysTheTransactionRateCannotBeMeasuredWhenTheAclsR
   EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "sec_rate_checkpoints"), 0) << "the probe wrote";
 }
 
+// Exactly-once under ACLs that grant one transactional id, with kafka.alternate_producers off
+// (docs/delivery.md): the -alt id that instances with the option use is fenced at start where
+// the ACLs allow (issue 37 item 2); here they refuse it, so no instance of the principal can have
+// used it, and pgoutbox publishes with the one id it may use.
+TEST_F(KafkaSecuredTest, ExactlyOnceWithOneGrantedTransactionalIdPublishesWithoutAlternateProducers) {
+  create_topic(kafka().broker.bootstrap(), "sec_eos", 1);
+  create_topic(kafka().broker.bootstrap(), "sec_eos_checkpoints", 1, {{"cleanup.policy", "compact"}});
+  allow_acls(kafka().broker.bootstrap(), "User:pgoutbox-mtls",
+             {{RD_KAFKA_RESOURCE_TOPIC, "sec_eos", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, RD_KAFKA_ACL_OPERATION_READ},
+              {RD_KAFKA_RESOURCE_TRANSACTIONAL_ID, "sec-eos-txn", RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+               RD_KAFKA_ACL_OPERATION_WRITE},
+              {RD_KAFKA_RESOURCE_TRANSACTIONAL_ID, "sec-eos-txn", RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+               RD_KAFKA_ACL_OPERATION_DESCRIBE}});
+  const auto cfg = config("ks_eos", "sec_eos", "SSL", mtls_properties());
+  const std::vector<std::string> env = {
+      "PGOUTBOX_DELIVERY=exactly-once", "PGOUTBOX_CHECKPOINT_TOPIC=sec_eos_checkpoints",
+      "PGOUTBOX_CHECKPOINT_SIGNING_KEY=" + std::string(32, 'k'), "PGOUTBOX_KAFKA_TRANSACTIONAL_ID=sec-eos-txn",
+      "PGOUTBOX_KAFKA_ALTERNATE_PRODUCERS=false"};
+  constexpr int kRows = 10;
+  const auto log = run_until(
+      "ks_eos", cfg, env,
+      [&](const std::string&) { return topic_record_count(kafka().broker.bootstrap(), "sec_eos") >= kRows; }, kRows);
+  // What a read_committed consumer reads (the topic's offsets also hold the commit markers).
+  EXPECT_EQ(read_topic(kafka().broker.bootstrap(), "sec_eos", kRows, 30s).size(), static_cast<std::size_t>(kRows))
+      << log;
+  EXPECT_EQ(log.find("initialising Kafka transactions"), std::string::npos) << log;
+  EXPECT_NE(log.find("sec-eos-txn-alt is refused by the ACLs"), std::string::npos) << log;
+}
+
 TEST_F(KafkaSecuredTest, PublishesThroughSaslSslScramSha512) {
   expect_every_row_published("ks_scram", "sec_scram", scram_properties("SCRAM-SHA-512"), kafka().scram_password);
 }

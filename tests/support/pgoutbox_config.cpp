@@ -30,6 +30,7 @@ std::string write_pgoutbox_config(const std::string& path, const PgoutboxConfig&
     out << "  properties:\n";
     for (const auto& [name, value] : config.kafka_properties) out << "    " << name << ": \"" << value << "\"\n";
   }
+  out << config.kafka_extra_yaml;
   out << "tables:\n";
   for (const auto& t : config.tables) {
     out << "  - table: " << t.table << "\n";

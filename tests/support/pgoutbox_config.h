@@ -29,6 +29,7 @@ struct PgoutboxConfig {
   std::string status_interval = "200ms";
   std::string brokers;
   std::map<std::string, std::string> kafka_properties;
+  std::string kafka_extra_yaml;  // more keys of kafka:, each line indented by two spaces
   std::vector<Table> tables;
   std::string metrics_address;  // host:port
   std::string log_format;       // empty: auto (JSON unless stderr is a terminal)
