@@ -104,7 +104,7 @@ outbox::Record Checkpointer::record(const TransactionMark& last) const {
 }
 
 void Checkpointer::write_periodically(std::function<void()> written) {
-  if (!active_) return;
+  if (!active_ || !start_.write_checkpoints) return;
   written_ = std::move(written);
   arm();
 }

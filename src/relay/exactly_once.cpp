@@ -293,8 +293,9 @@ void ExactlyOnce::start_commit() {
   // It names the newest Postgres transaction in or before this Kafka transaction. With none yet
   // in this session (only non-transactional messages, dead-lettered), none is written: a
   // checkpoint names a transaction the next session can prove the history by (docs/spec.md I11).
+  // A backfill's chunks are named by none (SessionStart::write_checkpoints).
   const auto& last = context_.tracker.newest_transaction();
-  if (!last) {
+  if (!last || !context_.start.write_checkpoints) {
     checkpoint_in_txn_ = true;
   } else if (!backlog_.send(context_.checkpointer.record(*last), DeliveryCookie::checkpoint())) {
     return;  // sent from the backlog; its report then finishes the commit
@@ -333,7 +334,8 @@ void ExactlyOnce::finish_commit() {
     return;
   }
   ++context_.counters.kafka_transactions;
-  if (context_.tracker.newest_transaction()) ++context_.counters.checkpoints_written;
+  if (context_.tracker.newest_transaction() && context_.start.write_checkpoints)
+    ++context_.counters.checkpoints_written;
   // The next transaction goes to the other producer, whose last one ended a transaction ago.
   if (producers_[1].is_open()) current_ = 1 - current_;
   open_ = false;

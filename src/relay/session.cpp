@@ -582,6 +582,7 @@ std::optional<Outcome> Session::backfill(const std::string& snapshot, SessionSta
   backfill_relay_.emplace(*backfill_config_, io_, clock_, sinks_, *backfill_observer_);
   start.slot_confirmed = Lsn{};
   start.read_checkpoints = nullptr;  // the checkpoint is the slot's, written by the stream
+  start.write_checkpoints = false;
   active_ = &*backfill_relay_;
   auto outcome = backfill_relay_->run(source, std::move(start));
   active_ = &relay_;

@@ -216,6 +216,25 @@ TEST(RelayExactlyOnce, ACommitConfirmsWholeTransactionsWithTheirCheckpoint) {
   EXPECT_EQ(h.script.txn_calls_inside_a_report, 0);
 }
 
+// Issue 37 item 4: a backfill's relay (SessionStart::write_checkpoints false) commits its Kafka
+// transactions without a checkpoint: its chunks are transactions at positions of its own (2n+1,
+// 2n+2, xid 0) that no checkpoint may name (docs/spec.md I11). Before, each commit wrote a
+// signed checkpoint of the chunk's synthetic position under the slot's key.
+TEST(RelayExactlyOnce, ABackfillWritesNoCheckpoint) {
+  Harness h(exactly_once());
+  h.checkpoints = [] { return kafka::CheckpointScan{}; };
+  h.write_checkpoints = false;
+  h.source.push(relation());
+  h.txn(0x1000, 3, 1);
+  h.txn(0x2000, 2, 4);
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  EXPECT_EQ(ids_of(h.script.committed).size(), 5U);
+  EXPECT_TRUE(ids_of(h.script.committed, true).empty()) << "a checkpoint was written by a backfill";
+  EXPECT_EQ(h.counters.checkpoints_written, 0U);
+  EXPECT_EQ(h.source.flush, Lsn{0x2000});
+}
+
 // Reports held back, as a broker answers them later: the commit waits for them, and is never
 // called from inside a report's callback (librdkafka's flush would wait there for its timeout).
 TEST(RelayExactlyOnce, TheCommitWaitsForTheReportsAndIsNotCalledFromOne) {

@@ -453,6 +453,7 @@ struct Harness {
     start.refused_checkpoints = refused_checkpoints;
     start.topic_limits = topic_limits;
     start.batch_size = batch_size;
+    start.write_checkpoints = write_checkpoints;
     const auto outcome = relay.run(source, std::move(start));
     counters = relay.counters();
     relay_ = nullptr;
@@ -486,6 +487,7 @@ struct Harness {
   // The destination topics' limits and the producers' batch.size (SessionStart); none by default.
   std::shared_ptr<kafka::TopicLimits> topic_limits;
   std::size_t batch_size = 0;
+  bool write_checkpoints = true;  // SessionStart::write_checkpoints (false: a backfill's relay)
 
  private:
   Relay* relay_ = nullptr;

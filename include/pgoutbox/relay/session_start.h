@@ -51,6 +51,10 @@ struct SessionStart {
   // Reads the checkpoint topic; called once the sink is open (after init_transactions). Empty:
   // no checkpoint is read or written this session.
   std::function<kafka::CheckpointScan()> read_checkpoints;
+  // False for a backfill: its chunks are transactions at positions of its own (2n+1, 2n+2) that
+  // no checkpoint may name (docs/spec.md I11: a checkpoint names a real transaction of the slot);
+  // exactly-once commits its Kafka transactions without one.
+  bool write_checkpoints = true;
   std::shared_ptr<RefusedRecords> refused;  // empty: a memory for this session only
   // Checkpoints found written over another WAL history, kept across sessions by the caller;
   // empty: a memory for this session only.
