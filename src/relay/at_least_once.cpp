@@ -127,7 +127,7 @@ void AtLeastOnce::end_after_gap(const std::string& what, int polls) {
 // Remembered across sessions, so that the next session sends it alone, in its place.
 void AtLeastOnce::note_suspect(const outbox::Record& record, ConfirmTracker::TxnId unit,
                                const kafka::DeliveryError& error) {
-  auto& refused = (*refused_)[refused_key(context_.tracker.commit_lsn(unit), record.topic, record.event_id)];
+  auto& refused = (*refused_)[refused_key(context_.tracker.commit_lsn(unit), record)];
   refused.error = error;
   ++suspects_noted_;
   // One line per record at debug: a batch holds up to thousands; the session's end counts them.
@@ -138,7 +138,7 @@ void AtLeastOnce::note_suspect(const outbox::Record& record, ConfirmTracker::Txn
 
 const RefusedRecord* AtLeastOnce::refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
   if (refused_->empty()) return nullptr;
-  const auto it = refused_->find(refused_key(context_.tracker.commit_lsn(unit), record.topic, record.event_id));
+  const auto it = refused_->find(refused_key(context_.tracker.commit_lsn(unit), record));
   return it == refused_->end() ? nullptr : &it->second;
 }
 
@@ -246,8 +246,7 @@ void AtLeastOnce::on_delivery(const kafka::Delivery& delivery) {
     // again if its transaction is published again (before completed(): that may confirm it).
     const bool settled_alone = cookie.isolated && !cookie.dead_letter;
     if (settled_alone && delivery.record && !refused_->empty())
-      refused_->erase(
-          refused_key(context_.tracker.commit_lsn(cookie.txn), delivery.record->topic, delivery.record->event_id));
+      refused_->erase(refused_key(context_.tracker.commit_lsn(cookie.txn), *delivery.record));
     context_.events.completed(cookie.txn, delivery.weight);
     if (settled_alone) settle_head(topic);
   }
@@ -325,7 +324,7 @@ void AtLeastOnce::apply_policy(const outbox::Record& record, ConfirmTracker::Txn
   // Kafka refused it alone as often as poison.max_retries allows: if its transaction is
   // published again (a later session), the policy applies at once (try_send).
   if (attempts > context_.config.poison.max_retries) {
-    auto& refused = (*refused_)[refused_key(context_.tracker.commit_lsn(unit), record.topic, record.event_id)];
+    auto& refused = (*refused_)[refused_key(context_.tracker.commit_lsn(unit), record)];
     refused.error = error;
     refused.attempts = attempts;
   }

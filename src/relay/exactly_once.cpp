@@ -633,7 +633,7 @@ std::optional<Outcome> ExactlyOnce::fence_shown() const {
 }
 
 std::pair<Lsn, std::string> ExactlyOnce::refused_key(const outbox::Record& record, ConfirmTracker::TxnId unit) const {
-  return relay::refused_key(context_.tracker.commit_lsn(unit), record.topic, record.event_id);
+  return relay::refused_key(context_.tracker.commit_lsn(unit), record);
 }
 
 const RefusedRecord* ExactlyOnce::refused_before(const outbox::Record& record, ConfirmTracker::TxnId unit) const {

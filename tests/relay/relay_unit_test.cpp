@@ -415,13 +415,19 @@ TEST(RelayUnit, RecordsRefusedWithTheirBatchLandBeforeTheLaterRecordsThatWereInF
 // and a session's start forgets the transactions the slot confirmed (issue 37 item 7).
 TEST(RelayUnit, TheRefusalMemoryForgetsWhatTheSlotConfirmed) {
   Harness h;
-  (*h.refused)[refused_key(Lsn{0x50}, "outbox.event.E", event(1))] = RefusedRecord{};
-  (*h.refused)[refused_key(Lsn{0x2000 - 8}, "outbox.event.E", event(2))] = RefusedRecord{};
+  const auto record = [](int n) {
+    outbox::Record r;
+    r.topic = "outbox.event.E";
+    r.event_id = event(n);
+    return r;
+  };
+  (*h.refused)[refused_key(Lsn{0x50}, record(1))] = RefusedRecord{};
+  (*h.refused)[refused_key(Lsn{0x2000 - 8}, record(2))] = RefusedRecord{};
   h.source.push(relation());
   const auto outcome = h.run({}, Lsn{0x100});
   EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
-  EXPECT_EQ(h.refused->count(refused_key(Lsn{0x50}, "outbox.event.E", event(1))), 0U);
-  EXPECT_EQ(h.refused->count(refused_key(Lsn{0x2000 - 8}, "outbox.event.E", event(2))), 1U);
+  EXPECT_EQ(h.refused->count(refused_key(Lsn{0x50}, record(1))), 0U);
+  EXPECT_EQ(h.refused->count(refused_key(Lsn{0x2000 - 8}, record(2))), 1U);
 }
 
 // Issue 12 #11: per-key order (I4) on every failure path. Transaction 1 writes k1, p2 (a record

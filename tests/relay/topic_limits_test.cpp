@@ -288,6 +288,39 @@ TEST(TopicLimitsExactlyOnce, ACheckpointRefusedInADoomedTransactionIsNotPublishe
   EXPECT_EQ(h.source.flush, Lsn{0x1000});
 }
 
+// Issue 37 item 7: two rows of one transaction with the same event id and topic, one that Kafka
+// refuses (a broker policy: no limit foresees it) and one it takes, are two records: the refused
+// one meets poison.policy (dead-lettered), the other is delivered. Before, both shared one entry
+// of the refusal memory (commit LSN, topic, event id), so the deliverable one was taken for the
+// refused one and dead-lettered too.
+TEST_P(TopicLimitsTest, TwoRowsWithOneIdAreTwoRecordsForTheRefusalMemory) {
+  Harness h(with(GetParam()));
+  h.batch_size = 12'000;
+  h.script.verdict = [](const Produced& p) -> std::optional<kafka::DeliveryError> {
+    if (p.record.topic != kTopic || p.record.value.find("refuse-me") == std::string::npos) return std::nullopt;
+    return policy_violation();
+  };
+  h.source.push(relation());
+  h.source.push(begin(0x1000 - 8, 0x1000));
+  h.source.push(insert(1, "k", R"({"n":1})"));
+  h.source.push(insert(2, "k", R"({"n":"refuse-me"})"));
+  h.source.push(insert(2, "k", R"({"n":2})"));
+  h.source.push(insert(3, "k", R"({"n":3})"));
+  h.source.push(commit(0x1000 - 8, 0x1000), Lsn{0x1000});
+  const auto outcome = h.run();
+  EXPECT_EQ(outcome.kind, Outcome::Kind::stopped) << outcome.reason;
+  std::vector<std::string> delivered;
+  for (const auto& r : GetParam() == config::Delivery::exactly_once ? h.script.committed : h.script.landed) {
+    if (r.topic == kTopic) delivered.push_back(r.value);
+  }
+  // At-least-once may deliver a record twice (the batch before the refusal); each once at least.
+  for (const char* value : {R"({"n":1})", R"({"n":2})", R"({"n":3})"})
+    EXPECT_NE(std::find(delivered.begin(), delivered.end(), value), delivered.end()) << value << " was not delivered";
+  EXPECT_EQ(std::find(delivered.begin(), delivered.end(), R"({"n":"refuse-me"})"), delivered.end());
+  EXPECT_EQ(h.counters.dead_lettered, 1U) << "only the refused row is dead-lettered";
+  EXPECT_EQ(h.source.flush, Lsn{0x1000});
+}
+
 // Two failures in a row that teach nothing are not an echo: the session ends, through the backoff.
 TEST(TopicLimitsExactlyOnce, AFailureAfterTheEchoEndsTheSession) {
   Harness h(with(config::Delivery::exactly_once));

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/sink.h"
@@ -31,9 +32,15 @@ struct RefusedRecord {
   kafka::DeliveryError error;
 };
 using RefusedRecords = std::map<std::pair<Lsn, std::string>, RefusedRecord>;
-// The key of a record of the transaction committing at `commit_lsn`.
-inline std::pair<Lsn, std::string> refused_key(Lsn commit_lsn, const std::string& topic, const std::string& event_id) {
-  return {commit_lsn, topic + '\0' + event_id};
+// The key of a record of the transaction committing at `commit_lsn`: its topic, its event id and
+// a hash of its key and payload, so that two rows of one transaction with the same id (a
+// deliverable one and one Kafka refuses) are two records (issue 37 item 7). The memory lives in
+// one process, where std::hash is stable; the key and payload are what every replay builds again.
+inline std::pair<Lsn, std::string> refused_key(Lsn commit_lsn, const outbox::Record& record) {
+  // A missing key and an empty one alike: librdkafka reports an empty key as none.
+  const std::string_view key = record.key ? std::string_view(*record.key) : std::string_view();
+  const std::size_t content = std::hash<std::string_view>{}(record.value) * 31U + std::hash<std::string_view>{}(key);
+  return {commit_lsn, record.topic + '\0' + record.event_id + '\0' + std::to_string(content)};
 }
 // Forgets the records of transactions the slot confirmed (they commit below `confirmed`).
 inline void prune_refused(RefusedRecords& refused, Lsn confirmed) {
