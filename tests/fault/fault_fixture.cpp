@@ -1,7 +1,13 @@
 #include "fault_fixture.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <set>
 
 #include "eventually.h"
 
@@ -73,6 +79,34 @@ std::unique_ptr<PgoutboxProcess> FaultTest::start_pgoutbox(const std::string& co
 }
 
 std::string FaultTest::log_tail(const std::string& log_name) const { return tail_of(dir.path() + "/" + log_name); }
+
+void FaultTest::TearDown() {
+  if (!HasFailure()) return;
+  const std::regex hidden(R"(checkpoint topic (\S+) partition (\d+): read_committed ends at offset)");
+  std::set<std::pair<std::string, std::string>> partitions;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (entry.path().extension() != ".log") continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      std::smatch m;
+      if (std::regex_search(line, m, hidden)) partitions.emplace(m[1].str(), m[2].str());
+    }
+  }
+  if (partitions.empty()) return;
+  auto& kafka = shared_kafka();
+  const auto tool = [&](const std::vector<std::string>& args) {
+    const auto log = dir.path() + "/transactions-tool.log";
+    std::vector<std::string> argv = {"--bootstrap-server", kafka.bootstrap()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const int rc = kafka.run_tool("org.apache.kafka.tools.TransactionsCommand", argv, log, std::chrono::seconds(30));
+    std::cout << "kafka-transactions " << fmt::format("{}", fmt::join(args, " ")) << " (exit " << rc << "):\n"
+              << tail_of(log) << "\n";
+  };
+  for (const auto& [topic, partition] : partitions)
+    tool({"describe-producers", "--topic", topic, "--partition", partition});
+  tool({"list"});
+  tool({"find-hanging", "--broker-id", "1"});
+}
 
 LoadWriter::Options FaultTest::writer_options(const Pipeline& p) const {
   LoadWriter::Options o;
