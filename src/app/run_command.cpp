@@ -227,8 +227,10 @@ int run(const std::string& config_path, const RunOptions& options) {
   bool standby = false;
   int at_once_in_a_row = 0;
   bool ever_streamed = false;
-  int previous_walsender = 0;  // the last session's, if it streamed
-  bool slot_created = false;   // by a session of this process
+  // The walsender of the last session that streamed: kept through sessions that did not (a
+  // standby answer), so that a takeover after them is still one (issue 37 item 5).
+  int previous_walsender = 0;
+  bool slot_created = false;  // by a session of this process
   // Records Kafka refused, remembered across sessions (a refusal ends a session: its retries are sessions).
   const auto refused_records = std::make_shared<relay::RefusedRecords>();
   // Checkpoints a session found written over another WAL history: not trusted again.
@@ -261,12 +263,11 @@ int run(const std::string& config_path, const RunOptions& options) {
       ever_streamed = ever_streamed || relay.streamed();
       slot_created = slot_created || relay.created_slot();
       delivered = relay.counters().records_acked > 0;
-      previous_walsender = relay.walsender_pid();
+      if (relay.walsender_pid() != 0) previous_walsender = relay.walsender_pid();
     } catch (const std::exception& e) {
       // Out of descriptors or memory while (re)connecting: transient, never std::terminate.
       signals.attach(nullptr);
       outcome = relay::Outcome::reconnect(fmt::format("session failed: {}", e.what()));
-      previous_walsender = 0;
     }
     switch (outcome.kind) {
       case relay::Outcome::Kind::stopped:

@@ -406,6 +406,12 @@ outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& che
   return record;
 }
 
+void ensure_checkpoint_topic(const CheckpointSettings& settings) {
+  std::string fix = authentication_fix(settings.properties);
+  const auto consumer = open_consumer(settings, fix, ConsumerRole::reader);
+  partitions_of(consumer.get(), settings.topic, settings.timeout, true);
+}
+
 CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
                                 const std::string& transactional_id, const CheckpointKey* key) {
   CheckpointScan scan;

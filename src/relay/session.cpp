@@ -22,11 +22,27 @@ namespace pgoutbox::relay {
 namespace {
 
 // The server process holding the slot now; nullopt when none does or the server cannot say.
-std::optional<int> slot_holder(const config::PostgresConfig& pg) {
+// Who holds the slot: its active_pid (0: nobody), and whether that process is a walsender (a
+// replication connection, as pgoutbox's) rather than a backend running a pg_logical_slot_*
+// function.
+struct SlotHolder {
+  int pid = 0;
+  bool walsender = false;
+};
+
+std::optional<SlotHolder> slot_holder(const config::PostgresConfig& pg) {
   try {
     const auto conn =
         replication::Connection::open(pg.dsn, false, pg.application_name, pg.password, std::chrono::seconds(5));
-    if (const auto slot = conn.slot(pg.slot)) return slot->active_pid;
+    const auto slot = conn.slot(pg.slot);
+    if (!slot) return std::nullopt;
+    SlotHolder holder{slot->active_pid.value_or(0), false};
+    if (holder.pid != 0) {
+      const auto res = conn.exec(
+          fmt::format("SELECT backend_type = 'walsender' FROM pg_catalog.pg_stat_activity WHERE pid = {}", holder.pid));
+      holder.walsender = PQntuples(res.get()) == 1 && std::string_view(PQgetvalue(res.get(), 0, 0)) == "t";
+    }
+    return holder;
   } catch (const std::exception&) {}
   return std::nullopt;
 }
@@ -209,7 +225,8 @@ std::size_t producer_batch_size(const config::Config& config, kafka::TopicLimits
 // streams from the slot and `slot_confirmed` is where the slot stood.
 class Session::Setup {
  public:
-  explicit Setup(const config::Config& config) : config_(config) {}
+  // `real_kafka`: false with a test's sinks, where no Kafka is read or written.
+  Setup(const config::Config& config, bool real_kafka) : config_(config), real_kafka_(real_kafka) {}
 
   std::optional<Outcome> open() {
     const auto& pg = config_.postgres;
@@ -301,6 +318,7 @@ class Session::Setup {
                                               "record with pg_log_standby_snapshot()");
         snapshot_request.emplace(replication::PrimaryAccess{pg.primary_dsn, pg.password, pg.application_name});
       }
+      if (auto refused = ensure_checkpoint_topic()) return refused;
       if (any_backfill(config_)) {
         if (auto refused = check_backfill()) return refused;
         if (auto busy = take_backfill_lock()) return busy;
@@ -369,9 +387,7 @@ class Session::Setup {
     if (config_.delivery == config::Delivery::exactly_once)
       s.transactional_id = transactional_id_of(config_, s.identity);
     if (config_.checkpoint.enabled) {
-      kafka::CheckpointSettings settings{config_.kafka.brokers, config_.kafka.properties, config_.checkpoint.topic};
-      settings.hidden_wait =
-          kafka::hidden_end_wait(config_.kafka.properties, config_.delivery == config::Delivery::exactly_once);
+      auto settings = checkpoint_settings();
       // Exactly-once refuses to start without the checkpoints of an older slot (exit 25): a topic
       // created by that start would be found empty, not missing, at the next one.
       settings.create_missing =
@@ -384,6 +400,34 @@ class Session::Setup {
       };
     }
     return s;
+  }
+
+  kafka::CheckpointSettings checkpoint_settings() const {
+    kafka::CheckpointSettings settings{config_.kafka.brokers, config_.kafka.properties, config_.checkpoint.topic};
+    settings.hidden_wait =
+        kafka::hidden_end_wait(config_.kafka.properties, config_.delivery == config::Delivery::exactly_once);
+    return settings;
+  }
+
+  // The checkpoint topic exists before the slot is created: a slot without it is then one whose
+  // checkpoints were lost (exit 25 in exactly-once, a warning in at-least-once), never one whose
+  // first start died between the two. Exactly-once cannot go on without the topic; at-least-once
+  // says why and goes on (it reads and writes checkpoints as it can).
+  std::optional<Outcome> ensure_checkpoint_topic() const {
+    if (!config_.checkpoint.enabled || !real_kafka_) return std::nullopt;
+    try {
+      kafka::ensure_checkpoint_topic(checkpoint_settings());
+    } catch (const std::exception& e) {
+      if (config_.delivery == config::Delivery::exactly_once) {
+        return Outcome::reconnect(
+            fmt::format("the checkpoint topic must exist before replication slot {} is "
+                        "created: {}",
+                        config_.postgres.slot, e.what()));
+      }
+      spdlog::warn("checkpoint: creating topic {} before replication slot {}: {}", config_.checkpoint.topic,
+                   config_.postgres.slot, e.what());
+    }
+    return std::nullopt;
   }
 
   std::optional<replication::Connection> connection;
@@ -456,6 +500,7 @@ class Session::Setup {
   }
 
   const config::Config& config_;
+  bool real_kafka_;
 };
 
 Session::Session(const config::Config& config, Observer* observer, SessionOptions options)
@@ -471,7 +516,7 @@ Session::Session(const config::Config& config, Observer* observer, SessionOption
 Session::~Session() = default;
 
 Outcome Session::run() {
-  Setup setup(config_);
+  Setup setup(config_, !options_.sinks);
   setup.context.ever_streamed = options_.ever_streamed;
   try {
     if (auto failed = setup.open()) return taken_over_if(*failed);
@@ -531,7 +576,10 @@ Outcome Session::run() {
   }
   if (config_.delivery == config::Delivery::exactly_once) {
     // The server cannot say: a fence it is.
-    start.holds_slot = [this, walsender = walsender_pid_] { return slot_holder(config_.postgres) == walsender; };
+    start.holds_slot = [this, walsender = walsender_pid_] {
+      const auto holder = slot_holder(config_.postgres);
+      return holder && holder->pid == walsender;
+    };
   }
   auto outcome = relay_.run(source, std::move(start));
   watch.reset();
@@ -546,18 +594,19 @@ Outcome Session::run() {
 // session on the lost replication connection with its abort answered without a fence. So the
 // instance ends as fenced (exit 22), as when Kafka tells it, instead of standing by without a
 // word. The slot still held by this instance's own last walsender (not yet gone after a broken
-// connection) is no takeover; nor is a holder the server cannot name.
+// connection) is no takeover; nor is a holder the server cannot name, nor one that is no
+// walsender (an operator's pg_logical_slot_* call holds the slot for its length: issue 37 item 5).
 Outcome Session::taken_over_if(Outcome outcome) const {
   if (!outcome.standby || options_.previous_walsender == 0 || config_.delivery != config::Delivery::exactly_once)
     return outcome;
   const auto holder = slot_holder(config_.postgres);
-  if (!holder || *holder == 0 || *holder == options_.previous_walsender) return outcome;
+  if (!holder || holder->pid == 0 || holder->pid == options_.previous_walsender || !holder->walsender) return outcome;
   return Outcome::fatal(
       Fatal::fenced,
       fmt::format("another instance took over slot {} right after this one streamed from it (its walsender is PID "
                   "{}; {}); in exactly-once delivery it fences this one's transactional ids, so this one writes "
                   "nothing more. A supervisor may restart it: it then waits as a standby",
-                  config_.postgres.slot, *holder, outcome.reason));
+                  config_.postgres.slot, holder->pid, outcome.reason));
 }
 
 std::optional<Outcome> Session::backfill(const std::string& snapshot, SessionStart start) {

@@ -9,7 +9,9 @@
 #include <signal.h>
 
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <set>
 #include <thread>
@@ -276,6 +278,77 @@ TEST_F(ExactlyOnceFaultTest, AnInstanceThatLosesTheSlotToAStandbyEndsAsFenced) {
   const auto report = audit(p, writers.committed());
   Figures("exactly-once-slot-taken-over").add("first_exit", *code).add_audit(report);
   expect_exactly_once(report);
+  EXPECT_TRUE(standby->running()) << log_tail("standby.log");
+}
+
+// Issue 37 item 5: the takeover rule (exit 22 when another instance holds the slot right after
+// this one streamed from it) neither fires for a holder that is no walsender (an operator's
+// pg_logical_slot_* call on the slot) nor forgets this instance's last walsender once such a
+// standby answer came: the takeover that follows still ends it with 22. An operator's peek holds
+// the slot (its backend is stopped while it holds it) when the first instance, cut off, comes
+// back; a standby takes the slot once the peek is over.
+TEST_F(ExactlyOnceFaultTest, AnOperatorsSlotCallIsNoTakeoverAndTheTakeoverAfterItIsOne) {
+  const auto p = make_pipeline("eospeek");
+  const auto standby_config = prepare(p, kExactlyOnce);
+  auto slow = config_for(p, kafka.bootstrap());
+  slow.extra_yaml = std::string("reconnect:\n  min: 2s\n  max: 2s\n") + kExactlyOnce;
+  const auto slow_config = write_config(p.name + "-slow.yaml", slow);
+  auto first = start_pgoutbox(slow_config, "first.log");
+  ASSERT_TRUE(wait_streaming(p, *first)) << log_tail("first.log");
+  const auto insert = [&](const std::string& prefix, int rows) {
+    pg.exec("INSERT INTO " + p.table + " (id, aggregatetype, aggregateid, type, payload) SELECT '" + prefix +
+            "-' || g, 'Order', 'k' || (g % 10), 'Created', '{}' FROM generate_series(1, " + std::to_string(rows) +
+            ") g");
+  };
+  insert("before", 50);
+  PGOUTBOX_ASSERT_EVENTUALLY(in_kafka(p) >= 50, 60s);
+
+  // Cut off: frozen, its walsender gone; WAL for the peek to decode meanwhile.
+  first->signal(SIGSTOP);
+  insert("peeked", 200'000);
+  pg.exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" + p.slot + "'");
+  ASSERT_TRUE(eventually([&] { return slot_free(p); }, 60s));
+  // The operator's peek, stopped while it holds the slot.
+  auto peek_conn = pg.connect();
+  const int peek_pid = [&] {
+    const std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(peek_conn.get(), "SELECT pg_backend_pid()"),
+                                                            &PQclear);
+    return std::stoi(PQgetvalue(res.get(), 0, 0));
+  }();
+  std::thread peek([&] {
+    exec_on(peek_conn.get(), "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('" + p.slot +
+                                 "', NULL, NULL, 'proto_version', '1', 'publication_names', '" + p.publication + "')");
+  });
+  // Whatever fails below, the peek's backend goes on and the thread ends.
+  const std::unique_ptr<std::thread, std::function<void(std::thread*)>> peek_done(&peek, [peek_pid](std::thread* t) {
+    ::kill(peek_pid, SIGCONT);
+    if (t->joinable()) t->join();
+  });
+  const auto holder = [&] {
+    return pg
+        .query_value("SELECT coalesce(active_pid, 0)::text FROM pg_replication_slots WHERE slot_name = '" + p.slot +
+                     "'")
+        .value_or("0");
+  };
+  ASSERT_TRUE(eventually([&] { return holder() == std::to_string(peek_pid); }, 30s, 1ms)) << "the peek never held it";
+  ASSERT_EQ(::kill(peek_pid, SIGSTOP), 0);
+  first->signal(SIGCONT);
+  // It comes back to a slot a plain backend holds: no takeover, it waits (two reconnects).
+  std::this_thread::sleep_for(6s);
+  EXPECT_TRUE(first->running()) << "an operator's pg_logical_slot_peek_binary_changes call was taken for a takeover:\n"
+                                << log_tail("first.log");
+
+  // A standby takes the slot once the peek is over, while the first instance is frozen again.
+  auto standby = start_pgoutbox(standby_config, "standby.log");
+  first->signal(SIGSTOP);
+  ASSERT_EQ(::kill(peek_pid, SIGCONT), 0);
+  peek.join();
+  ASSERT_TRUE(wait_streaming(p, *standby)) << log_tail("standby.log");
+  first->signal(SIGCONT);
+  const auto code = first->wait_exit(30s);
+  ASSERT_TRUE(code) << "the first instance stands by after the takeover, without a word:\n" << log_tail("first.log");
+  EXPECT_EQ(*code, 22) << log_tail("first.log");
+  PGOUTBOX_ASSERT_EVENTUALLY(in_kafka(p) >= 200'050, 120s);
   EXPECT_TRUE(standby->running()) << log_tail("standby.log");
 }
 

@@ -159,6 +159,12 @@ void scan_record(CheckpointScan& scan, const SlotIdentity& identity, const std::
 // slot's instance killed in a transaction), and a newer checkpoint of this slot may lie past it.
 // While one does, it waits up to settings.hidden_wait, saying why, then sets scan.hidden. Throws
 // std::runtime_error when Kafka cannot be reached or the topic cannot be read within the timeout.
+// Creates the checkpoint topic unless Kafka says it exists; throws std::runtime_error when no
+// definite answer comes within settings.timeout or the creation is refused. Called before a
+// replication slot is created, so that a slot without its checkpoint topic is one whose topic
+// was lost, never one whose first start died before creating it (exit 25).
+void ensure_checkpoint_topic(const CheckpointSettings& settings);
+
 CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
                                 const std::string& transactional_id, const CheckpointKey* key);
 
