@@ -453,6 +453,10 @@ int main(int argc, char** argv) {
                         {"max_wal_size", "8GB"},
                         {"checkpoint_timeout", "30min"}});
     test::KafkaBroker kafka;
+    // The bench makes its slots by hand, before the backlogs: as a deployment that does so, it
+    // makes the checkpoint topic first (exactly-once refuses a slot older than a missing
+    // checkpoint topic, exit 25: its checkpoints would be lost).
+    test::create_topic(kafka.bootstrap(), "pgoutbox.checkpoints", 1, {{"cleanup.policy", "compact"}});
     create_schema(pg, PGOUTBOX_SOURCE_DIR, polling.workers);
     Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling, PGOUTBOX_JAVA, debezium_libs, "", {}};
     bench.kafka_settings = kafka_settings;

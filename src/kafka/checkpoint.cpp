@@ -457,6 +457,8 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
           "transaction the coordinator aborts transaction.timeout.ms after it began), and a newer checkpoint of "
           "this slot may be behind it",
           p, settings.topic, stable, marks[static_cast<std::size_t>(p)].high, settings.hidden_wait.count());
+      scan.hidden_partition = p;
+      scan.hidden_offset = stable;
       break;
     }
     if (!only_held && now > deadline) {

@@ -64,8 +64,12 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
           fmt::format("exactly-once cannot start without this slot's newest checkpoint: {}. Fix: start again once "
                       "the transaction coordinator has aborted that transaction (after the transaction.timeout.ms of "
                       "the producer that opened it; start that instance again to abort it at once), and give each "
-                      "slot's instances a checkpoint.topic of their own so one cannot hide another's",
-                      scan.hidden));
+                      "slot's instances a checkpoint.topic of their own so one cannot hide another's. A transaction "
+                      "still open after this wait is one the coordinator does not know (kafka-transactions.sh list "
+                      "shows its producer's id Empty or complete; a broker restart can leave such a hanging "
+                      "transaction) and will never end by itself: abort it with kafka-transactions.sh "
+                      "--bootstrap-server BROKERS abort --topic {} --partition {} --start-offset {}",
+                      scan.hidden, facts.checkpoint_topic, scan.hidden_partition, scan.hidden_offset));
       return resume;
     }
     // At-least-once: every checkpoint of this slot claims only what Kafka acknowledged, so an

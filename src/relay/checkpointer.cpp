@@ -78,6 +78,7 @@ std::optional<Outcome> Checkpointer::resume(SkipProof& proof) {
                                                          .server_position = start_.server_position,
                                                          .delivery = config_.delivery,
                                                          .transactional_id = start_.transactional_id,
+                                                         .checkpoint_topic = config_.checkpoint.topic,
                                                          .signing = key_.has_value(),
                                                          .refused = start_.refused_checkpoints.get(),
                                                          .slot_created = start_.slot_created,

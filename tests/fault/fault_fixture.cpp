@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -79,6 +81,28 @@ std::unique_ptr<PgoutboxProcess> FaultTest::start_pgoutbox(const std::string& co
 }
 
 std::string FaultTest::log_tail(const std::string& log_name) const { return tail_of(dir.path() + "/" + log_name); }
+
+bool FaultTest::abort_hanging_checkpoint_transaction(const std::string& log_name) {
+  const std::regex named(R"(partition (\d+) of checkpoint topic (\S+) ends at offset (\d+) for read_committed)");
+  std::optional<std::array<std::string, 3>> last;
+  std::ifstream in(dir.path() + "/" + log_name);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.find("cannot continue") != std::string::npos && std::regex_search(line, m, named))
+      last = std::array<std::string, 3>{m[1].str(), m[2].str(), m[3].str()};
+  }
+  if (!last) return false;
+  auto& kafka = shared_kafka();
+  const auto log = dir.path() + "/transactions-abort.log";
+  const int rc = kafka.run_tool("org.apache.kafka.tools.TransactionsCommand",
+                                {"--bootstrap-server", kafka.bootstrap(), "abort", "--topic", (*last)[1], "--partition",
+                                 (*last)[0], "--start-offset", (*last)[2]},
+                                log, std::chrono::seconds(60));
+  std::cout << "aborted the hanging transaction at offset " << (*last)[2] << " of " << (*last)[1] << " partition "
+            << (*last)[0] << " (kafka-transactions.sh abort, exit " << rc << "):\n"
+            << tail_of(log) << "\n";
+  return rc == 0;
+}
 
 void FaultTest::TearDown() {
   if (!HasFailure()) return;

@@ -57,6 +57,11 @@ class FaultTest : public ::testing::Test {
   // I11: the wait, then exit 23) prints what the broker knows of that partition's producers and
   // of hanging transactions, so that the transaction's owner shows in the CI log.
   void TearDown() override;
+  // The operator's part after exit 23 for a hanging transaction (one the coordinator does not
+  // know, which a broker restart can leave in the checkpoint topic): aborts the transaction the
+  // last exit 23 in `log_name` names, with kafka-transactions.sh abort, as its message says.
+  // False when no such exit is logged or the tool fails.
+  bool abort_hanging_checkpoint_transaction(const std::string& log_name = "pgoutbox.log");
 
   // Creates the outbox table `<name>_outbox` (text ids, jsonb payload).
   Pipeline make_pipeline(const std::string& name, std::vector<std::string> aggregate_types = {"Order", "Payment"});

@@ -9,7 +9,9 @@
 // session, at-least-once's gapless producer stops; the batch's records go alone). Then a
 // read_committed consumer holds Kafka against what committed: every row delivered (exactly once
 // in exactly-once), in per-key commit order, each oversized row dead-lettered, no rolled-back row
-// anywhere, the slot caught up once the writers stop.
+// anywhere, the slot caught up once the writers stop. A hanging transaction a broker restart
+// leaves in the checkpoint topic (exit 23, Kafka's, not pgoutbox's) is aborted as its message
+// says, and counted.
 //
 //   PGOUTBOX_FAULT_SECONDS   the length of the writes and faults (default 25)
 //   PGOUTBOX_FAULT_SEED      the seed of the writers' mix and of the faults (default: random, printed)
@@ -82,6 +84,20 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
   LoadWriter writers(writer_opts);
   writers.start();
 
+  // A broker restart can leave a transaction in the checkpoint topic that the transaction
+  // coordinator does not know (seen on Kafka 4.4: the partition holds it open, the coordinator
+  // has the id Empty): exactly-once then exits 23, naming it and the command that aborts it. The
+  // operator's part is played here, counted, and the run goes on; any other exit fails it.
+  int hanging_aborted = 0;
+  const auto alive = [&] {
+    if (relay->running()) return true;
+    const auto code = relay->wait_exit(1s);
+    if (!exactly_once || !code || *code != 23 || !abort_hanging_checkpoint_transaction()) return false;
+    ++hanging_aborted;
+    relay = start_pgoutbox(config_path);
+    return true;
+  };
+
   std::mt19937_64 rng(seed);
   const auto between = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   std::map<std::string, int> faults;
@@ -89,7 +105,7 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
   const auto until = Clock::now() + seconds;
   while (Clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(between(1500, 4000)));  // load between faults
-    ASSERT_TRUE(relay->running()) << "pgoutbox exited on its own:\n" << log_tail();
+    ASSERT_TRUE(alive()) << "pgoutbox exited on its own:\n" << log_tail();
     switch (between(0, 5)) {
       case 0:
         faults["sigkill"] += 1;
@@ -125,9 +141,15 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
         break;
     }
   }
-  ASSERT_TRUE(relay->running()) << "pgoutbox exited on its own:\n" << log_tail();
+  ASSERT_TRUE(alive()) << "pgoutbox exited on its own:\n" << log_tail();
   writers.stop();
-  const auto caught_up = wait_confirmed(p, current_wal_lsn(), 180s);
+  const auto stopped = Clock::now();
+  const auto target = current_wal_lsn();
+  std::optional<Clock::duration> caught_up;
+  while (!caught_up && Clock::now() - stopped < 180s) {
+    if (wait_confirmed(p, target, 5s)) caught_up = Clock::now() - stopped;
+    if (!caught_up && !alive()) break;
+  }
   ASSERT_TRUE(caught_up) << "the slot did not catch up after the writers stopped:\n" << log_tail();
 
   std::vector<CommittedEvent> fitting;
@@ -166,6 +188,7 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
       .add("dead_letter_duplicates", static_cast<double>(dead_duplicates))
       .add_ms("caught_up_after_writers_stopped", *caught_up);
   for (const auto& [name, count] : faults) figures.add(name, count);
+  figures.add("hanging_checkpoint_transactions_aborted", hanging_aborted);
   // How often a refusal pgoutbox could not foresee was served (the log of every process is kept).
   figures
       .add("batches_refused_alo",
@@ -182,7 +205,7 @@ TEST_P(TopicLimitFaultTest, ASmallTopicLimitAndOversizedRowsUnderFaultsLoseStall
     EXPECT_EQ(dead_duplicates, 0U);
   }
   EXPECT_GT(faults.size(), 0U);
-  EXPECT_TRUE(relay->running()) << log_tail();
+  EXPECT_TRUE(alive()) << log_tail();
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, TopicLimitFaultTest, ::testing::Values("at-least-once", "exactly-once"),

@@ -53,6 +53,7 @@ ResumeFacts facts(bool signing = true) {
                      .server_position = Lsn{0x9000},
                      .delivery = config::Delivery::at_least_once,
                      .transactional_id = "",
+                     .checkpoint_topic = "pgoutbox.checkpoints",
                      .signing = signing};
 }
 
@@ -194,6 +195,8 @@ TEST(CheckpointTrust, AHiddenEndStopsExactlyOnceAndLetsAtLeastOnceTakeTheOlderCh
   kafka::CheckpointScan scan;
   scan.mine = signed_at(0x2000);
   scan.hidden = "partition 0 ends at offset 3 for read_committed, short of 5";
+  scan.hidden_partition = 0;
+  scan.hidden_offset = 3;
   auto at_least_once = trust_checkpoint(scan, facts());
   EXPECT_FALSE(at_least_once.refused);
   EXPECT_EQ(at_least_once.skip_below(), Lsn{0x2000});
@@ -207,6 +210,11 @@ TEST(CheckpointTrust, AHiddenEndStopsExactlyOnceAndLetsAtLeastOnceTakeTheOlderCh
   EXPECT_EQ(exactly_once.refused->cause, Fatal::checkpoint_hidden);
   EXPECT_EQ(exit_code(exactly_once.refused->cause), 23);
   EXPECT_NE(exactly_once.refused->reason.find("Fix:"), std::string::npos) << exactly_once.refused->reason;
+  // A hanging transaction (one the coordinator does not know) never ends by itself: the command
+  // that aborts it.
+  EXPECT_NE(exactly_once.refused->reason.find("abort --topic pgoutbox.checkpoints --partition 0 --start-offset 3"),
+            std::string::npos)
+      << exactly_once.refused->reason;
   EXPECT_EQ(exactly_once.skip_below(), Lsn{});
 }
 

@@ -40,6 +40,7 @@ ResumeFacts facts_at(int timeline, std::uint64_t slot_confirmed, std::uint64_t s
                      .server_position = Lsn{server_position},
                      .delivery = delivery,
                      .transactional_id = std::move(transactional_id),
+                     .checkpoint_topic = "pgoutbox.checkpoints",
                      .signing = signing};
 }
 

@@ -120,6 +120,10 @@ struct CheckpointScan {
   // read for all of CheckpointSettings::hidden_wait. `mine` is then the newest checkpoint before
   // it, maybe not the newest one (docs/spec.md I11).
   std::string hidden;
+  // Where: the partition and the offset at which read_committed ends (the open transaction's
+  // first record), for the fix that aborts it.
+  int hidden_partition = -1;
+  std::int64_t hidden_offset = -1;
 };
 
 struct CheckpointSettings {

@@ -39,7 +39,8 @@ struct ResumeFacts {
   Lsn server_position;  // IDENTIFY_SYSTEM's xlogpos: how far the server's WAL goes
   config::Delivery delivery = config::Delivery::at_least_once;
   std::string transactional_id;
-  bool signing = false;  // a signing key is configured, and the scan kept only what it verified
+  std::string checkpoint_topic;  // named in the fixes
+  bool signing = false;          // a signing key is configured, and the scan kept only what it verified
   const RefusedCheckpoints* refused = nullptr;
   // This session created the slot: it has no checkpoint anywhere yet.
   bool slot_created = false;
