@@ -28,6 +28,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+constexpr const char* kExactlyOnce = "delivery: exactly-once\n";
+
 class ExactlyOnceFaultTest : public FaultTest {
  protected:
   KafkaBroker& kafka = shared_kafka();
@@ -46,6 +48,14 @@ class ExactlyOnceFaultTest : public FaultTest {
     return write_config(p.name + ".yaml", config);
   }
 
+  // The configuration of a first instance that reconnects only every `every` (e.g. "5s"), so
+  // that a standby with prepare()'s configuration is quicker to the slot.
+  std::string slow_config(const Pipeline& p, const std::string& every) {
+    auto slow = config_for(p, kafka.bootstrap());
+    slow.extra_yaml = "reconnect:\n  min: " + every + "\n  max: " + every + "\n" + kExactlyOnce;
+    return write_config(p.name + "-slow.yaml", slow);
+  }
+
   // Reads what a read_committed consumer sees (librdkafka's default isolation level) once every
   // committed event is there, and holds it against what was committed.
   AuditReport audit(const Pipeline& p, const std::vector<CommittedEvent>& committed) {
@@ -59,8 +69,6 @@ class ExactlyOnceFaultTest : public FaultTest {
     EXPECT_TRUE(report.clean()) << report.summary();
   }
 };
-
-constexpr const char* kExactlyOnce = "delivery: exactly-once\n";
 
 TEST_F(ExactlyOnceFaultTest, TwentySigkillsDeliverEveryEventExactlyOnce) {
   constexpr int kKills = 20;
@@ -249,10 +257,8 @@ TEST_F(ExactlyOnceFaultTest, AStandbyWithoutAlternateProducersStillFencesTheAlte
 TEST_F(ExactlyOnceFaultTest, AnInstanceThatLosesTheSlotToAStandbyEndsAsFenced) {
   const auto p = make_pipeline("eostaken");
   const auto standby_config = prepare(p, kExactlyOnce);
-  auto slow = config_for(p, kafka.bootstrap());
-  slow.extra_yaml = std::string("reconnect:\n  min: 5s\n  max: 5s\n") + kExactlyOnce;
-  const auto slow_config = write_config(p.name + "-slow.yaml", slow);
-  auto first = start_pgoutbox(slow_config, "first.log");
+  const auto slow = slow_config(p, "5s");
+  auto first = start_pgoutbox(slow, "first.log");
   ASSERT_TRUE(wait_streaming(p, *first)) << log_tail("first.log");
   auto standby = start_pgoutbox(standby_config, "standby.log");
   const auto whole = [this](const std::string& name) {
@@ -290,10 +296,8 @@ TEST_F(ExactlyOnceFaultTest, AnInstanceThatLosesTheSlotToAStandbyEndsAsFenced) {
 TEST_F(ExactlyOnceFaultTest, AnOperatorsSlotCallIsNoTakeoverAndTheTakeoverAfterItIsOne) {
   const auto p = make_pipeline("eospeek");
   const auto standby_config = prepare(p, kExactlyOnce);
-  auto slow = config_for(p, kafka.bootstrap());
-  slow.extra_yaml = std::string("reconnect:\n  min: 2s\n  max: 2s\n") + kExactlyOnce;
-  const auto slow_config = write_config(p.name + "-slow.yaml", slow);
-  auto first = start_pgoutbox(slow_config, "first.log");
+  const auto slow = slow_config(p, "2s");
+  auto first = start_pgoutbox(slow, "first.log");
   ASSERT_TRUE(wait_streaming(p, *first)) << log_tail("first.log");
   const auto insert = [&](const std::string& prefix, int rows) {
     pg.exec("INSERT INTO " + p.table + " (id, aggregatetype, aggregateid, type, payload) SELECT '" + prefix +

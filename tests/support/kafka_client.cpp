@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -158,6 +159,29 @@ std::int64_t topic_record_count(const std::string& bootstrap, const std::string&
   return total;
 }
 
+namespace {
+
+// Asks the broker for `topic`'s metadata until `holds` says what the caller waits for (30 s at
+// most): an admin call's answer comes before the broker serves what it changed.
+bool await_metadata(rd_kafka_t* rk, const std::string& topic,
+                    const std::function<bool(const rd_kafka_metadata_topic_t&)>& holds) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool held = false;
+  while (!held && std::chrono::steady_clock::now() < deadline) {
+    const rd_kafka_metadata_t* md = nullptr;
+    if (rd_kafka_metadata(rk, 0, rkt, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR && md != nullptr) {
+      held = md->topic_cnt == 1 && holds(md->topics[0]);
+      rd_kafka_metadata_destroy(md);
+    }
+    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  rd_kafka_topic_destroy(rkt);
+  return held;
+}
+
+}  // namespace
+
 void delete_topic(const std::string& bootstrap, const std::string& topic) {
   // A producer's metadata request creates a missing topic on a broker that allows it (librdkafka's
   // producer default): the check that it is gone must not bring it back.
@@ -185,18 +209,9 @@ void delete_topic(const std::string& bootstrap, const std::string& topic) {
   rd_kafka_DeleteTopic_destroy(dt);
   if (!failure.empty()) throw std::runtime_error("delete topic " + topic + ": " + failure);
   // Gone once the broker's metadata no longer names it.
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(admin.get(), topic.c_str(), nullptr);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  bool gone = false;
-  while (!gone && std::chrono::steady_clock::now() < deadline) {
-    const rd_kafka_metadata_t* md = nullptr;
-    if (rd_kafka_metadata(admin.get(), 0, rkt, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR && md != nullptr) {
-      gone = md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-      rd_kafka_metadata_destroy(md);
-    }
-    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  rd_kafka_topic_destroy(rkt);
+  const bool gone = await_metadata(admin.get(), topic, [](const rd_kafka_metadata_topic_t& t) {
+    return t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  });
   if (!gone) throw std::runtime_error("delete topic " + topic + ": the broker still names it after 30 s");
 }
 
@@ -231,19 +246,9 @@ void create_topic(const std::string& bootstrap, const std::string& topic, int pa
   // CreateTopics answers once the controller has the topic; the broker serves it (metadata,
   // DescribeConfigs, produce) only once it has replayed that record, a moment later. A test uses
   // the topic at once, so wait for the broker to name it with every partition.
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(admin.get(), topic.c_str(), nullptr);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  bool known = false;
-  while (!known && std::chrono::steady_clock::now() < deadline) {
-    const rd_kafka_metadata_t* md = nullptr;
-    if (rd_kafka_metadata(admin.get(), 0, rkt, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR && md != nullptr) {
-      known = md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-              md->topics[0].partition_cnt >= partitions;
-      rd_kafka_metadata_destroy(md);
-    }
-    if (!known) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  rd_kafka_topic_destroy(rkt);
+  const bool known = await_metadata(admin.get(), topic, [partitions](const rd_kafka_metadata_topic_t& t) {
+    return t.err == RD_KAFKA_RESP_ERR_NO_ERROR && t.partition_cnt >= partitions;
+  });
   if (!known) throw std::runtime_error("create topic " + topic + ": the broker did not name it within 30 s");
 }
 
