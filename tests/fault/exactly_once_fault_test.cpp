@@ -337,8 +337,14 @@ TEST_F(ExactlyOnceFaultTest, AnOperatorsSlotCallIsNoTakeoverAndTheTakeoverAfterI
   ASSERT_TRUE(eventually([&] { return holder() == std::to_string(peek_pid); }, 30s, 1ms)) << "the peek never held it";
   ASSERT_EQ(::kill(peek_pid, SIGSTOP), 0);
   first->signal(SIGCONT);
-  // It comes back to a slot a plain backend holds: no takeover, it waits (two reconnects).
-  std::this_thread::sleep_for(6s);
+  // It comes back to a slot a plain backend holds (Postgres says so to its reconnect): no
+  // takeover, it waits.
+  const auto met_the_peek = [&] {
+    std::ifstream in(dir.path() + "/first.log");
+    const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return log.find("is active for PID " + std::to_string(peek_pid)) != std::string::npos;
+  };
+  ASSERT_TRUE(eventually(met_the_peek, 60s)) << log_tail("first.log");
   EXPECT_TRUE(first->running()) << "an operator's pg_logical_slot_peek_binary_changes call was taken for a takeover:\n"
                                 << log_tail("first.log");
 
