@@ -242,6 +242,13 @@ TEST_F(ExactlyOnceFaultTest, AStandbyWithoutAlternateProducersStillFencesTheAlte
 
   auto standby = start_pgoutbox(config_path);
   ASSERT_TRUE(wait_streaming(p, *standby)) << log_tail();
+  // The slot is held before the transactional ids are initialised: waited for their log line.
+  const auto initialised = [&] {
+    std::ifstream in(dir.path() + "/pgoutbox.log");
+    const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return log.find(id + "-alt fenced") != std::string::npos;
+  };
+  ASSERT_TRUE(eventually(initialised, 60s)) << log_tail();
   const auto committed = zombie.commit_transaction(30s);
   EXPECT_FALSE(committed.ok()) << "the old instance's transaction on " << id
                                << "-alt committed after the standby started: it was not fenced";

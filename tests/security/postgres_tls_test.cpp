@@ -98,11 +98,13 @@ class PostgresTlsTest : public ::testing::Test {
     PgoutboxProcess process(PGOUTBOX_BINARY, cfg, dir.path() + "/" + name + ".log", env);
     PGOUTBOX_EXPECT_EVENTUALLY(
         pg.query_value("SELECT active FROM pg_replication_slots WHERE slot_name = '" + name + "_slot'") == "t", 60s);
-    // The walsender's session is encrypted.
-    EXPECT_EQ(pg.query_value("SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_replication_slots r ON r.active_pid = "
-                             "s.pid WHERE r.slot_name = '" +
-                             name + "_slot'"),
-              "t");
+    // The walsender's session is encrypted. Waited for: the slot is active for a moment while it is
+    // created, before the session that streams from it holds it.
+    PGOUTBOX_EXPECT_EVENTUALLY(
+        pg.query_value("SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_replication_slots r ON r.active_pid = "
+                       "s.pid WHERE r.slot_name = '" +
+                       name + "_slot'") == "t",
+        60s);
     pg.exec("INSERT INTO sec_outbox (aggregatetype, aggregateid, payload) VALUES ('S', '" + name + "', '{}')");
     const auto got = read_topic(kafka.bootstrap(), name, 1, 60s);
     EXPECT_EQ(got.size(), 1U);
