@@ -12,6 +12,7 @@
 #include "pgoutbox/config/predicate.h"
 #include "pgoutbox/config/redact.h"
 #include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/config/transactional_id.h"
 #include "table_name.h"
 #include "values.h"
 
@@ -467,9 +468,14 @@ std::vector<Entry<Draft>> make_global_entries() {
       [](auto& d) -> auto& { return d.config.checkpoint.interval; }));
   v.push_back(text<Draft>(
       "kafka.transactional_id", "string",
-      "Exactly-once: the producer's transactional.id; empty derives pgoutbox-<system identifier>-<database>-<slot>. "
-      "Every instance of one slot must use the same, and no two slots one.",
-      [](auto& d) -> auto& { return d.config.kafka.transactional_id; }, [](std::string_view) {}));
+      "Exactly-once: the producer's transactional.id; empty derives pgoutbox-<system identifier>-<database>-<slot> "
+      "(with '-' and '%' in the database name percent-encoded). Every instance of one slot must use the same, and no "
+      "two slots one; an explicit id may not begin with pgoutbox- and a digit, nor end with -alt or -check.",
+      [](auto& d) -> auto& { return d.config.kafka.transactional_id; },
+      [](std::string_view value) {
+        if (const auto why = transactional_id_collision(value))
+          throw Invalid(fmt::format("{} (got {})", *why, quote(value)));
+      }));
   v.push_back(duration<Draft>(
       "kafka.transaction_interval",
       "Exactly-once: how long one Kafka transaction collects whole Postgres transactions before it is committed.",

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "checks.h"
+#include "pgoutbox/config/transactional_id.h"
 #include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/kafka/record_size.h"
 #include "pgoutbox/kafka/topic_limits.h"
@@ -88,7 +89,7 @@ std::optional<std::string> configured_transactional_id(const config::Config& con
                                                     std::chrono::seconds(5));
     const auto row = detail::first_row(
         conn, "SELECT system_identifier::text, pg_catalog.current_database() FROM pg_catalog.pg_control_system()");
-    if (row.size() == 2) return fmt::format("pgoutbox-{}-{}-{}", row[0], row[1], pg.slot);
+    if (row.size() == 2) return config::derived_transactional_id(row[0], row[1], pg.slot);
     why = "Postgres did not name its system identifier";
   } catch (const std::exception& e) {
     why = fmt::format("the transactional id derives from Postgres's system identifier, which could not be read ({})",
@@ -120,7 +121,7 @@ RateMeasurement measure_transaction_rate(const config::Config& config, const std
   // The topic must exist before (the caller knows it does): a producer's request would otherwise
   // have the broker create it with its defaults, not compacted.
   settings.properties["allow.auto.create.topics"] = "false";
-  settings.transactional_id = transactional_id + kProbeTransactionalIdSuffix;
+  settings.transactional_id = fmt::format("{}{}", transactional_id, config::kProbeSuffix);
   settings.max_in_flight_records = limits.max_in_flight_records;
   settings.max_in_flight_bytes = limits.max_in_flight_bytes;
   settings.batch_limit = limit;
@@ -214,7 +215,7 @@ std::vector<Finding> transaction_rate_findings(const config::Config& config, con
                     timeout.count(), measurement.failure, note),
         fmt::format("grant pgoutbox's principal WRITE and DESCRIBE on transactional id {}{} (a prefixed ACL on {} "
                     "covers it and the -alt one) and WRITE on topic {}, then run check again.",
-                    transactional_id, kProbeTransactionalIdSuffix, transactional_id, config.checkpoint.topic))};
+                    transactional_id, config::kProbeSuffix, transactional_id, config.checkpoint.topic))};
   }
   const auto& rate = *measurement.rate;
   const auto& limits = config.limits;

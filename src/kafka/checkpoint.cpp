@@ -247,12 +247,15 @@ int partitions_of(rd_kafka_t* rk, const std::string& topic, std::chrono::millise
 
 }  // namespace
 
-Checkpoint checkpoint_of(const SlotIdentity& slot, const TransactionMark& last) {
+Checkpoint checkpoint_of(const SlotIdentity& slot, const Coverage& covered) {
   Checkpoint c;
   c.slot = slot;
-  c.lsn = last.end_lsn;
-  c.xid = last.xid;
-  c.commit_time = last.commit_time;
+  if (covered.transaction) {
+    c.lsn = covered.transaction->end_lsn;
+    c.xid = covered.transaction->xid;
+    c.commit_time = covered.transaction->commit_time;
+  }
+  c.messages_end = covered.messages_end;
   return c;
 }
 
@@ -270,6 +273,8 @@ std::string signed_text(const Checkpoint& c) {
   }
   out += fmt::format("timeline:{}\nlsn:{}\n", c.timeline, c.lsn.to_string());
   if (marked) out += fmt::format("xid:{}\ncommit_time:{}\n", c.xid, c.commit_time);
+  // Only when set, so that a checkpoint without it verifies as it was signed before it existed.
+  if (marked && c.messages_end != Lsn{}) out += fmt::format("messages_end:{}\n", c.messages_end.to_string());
   return out;
 }
 
@@ -314,6 +319,7 @@ std::string encode(const Checkpoint& c) {
   field(out, "delivery", c.delivery);
   field(out, "transactional_id", c.transactional_id);
   if (c.version >= kCheckpointVersion) out += fmt::format(",\"xid\":{},\"commit_time\":{}", c.xid, c.commit_time);
+  if (c.version >= kCheckpointVersion && c.messages_end != Lsn{}) field(out, "messages_end", c.messages_end.to_string());
   if (c.version >= kUnmarkedVersion) field(out, "mac", c.mac);
   out += '}';
   return out;
@@ -348,6 +354,13 @@ std::optional<Checkpoint> decode(std::string_view json) {
         root["commit_time"].get(c.commit_time) != simdjson::SUCCESS)
       return std::nullopt;
     c.xid = static_cast<std::uint32_t>(xid);
+    std::string messages_end;
+    if (root["messages_end"].error() != simdjson::NO_SUCH_FIELD) {
+      if (!string_field("messages_end", messages_end)) return std::nullopt;
+      const auto parsed_end = Lsn::parse(messages_end);
+      if (!parsed_end || *parsed_end == Lsn{}) return std::nullopt;
+      c.messages_end = *parsed_end;
+    }
   }
   const auto parsed = Lsn::parse(lsn);
   if (!parsed || timeline < 0 || timeline > INT32_MAX) return std::nullopt;

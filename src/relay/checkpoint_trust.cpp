@@ -16,7 +16,8 @@ std::string disagreement(const kafka::Checkpoint& c, const ResumeFacts& facts) {
     return fmt::format("it names {}, this instance is {}", c.slot.key(), facts.identity.key());
   if (c.delivery != delivery_name(facts.delivery))
     return fmt::format("it was written in {} mode, this instance runs {}", c.delivery, delivery_name(facts.delivery));
-  if (c.transactional_id != facts.transactional_id)
+  if (c.transactional_id != facts.transactional_id &&
+      (facts.legacy_transactional_id.empty() || c.transactional_id != facts.legacy_transactional_id))
     return fmt::format("it was written by transactional id \"{}\", this instance uses \"{}\"", c.transactional_id,
                        facts.transactional_id);
   return {};
@@ -131,7 +132,17 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
         c.lsn.to_string(), c.version, facts.slot_confirmed.to_string()));
     return resume;
   }
-  if (facts.refused != nullptr && facts.refused->contains(c.covers())) {
+  if (c.names_a_message()) {
+    // A message's content and position are the writer's to choose: a copy of the database
+    // restored onto the same timeline can hold a forged one there (issue 37 item 3).
+    resume.warnings.push_back(fmt::format(
+        "checkpoint at {} names a non-transactional message, not a transaction (written by an older pgoutbox): it "
+        "is not used, and events after the slot's position {} may be published again; the next checkpoint written "
+        "replaces it",
+        c.lsn.to_string(), facts.slot_confirmed.to_string()));
+    return resume;
+  }
+  if (facts.refused != nullptr && c.transaction() && facts.refused->contains(*c.transaction())) {
     resume.warnings.push_back(fmt::format(
         "checkpoint at {} was found written over another WAL history by an earlier session: it is not used, and "
         "events after the slot's position {} are published again",
@@ -145,23 +156,31 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
         c.lsn.to_string(), c.timeline, facts.timeline, facts.slot_confirmed.to_string()));
     return resume;
   }
-  if (c.lsn > facts.server_position) {
+  if (c.end() > facts.server_position) {
     resume.warnings.push_back(fmt::format(
         "checkpoint at {} is ahead of the server's WAL ({}): the database was restored to an earlier point; it is "
         "not used, and events after the slot's position {} may be published again",
-        c.lsn.to_string(), facts.server_position.to_string(), facts.slot_confirmed.to_string()));
+        c.end().to_string(), facts.server_position.to_string(), facts.slot_confirmed.to_string()));
     return resume;
   }
-  if (c.lsn <= facts.slot_confirmed) {
-    resume.note = fmt::format("checkpoint at {} is not ahead of the slot ({}): nothing to skip", c.lsn.to_string(),
+  resume.covered = c.covers();
+  if (c.end() <= facts.slot_confirmed) {
+    resume.note = fmt::format("checkpoint at {} is not ahead of the slot ({}): nothing to skip", c.end().to_string(),
                               facts.slot_confirmed.to_string());
     return resume;
   }
-  resume.skip_through = c.covers();
-  resume.note = fmt::format(
-      "checkpoint at {} is ahead of the slot ({}): transactions up to it are already in Kafka and are skipped, "
-      "confirmed once the stream shows its transaction (xid {}) there",
-      c.lsn.to_string(), facts.slot_confirmed.to_string(), c.xid);
+  resume.skip_below = c.end();
+  if (c.lsn > facts.slot_confirmed) {
+    resume.note = fmt::format(
+        "checkpoint at {} is ahead of the slot ({}): transactions up to it are already in Kafka and are skipped, "
+        "confirmed once the stream shows its transaction (xid {}) there",
+        c.end().to_string(), facts.slot_confirmed.to_string(), c.xid);
+  } else {
+    resume.note = fmt::format(
+        "checkpoint at {} is ahead of the slot ({}): the non-transactional messages up to it are already handled "
+        "and are skipped, until a transaction shows",
+        c.end().to_string(), facts.slot_confirmed.to_string());
+  }
   return resume;
 }
 

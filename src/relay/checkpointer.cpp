@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "pgoutbox/config/transactional_id.h"
 #include "pgoutbox/relay/checkpoint_trust.h"
 #include "pgoutbox/relay/delivery_cookie.h"
 
@@ -60,7 +61,7 @@ Checkpointer::Checkpointer(const config::Config& config, boost::asio::io_context
   if (!config.checkpoint.signing_key.empty()) key_.emplace(config.checkpoint.signing_key);
 }
 
-std::optional<Outcome> Checkpointer::resume(SkipProof& proof) {
+std::optional<Outcome> Checkpointer::resume(SkipProof& proof, Coverage& covered) {
   if (!config_.checkpoint.enabled || !start_.read_checkpoints) return std::nullopt;
   kafka::CheckpointScan scan;
   try {
@@ -78,6 +79,7 @@ std::optional<Outcome> Checkpointer::resume(SkipProof& proof) {
                                                          .server_position = start_.server_position,
                                                          .delivery = config_.delivery,
                                                          .transactional_id = start_.transactional_id,
+                                                         .legacy_transactional_id = legacy_transactional_id(),
                                                          .checkpoint_topic = config_.checkpoint.topic,
                                                          .signing = key_.has_value(),
                                                          .refused = start_.refused_checkpoints.get(),
@@ -88,15 +90,23 @@ std::optional<Outcome> Checkpointer::resume(SkipProof& proof) {
   if (resume.topic_lost) observer_.checkpoint_topic_lost();
   if (resume.refused) return resume.refused;
   if (!resume.note.empty()) spdlog::info("checkpoint: {}", resume.note);
-  if (resume.skip_through) proof = SkipProof(*resume.skip_through, start_.slot_confirmed);
+  if (resume.skip_below != Lsn{}) proof = SkipProof(resume.covered, start_.slot_confirmed);
+  covered = resume.covered;
   // Nothing at or below it is written again; nothing past it comes before the proof (SkipProof).
-  last_written_ = std::max(resume.skip_below(), start_.slot_confirmed);
+  last_written_ = std::max(resume.skip_below, start_.slot_confirmed);
   active_ = true;
   return std::nullopt;
 }
 
-outbox::Record Checkpointer::record(const TransactionMark& last) const {
-  auto checkpoint = kafka::checkpoint_of(start_.identity, last);
+std::string Checkpointer::legacy_transactional_id() const {
+  if (config_.delivery != config::Delivery::exactly_once || !config_.kafka.transactional_id.empty()) return {};
+  const auto& slot = start_.identity;
+  const auto legacy = config::legacy_transactional_id(slot.system_id, slot.database, slot.slot);
+  return legacy == start_.transactional_id ? std::string() : legacy;
+}
+
+outbox::Record Checkpointer::record(const Coverage& covered) const {
+  auto checkpoint = kafka::checkpoint_of(start_.identity, covered);
   checkpoint.timeline = start_.timeline;
   checkpoint.delivery = config_.delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once";
   checkpoint.transactional_id = start_.transactional_id;
@@ -123,13 +133,13 @@ void Checkpointer::arm() {
   });
 }
 
-// Writes the newest transaction of the confirmed position: everything up to it is acknowledged,
-// so the checkpoint never claims a record Kafka does not have. Not a keepalive's position past
-// it: a transaction the checkpoint names is what the next session proves the history by. One
-// write at a time.
+// Writes what the confirmed position covers: everything up to it is acknowledged, so the
+// checkpoint never claims a record Kafka does not have. Not a keepalive's position past it: a
+// transaction the checkpoint names is what the next session proves the history by. One write at
+// a time.
 void Checkpointer::write() {
-  const auto& durable = tracker_.durable_transaction();
-  if (sending_ || !durable || durable->end_lsn <= last_written_) return;
+  const auto& durable = tracker_.durable_coverage();
+  if (sending_ || durable.end() <= last_written_) return;
   if (!sink_.is_open()) {
     kafka::SinkOptions options;
     options.isolated = true;
@@ -137,9 +147,9 @@ void Checkpointer::write() {
     sink_.open(io_, sinks_(std::move(options)));
   }
   kafka::DeliveryError error;
-  const auto produced = sink_->produce(record(*durable), DeliveryCookie::checkpoint().pack(), error);
+  const auto produced = sink_->produce(record(durable), DeliveryCookie::checkpoint().pack(), error);
   if (produced == kafka::Sink::Produced::ok) {
-    sending_ = durable->end_lsn;
+    sending_ = durable.end();
   } else if (produced == kafka::Sink::Produced::failed) {
     if (refused_for_good(error)) {
       events_.ended(checkpoint_refused(config_, error));
@@ -171,8 +181,7 @@ void Checkpointer::on_delivery(const kafka::Delivery& delivery) {
 bool Checkpointer::final_pending() {
   if (!active_ || closed_ || !written_) return false;
   if (sending_) return true;
-  const auto& durable = tracker_.durable_transaction();
-  if (!durable || durable->end_lsn <= last_written_) return false;
+  if (tracker_.durable_coverage().end() <= last_written_) return false;
   write();
   return sending_.has_value();
 }

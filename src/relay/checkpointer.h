@@ -45,10 +45,11 @@ class Checkpointer {
                DeliveryEvents& events);
 
   // Reads the checkpoint topic and judges what it read (checkpoint_trust.h): what the stream may
-  // skip goes into `proof`. An outcome: the session ends before it streams.
-  std::optional<Outcome> resume(SkipProof& proof);
-  // The checkpoint record naming `last`, signed when checkpoint.signing_key is set.
-  outbox::Record record(const TransactionMark& last) const;
+  // skip goes into `proof`, what the trusted checkpoint covers into `covered`. An outcome: the
+  // session ends before it streams.
+  std::optional<Outcome> resume(SkipProof& proof, Coverage& covered);
+  // The checkpoint record of what `covered` covers, signed when checkpoint.signing_key is set.
+  outbox::Record record(const Coverage& covered) const;
 
   // At-least-once, after a resume: writes the confirmed position every checkpoint.interval;
   // `written` is called after each report.
@@ -63,6 +64,7 @@ class Checkpointer {
  private:
   void arm();
   void write();
+  std::string legacy_transactional_id() const;
   void on_delivery(const kafka::Delivery& delivery);
 
   const config::Config& config_;

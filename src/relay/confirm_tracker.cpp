@@ -48,12 +48,30 @@ void ConfirmTracker::sent(TxnId txn, std::int64_t now_us) { at(txn).times.sent_u
 void ConfirmTracker::commit(TxnId txn, Lsn end_lsn, std::optional<TransactionMark> mark) {
   if (open_ != txn) throw std::logic_error("ConfirmTracker: Commit of a transaction that is not open");
   auto& t = at(txn);
+  if (mark) {
+    newest_covered_.add_transaction(*mark);
+    t.covered = newest_covered_;
+  }
+  ended(t, end_lsn);
+}
+
+void ConfirmTracker::commit_message(TxnId txn, Lsn end_lsn) {
+  if (open_ != txn) throw std::logic_error("ConfirmTracker: end of a message that is not open");
+  auto& t = at(txn);
+  newest_covered_.add_message(end_lsn);
+  t.covered = newest_covered_;
+  ended(t, end_lsn);
+}
+
+void ConfirmTracker::resume_from(const Coverage& covered) {
+  if (!txns_.empty() || open_) throw std::logic_error("ConfirmTracker: resume_from after a unit began");
+  newest_covered_ = covered;
+  durable_covered_ = covered;
+}
+
+void ConfirmTracker::ended(Txn& t, Lsn end_lsn) {
   t.committed = true;
   t.end_lsn = end_lsn;
-  if (mark) {
-    t.mark = mark;
-    newest_mark_ = mark;
-  }
   open_.reset();
   // A transaction with nothing outstanding behind one that still waits for Kafka adds nothing
   // but its end position: it is confirmable exactly when its predecessor is. Folding it in
@@ -63,7 +81,7 @@ void ConfirmTracker::commit(TxnId txn, Lsn end_lsn, std::optional<TransactionMar
   if (t.outstanding == 0 && txns_.size() >= 2) {
     auto& predecessor = txns_[txns_.size() - 2];
     if (end_lsn > predecessor.end_lsn) predecessor.end_lsn = end_lsn;
-    if (t.mark) predecessor.mark = t.mark;
+    if (t.covered) predecessor.covered = t.covered;
     txns_.pop_back();
     --next_id_;
   }
@@ -92,7 +110,7 @@ void ConfirmTracker::idle_position(Lsn wal_end) {
 void ConfirmTracker::advance() {
   while (!txns_.empty() && txns_.front().committed && txns_.front().outstanding == 0) {
     if (txns_.front().end_lsn > durable_) durable_ = txns_.front().end_lsn;
-    if (txns_.front().mark) durable_mark_ = txns_.front().mark;
+    if (txns_.front().covered) durable_covered_ = *txns_.front().covered;
     if (txns_.front().carried_records && confirmed_times_.size() < kKeptTimes) {
       confirmed_times_.push_back(txns_.front().times);
     }

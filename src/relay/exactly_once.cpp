@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dead_letter.h"
+#include "pgoutbox/config/transactional_id.h"
 #include "pgoutbox/kafka/producer.h"
 
 namespace pgoutbox::relay {
@@ -22,7 +23,6 @@ constexpr auto kAbortTimeout = 5s;
 // At a session's end, a call that times out is resumed so many times (each kAbortTimeout) before
 // the session ends without a verdict; a stop tries once.
 constexpr int kSettleAttempts = 6;
-constexpr const char* kAlternateSuffix = "-alt";
 constexpr auto kCommitRetry = 100ms;
 // How long a record sent alone waits for what precedes it, and for its own verdict.
 constexpr auto kFlushTimeout = 10s;
@@ -51,7 +51,7 @@ std::optional<Outcome> ExactlyOnce::open() {
   const bool alternate = context_.config.kafka.alternate_producers;
   const std::size_t count = alternate ? producers_.size() : 1;
   const auto id_of = [this](std::size_t i) {
-    return i == 0 ? context_.start.transactional_id : context_.start.transactional_id + kAlternateSuffix;
+    return i == 0 ? context_.start.transactional_id : config::alternate_transactional_id(context_.start.transactional_id);
   };
   for (std::size_t i = 0; i < count; ++i) {
     kafka::SinkOptions options;
@@ -290,14 +290,14 @@ void ExactlyOnce::start_commit() {
   // covers, or aborted together with them. Behind any record of the transaction that still
   // waits for room in the producer's queue: a checkpoint committed without a record it covers
   // would make the next start skip that record (issue 24 item 5).
-  // It names the newest Postgres transaction in or before this Kafka transaction. With none yet
-  // in this session (only non-transactional messages, dead-lettered), none is written: a
-  // checkpoint names a transaction the next session can prove the history by (docs/spec.md I11).
-  // A backfill's chunks are named by none (SessionStart::write_checkpoints).
-  const auto& last = context_.tracker.newest_transaction();
-  if (!last || !context_.start.write_checkpoints) {
+  // It covers what is in or before this Kafka transaction: it names the newest Postgres
+  // transaction, which the next session proves the history by, and covers the non-transactional
+  // messages (dead-lettered) after it (docs/spec.md I11). With nothing covered yet, none is
+  // written. A backfill's chunks are covered by none (SessionStart::write_checkpoints).
+  const auto& covered = context_.tracker.newest_coverage();
+  if (covered.empty() || !context_.start.write_checkpoints) {
     checkpoint_in_txn_ = true;
-  } else if (!backlog_.send(context_.checkpointer.record(*last), DeliveryCookie::checkpoint())) {
+  } else if (!backlog_.send(context_.checkpointer.record(covered), DeliveryCookie::checkpoint())) {
     return;  // sent from the backlog; its report then finishes the commit
   }
   // The transaction is whole, and its commit waits for every report: its last records go now
@@ -334,7 +334,7 @@ void ExactlyOnce::finish_commit() {
     return;
   }
   ++context_.counters.kafka_transactions;
-  if (context_.tracker.newest_transaction() && context_.start.write_checkpoints)
+  if (!context_.tracker.newest_coverage().empty() && context_.start.write_checkpoints)
     ++context_.counters.checkpoints_written;
   // The next transaction goes to the other producer, whose last one ended a transaction ago.
   if (producers_[1].is_open()) current_ = 1 - current_;

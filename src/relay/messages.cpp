@@ -23,25 +23,6 @@
 
 namespace pgoutbox::relay {
 
-namespace {
-// A non-transactional message has no transaction to name: its mark (checkpoint_trust.h) is xid 0
-// (never a transaction's) with this fingerprint of its prefix and content as the "commit time",
-// so that a checkpoint can name it and a resumed stream prove it (FNV-1a, 63 bits: stable across
-// builds and versions, unlike std::hash; a forger is kept out by the checkpoint's signature).
-std::int64_t fingerprint(std::string_view prefix, std::string_view content) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  const auto mix = [&](std::string_view bytes) {
-    for (const char c : bytes) {
-      h ^= static_cast<unsigned char>(c);
-      h *= 0x100000001b3ULL;
-    }
-  };
-  mix(prefix);
-  mix(std::string_view("\0", 1));
-  mix(content);
-  return static_cast<std::int64_t>(h >> 1U);
-}
-}  // namespace
 
 void Relay::on_message(const pgoutput::MessageData& message) {
   if (!builder_.configured(message.prefix)) {
@@ -62,21 +43,26 @@ void Relay::on_message(const pgoutput::MessageData& message) {
   // non-transactional message can only come between transactions.
   if (unit_) throw std::logic_error("non-transactional logical message inside a transaction in the replication stream");
   ++counters_.messages_non_transactional;
-  // The message's LSN is the end of its WAL record: a checkpoint at or past it covers it (I10).
-  // It is a unit of its own, which a checkpoint may name (found by the simulator: named nowhere,
-  // an exactly-once transaction of dead-lettered messages alone wrote no checkpoint, and a
-  // Postgres crash dead-lettered them twice under read_committed).
-  const TransactionMark mark{0, fingerprint(message.prefix, message.content), message.lsn};
-  if (other_history(proof_.on_commit(mark))) return;
-  if (message.lsn <= proof_.skip_below()) {
+  // The message's LSN is the end of its WAL record. It is a unit of its own, which a checkpoint
+  // covers after the transaction it names but never names itself (found by the simulator:
+  // covered by none, an exactly-once transaction of dead-lettered messages alone wrote no
+  // checkpoint, and a Postgres crash dead-lettered them twice under read_committed; named, a
+  // forged copy at its position on a restored database made another history's transactions
+  // skippable: issue 37 item 3).
+  if (other_history(proof_.on_position(message.lsn))) return;
+  const auto now_us = wall_us();
+  const bool skipping = proof_.skips_message(message.lsn);
+  unit_ = OpenUnit{.id = tracker_.begin(now_us, message.lsn, now_us),
+                   .context = {message.lsn, now_us, 0},
+                   .skipping = skipping,
+                   .message = true};
+  if (skipping) {
     ++counters_.checkpoint_skipped_rows;
+    end_unit(message.lsn);
     return;
   }
-  const auto now_us = wall_us();
-  unit_ = OpenUnit{
-      .id = tracker_.begin(now_us, message.lsn, now_us), .context = {message.lsn, now_us, 0}, .skipping = false};
   relay_built(builder_.message(message, unit_->context));  // poison NON_TRANSACTIONAL
-  end_unit(message.lsn, mark);
+  end_unit(message.lsn);
 }
 
 }  // namespace pgoutbox::relay

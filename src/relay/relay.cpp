@@ -60,7 +60,9 @@ Outcome Relay::run(ChangeSource& source, SessionStart start) {
 
 Outcome Relay::stream(ChangeSource& source) {
   if (auto refused = path_->open()) return *refused;
-  if (auto refused = checkpointer_->resume(proof_)) return *refused;
+  Coverage covered;
+  if (auto refused = checkpointer_->resume(proof_, covered)) return *refused;
+  tracker_.resume_from(covered);
   source_ = &source;
   source.start(*this, [this](Outcome end) { outcome_ = pending_outcome_ ? *pending_outcome_ : std::move(end); });
   arm_poll();
@@ -290,7 +292,11 @@ void Relay::on_commit(const pgoutput::CommitData& commit) {
 // The end of a unit the tracker confirms as a whole: a transaction at its Commit, or a
 // non-transactional message (messages.cpp).
 void Relay::end_unit(Lsn end_lsn, std::optional<TransactionMark> mark) {
-  tracker_.commit(unit_->id, end_lsn, mark);
+  if (unit_->message) {
+    tracker_.commit_message(unit_->id, end_lsn);
+  } else {
+    tracker_.commit(unit_->id, end_lsn, mark);
+  }
   unit_.reset();
   update_flush();
   path_->unit_ended(caps_reached());

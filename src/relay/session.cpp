@@ -6,6 +6,7 @@
 
 #include "pg_failure.h"
 #include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/config/transactional_id.h"
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/kafka/producer_sink.h"
@@ -158,7 +159,7 @@ std::vector<WindowStart> windows_of(const Relay& relay, const PublicationLoss& l
 // Every instance of one slot shares it, so a standby that takes over fences the one it replaces.
 std::string transactional_id_of(const config::Config& config, const kafka::SlotIdentity& identity) {
   if (!config.kafka.transactional_id.empty()) return config.kafka.transactional_id;
-  return fmt::format("pgoutbox-{}-{}-{}", identity.system_id, identity.database, identity.slot);
+  return config::derived_transactional_id(identity.system_id, identity.database, identity.slot);
 }
 
 Fatal fatal_of(replication::SlotProblem::Cause cause) {

@@ -584,6 +584,17 @@ INSTANTIATE_TEST_SUITE_P(
                   "postgres: {dsn: x=y}\nkafka:\n  brokers: k\n  properties:\n    transactional.id: t1\n"
                   "delivery: exactly-once\ntables: [{table: t}]\n",
                   5, 23, "kafka.properties.transactional.id", "use delivery: exactly-once, and kafka.transactional_id"},
+        // Issue 37 item 6: an explicit id that could be a derived one, or another's -alt or -check.
+        ErrorCase{"transactional_id_in_the_derived_namespace",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k, transactional_id: pgoutbox-7-shop-foo}\ntables: [{table: "
+                  "t}]\n",
+                  2, 39, "kafka.transactional_id", "begins like the ids pgoutbox derives from a slot"},
+        ErrorCase{"transactional_id_like_an_alternate",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k, transactional_id: orders-alt}\ntables: [{table: t}]\n", 2,
+                  39, "kafka.transactional_id", "ends with -alt"},
+        ErrorCase{"transactional_id_like_a_probe",
+                  "postgres: {dsn: x=y}\nkafka: {brokers: k, transactional_id: orders-check}\ntables: [{table: t}]\n",
+                  2, 39, "kafka.transactional_id", "ends with -check"},
         // Issue 25: an unsigned checkpoint could be forged, and exactly-once relies on skipping.
         ErrorCase{"exactly_once_without_a_signing_key",
                   "postgres: {dsn: x=y}\nkafka: {brokers: k}\ndelivery: exactly-once\ntables: [{table: t}]\n", 3, 11,

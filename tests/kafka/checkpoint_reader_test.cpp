@@ -28,7 +28,7 @@ const CheckpointKey kKey{std::string(40, 'k')};
 constexpr const char* kTopic = "pgoutbox.checkpoints";
 
 std::string signed_value(const SlotIdentity& slot, std::uint64_t lsn) {
-  auto c = checkpoint_of(slot, TransactionMark{static_cast<std::uint32_t>(lsn), 0, Lsn{lsn}});
+  auto c = checkpoint_of(slot, Coverage{TransactionMark{static_cast<std::uint32_t>(lsn), 0, Lsn{lsn}}, {}});
   c.timeline = 1;
   c.delivery = "at-least-once";
   kKey.sign(c);
@@ -113,7 +113,7 @@ TEST_F(CheckpointReader, AnOpenTransactionOfAnotherSlotDoesNotHideThisSlotsNewer
   EXPECT_TRUE(waited.hidden.empty()) << waited.hidden;
   ASSERT_TRUE(waited.mine);
   EXPECT_EQ(waited.mine->lsn, Lsn{0x2000});
-  EXPECT_EQ(waited.mine->covers(), (TransactionMark{0x2000, 0, Lsn{0x2000}}));
+  EXPECT_EQ(waited.mine->transaction(), (TransactionMark{0x2000, 0, Lsn{0x2000}}));
 }
 
 // A topic whose partitions are empty is read without fetching them (the reader skips a partition

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include "pgoutbox/config/topic_template.h"
@@ -101,7 +103,7 @@ TEST(CheckpointScan, AForgedRecordUnderTheSlotsKeyIsRefusedAndTheGenuineOneKept)
   EXPECT_NE(scan.refused[2].reason.find("not a checkpoint"), std::string::npos) << scan.refused[2].reason;
 
   const auto resume = trust_checkpoint(scan, facts());
-  EXPECT_EQ(resume.skip_below(), Lsn{0x2000});
+  EXPECT_EQ(resume.skip_below, Lsn{0x2000});
   EXPECT_EQ(resume.refused_records, 3U);
   ASSERT_EQ(resume.warnings.size(), 3U);
   EXPECT_NE(resume.warnings[0].find("partition 0 offset 11"), std::string::npos) << resume.warnings[0];
@@ -148,7 +150,7 @@ TEST(CheckpointTrust, WithoutASigningKeyNothingIsSkipped) {
   feed(scan, kSlot.key(), kafka::encode(checkpoint_at(0x8000)), nullptr);
   ASSERT_TRUE(scan.mine);
   const auto resume = trust_checkpoint(scan, facts(false));
-  EXPECT_EQ(resume.skip_below(), Lsn{});
+  EXPECT_EQ(resume.skip_below, Lsn{});
   EXPECT_NE(resume.note.find("not signed"), std::string::npos) << resume.note;
 }
 
@@ -160,12 +162,67 @@ TEST(CheckpointTrust, EveryFieldMustAgreeWithThisInstance) {
     scan.mine = checkpoint_at(0x5000);
     change(*scan.mine);
     const auto resume = trust_checkpoint(scan, facts());
-    EXPECT_EQ(resume.skip_below(), Lsn{}) << kafka::encode(*scan.mine);
+    EXPECT_EQ(resume.skip_below, Lsn{}) << kafka::encode(*scan.mine);
     EXPECT_FALSE(resume.warnings.empty()) << kafka::encode(*scan.mine);
   }
   kafka::CheckpointScan scan;
   scan.mine = checkpoint_at(0x5000);
-  EXPECT_EQ(trust_checkpoint(scan, facts()).skip_below(), Lsn{0x5000});
+  EXPECT_EQ(trust_checkpoint(scan, facts()).skip_below, Lsn{0x5000});
+}
+
+// Issue 37 item 6: the derived id of a database whose name has a '-' changed; the checkpoint the
+// earlier version wrote under its id is this slot's still, and no other id's is.
+TEST(CheckpointTrust, ACheckpointOfTheEarlierDerivedIdIsThisSlotsAndNoOtherIdsIs) {
+  auto written = checkpoint_at(0x5000);
+  written.delivery = "exactly-once";
+  written.transactional_id = "pgoutbox-7-shop-eu-foo";
+  kafka::CheckpointScan scan;
+  scan.mine = written;
+  auto f = facts();
+  f.delivery = config::Delivery::exactly_once;
+  f.transactional_id = "pgoutbox-7-shop%2Deu-foo";
+  EXPECT_EQ(trust_checkpoint(scan, f).skip_below, Lsn{}) << "without the earlier id";
+  f.legacy_transactional_id = "pgoutbox-7-shop-eu-foo";
+  EXPECT_EQ(trust_checkpoint(scan, f).skip_below, Lsn{0x5000});
+  scan.mine->transactional_id = "pgoutbox-7-shop-eu-foo-alt";
+  EXPECT_EQ(trust_checkpoint(scan, f).skip_below, Lsn{});
+}
+
+// A checkpoint of an earlier version that names a non-transactional message (xid 0 and a
+// fingerprint of its content) is not trusted: a forged message at its position would prove it
+// (issue 37 item 3).
+TEST(CheckpointTrust, ACheckpointNamingAMessageIsNotTrusted) {
+  auto c = checkpoint_at(0x5000);
+  c.xid = 0;
+  c.commit_time = 0x12345;
+  kafka::CheckpointScan scan;
+  scan.mine = c;
+  const auto resume = trust_checkpoint(scan, facts());
+  EXPECT_EQ(resume.skip_below, Lsn{});
+  EXPECT_TRUE(resume.covered.empty());
+  ASSERT_EQ(resume.warnings.size(), 1U);
+  EXPECT_NE(resume.warnings[0].find("names a non-transactional message"), std::string::npos) << resume.warnings[0];
+}
+
+// A checkpoint that covers messages after its transaction carries and signs their end; one
+// without signs and encodes what it did before they were covered (so it verifies as it did).
+TEST(CheckpointSignature, TheCoveredMessagesAreSignedOnlyWhenThereAreAny) {
+  auto c = checkpoint_at(0x5000);
+  auto plain = c;
+  kKey.sign(plain);
+  EXPECT_EQ(kafka::signed_text(plain).find("messages_end"), std::string::npos);
+  c.messages_end = Lsn{0x5100};
+  kKey.sign(c);
+  EXPECT_NE(c.mac, plain.mac);
+  const auto back = kafka::decode(kafka::encode(c));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->messages_end, Lsn{0x5100});
+  EXPECT_EQ(back->end(), Lsn{0x5100});
+  EXPECT_TRUE(kKey.verifies(*back));
+  auto moved = *back;
+  moved.messages_end = Lsn{0x5200};
+  EXPECT_FALSE(kKey.verifies(moved));
+  EXPECT_EQ(kafka::encode(plain).find("messages_end"), std::string::npos);
 }
 
 // A signed record of version 2 (its LSN maybe a keepalive's, no transaction named) is still this
@@ -183,7 +240,7 @@ TEST(CheckpointTrust, AVersionTwoCheckpointIsKeptButNotTrustedToSkip) {
   EXPECT_EQ(scan.refused_count, 0U);
   EXPECT_EQ(scan.mine->version, 2);
   const auto resume = trust_checkpoint(scan, facts());
-  EXPECT_EQ(resume.skip_below(), Lsn{});
+  EXPECT_EQ(resume.skip_below, Lsn{});
   ASSERT_EQ(resume.warnings.size(), 1U);
   EXPECT_NE(resume.warnings[0].find("version 2"), std::string::npos) << resume.warnings[0];
 }
@@ -199,7 +256,7 @@ TEST(CheckpointTrust, AHiddenEndStopsExactlyOnceAndLetsAtLeastOnceTakeTheOlderCh
   scan.hidden_offset = 3;
   auto at_least_once = trust_checkpoint(scan, facts());
   EXPECT_FALSE(at_least_once.refused);
-  EXPECT_EQ(at_least_once.skip_below(), Lsn{0x2000});
+  EXPECT_EQ(at_least_once.skip_below, Lsn{0x2000});
   ASSERT_FALSE(at_least_once.warnings.empty());
   EXPECT_NE(at_least_once.warnings[0].find("short of 5"), std::string::npos) << at_least_once.warnings[0];
 
@@ -215,7 +272,7 @@ TEST(CheckpointTrust, AHiddenEndStopsExactlyOnceAndLetsAtLeastOnceTakeTheOlderCh
   EXPECT_NE(exactly_once.refused->reason.find("abort --topic pgoutbox.checkpoints --partition 0 --start-offset 3"),
             std::string::npos)
       << exactly_once.refused->reason;
-  EXPECT_EQ(exactly_once.skip_below(), Lsn{});
+  EXPECT_EQ(exactly_once.skip_below, Lsn{});
 }
 
 // A checkpoint topic the reader had to create, while the slot is older than this start: the
@@ -412,6 +469,80 @@ TEST(RestoredSnapshot, TheCheckpointsOwnTransactionProvesTheHistoryAndCheckpoint
   EXPECT_EQ(written.back().lsn, Lsn{0x3000});
   EXPECT_EQ(written.back().xid, 0x3000U);
   EXPECT_EQ(written.back().version, kafka::kCheckpointVersion);
+}
+
+Bytes non_transactional_message(std::uint64_t lsn, std::string_view id) {
+  const auto content = fmt::format(R"({{"id":"{}","aggregatetype":"E","aggregateid":"k","payload":{{}}}})", id);
+  return MessageBuilder('M')
+      .int8(0)
+      .int64(lsn)
+      .string("outbox")
+      .int32(static_cast<std::uint32_t>(content.size()))
+      .raw(content);
+}
+
+// Issue 37 item 3: a checkpoint names only a real transaction (xid and commit time, which no
+// writer chooses), never a non-transactional message, whose content and position a writer who
+// can call pg_logical_emit_message and restore a snapshot onto the same timeline can both
+// reproduce. The first session covers transaction 0x1000 and a dead-lettered message ending at
+// 0x2000. Over the same history the next session publishes neither again; over a restored
+// copy where a real transaction commits at 0x1800 before a forged copy of the message, that
+// transaction is published, not skipped as covered by the message.
+TEST(RestoredSnapshot, ANonTransactionalMessageNeverMakesAnotherHistorysTransactionSkippable) {
+  for (const auto delivery : {config::Delivery::at_least_once, config::Delivery::exactly_once}) {
+    SCOPED_TRACE(delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once");
+    auto config = test_config();
+    config.delivery = delivery;
+    config.poison.policy = config::PoisonPolicy::dead_letter;
+    config.checkpoint.interval = 2ms;
+    config::MessageConfig messages;
+    messages.prefix = "outbox";
+    config.messages.push_back(messages);
+
+    Harness first(config);
+    first.checkpoints = [] { return kafka::CheckpointScan{}; };  // none yet: read, and written
+    first.source.push(relation());
+    first.txn(0x1000, 1, 1);
+    first.source.push(non_transactional_message(0x2000, "nt"), Lsn{0x2000});
+    std::vector<std::function<void()>> steps(30, [] {});
+    ASSERT_EQ(first.run(steps).kind, Outcome::Kind::stopped);
+    ASSERT_EQ(first.counters.dead_lettered, 1U);
+    std::optional<kafka::Checkpoint> written;
+    for (const auto& r : first.script.landed)
+      if (r.topic == "pgoutbox.checkpoints") written = kafka::decode(r.value);
+    ASSERT_TRUE(written);
+    ASSERT_TRUE(kKey.verifies(*written));
+    EXPECT_EQ(written->xid, 0x1000U) << "the checkpoint names the real transaction, not the message";
+    const auto checkpoints = [&] {
+      kafka::CheckpointScan scan;
+      scan.mine = written;
+      return scan;
+    };
+
+    Harness same(config);  // the same history again, from the slot's old position
+    same.checkpoints = checkpoints;
+    same.source.push(relation());
+    same.txn(0x1000, 1, 1);
+    same.source.push(non_transactional_message(0x2000, "nt"), Lsn{0x2000});
+    same.txn(0x3000, 1, 9);
+    EXPECT_EQ(same.run(steps).kind, Outcome::Kind::stopped);
+    EXPECT_EQ(published_ids(same.script), (std::vector<std::string>{"00000000-0000-0000-0000-000000000009"}));
+    EXPECT_EQ(same.counters.dead_lettered, 0U) << "the covered message was dead-lettered twice";
+
+    Harness restored(config);  // a restored copy: a real transaction before a forged copy of the message
+    restored.checkpoints = checkpoints;
+    restored.source.push(relation());
+    restored.txn(0x1000, 1, 1);
+    restored.txn(0x1800, 1, 5);
+    restored.source.push(non_transactional_message(0x2000, "nt"), Lsn{0x2000});
+    restored.txn(0x3000, 1, 9);
+    EXPECT_EQ(restored.run(steps).kind, Outcome::Kind::stopped);
+    const auto ids = published_ids(restored.script);
+    EXPECT_NE(std::find(ids.begin(), ids.end(), "00000000-0000-0000-0000-000000000005"), ids.end())
+        << "a real transaction of another history was skipped as covered by a message";
+    EXPECT_EQ(restored.counters.dead_lettered, 1U) << "the message after it is another history's: handled again";
+    EXPECT_EQ(restored.source.flush, Lsn{0x3000});
+  }
 }
 
 TEST(ReservedTopics, ATemplateThatCanReachOneIsRefusedUnlessItsPatternExcludesIt) {

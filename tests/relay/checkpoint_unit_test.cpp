@@ -97,7 +97,7 @@ TEST(CheckpointTrust, SkipsOnlyOverTheSameHistory) {
     kafka::CheckpointScan scan;
     scan.mine = c.mine;
     const auto resume = trust_checkpoint(scan, facts_at(c.timeline, c.slot_confirmed, c.server_position));
-    EXPECT_EQ(resume.skip_below(), Lsn{c.skip_below}) << c.what;
+    EXPECT_EQ(resume.skip_below, Lsn{c.skip_below}) << c.what;
     EXPECT_EQ(!resume.warnings.empty(), c.warned) << c.what;
     EXPECT_FALSE(resume.refused) << c.what;
   }
@@ -112,7 +112,7 @@ TEST(CheckpointTrust, AnotherSystemsCheckpointIsReportedAndASharedTransactionalI
   auto resume = trust_checkpoint(scan, facts);
   ASSERT_EQ(resume.warnings.size(), 1U);
   EXPECT_NE(resume.warnings[0].find("7999"), std::string::npos) << resume.warnings[0];
-  EXPECT_EQ(resume.skip_below(), Lsn{});
+  EXPECT_EQ(resume.skip_below, Lsn{});
 
   auto sharer = at(0x5000);
   sharer.slot.slot = "other_slot";

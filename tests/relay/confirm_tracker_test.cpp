@@ -180,10 +180,10 @@ TEST(ConfirmTracker, RandomAckOrdersNeverConfirmPastAHole) {
   }
 }
 
-// What a checkpoint names (docs/spec.md I11): the newest transaction at or below the confirmed
-// position, also when empty transactions were folded into one that waited for Kafka, and never
-// a keepalive's position.
-TEST(ConfirmTracker, TheDurableTransactionIsTheNewestConfirmedOneNotAKeepalive) {
+// What a checkpoint covers (docs/spec.md I11): the newest transaction at or below the confirmed
+// position, also when empty transactions were folded into one that waited for Kafka, never a
+// keepalive's position; and the messages after it, which it never names (issue 37 item 3).
+TEST(ConfirmTracker, TheDurableCoverageNamesTheNewestConfirmedTransactionNotAKeepaliveNorAMessage) {
   ConfirmTracker t;
   const TransactionMark a{10, 100, Lsn{0x100}}, b{11, 110, Lsn{0x200}}, c{12, 120, Lsn{0xA00}};
   const auto ta = t.begin();
@@ -191,20 +191,37 @@ TEST(ConfirmTracker, TheDurableTransactionIsTheNewestConfirmedOneNotAKeepalive) 
   t.commit(ta, a.end_lsn, a);
   const auto tb = t.begin();  // empty: folded into a, which waits for Kafka
   t.commit(tb, b.end_lsn, b);
-  EXPECT_FALSE(t.durable_transaction());
-  EXPECT_EQ(t.newest_transaction(), b);
+  EXPECT_TRUE(t.durable_coverage().empty());
+  EXPECT_EQ(t.newest_coverage(), (Coverage{b, {}}));
   t.ack(ta);
   EXPECT_EQ(t.durable(), Lsn{0x200});
-  EXPECT_EQ(t.durable_transaction(), b);
+  EXPECT_EQ(t.durable_coverage(), (Coverage{b, {}}));
   t.idle_position(Lsn{0x900});
   EXPECT_EQ(t.durable(), Lsn{0x900});
-  EXPECT_EQ(t.durable_transaction(), b);
-  const auto unit = t.begin();  // a unit that is no Postgres transaction (a message) names none
-  t.commit(unit, Lsn{0x950});
-  EXPECT_EQ(t.durable_transaction(), b);
+  EXPECT_EQ(t.durable_coverage(), (Coverage{b, {}}));
+  const auto chunk = t.begin();  // a unit that is neither (a backfill chunk) covers nothing
+  t.commit(chunk, Lsn{0x940});
+  EXPECT_EQ(t.durable_coverage(), (Coverage{b, {}}));
+  const auto message = t.begin();  // a message is covered after b, not named
+  t.add_record(message);
+  t.commit_message(message, Lsn{0x950});
+  EXPECT_EQ(t.newest_coverage(), (Coverage{b, Lsn{0x950}}));
+  EXPECT_EQ(t.durable_coverage(), (Coverage{b, {}}));
+  t.ack(message);
+  EXPECT_EQ(t.durable_coverage(), (Coverage{b, Lsn{0x950}}));
   const auto tc = t.begin();
   t.commit(tc, c.end_lsn, c);
-  EXPECT_EQ(t.durable_transaction(), c);
+  EXPECT_EQ(t.durable_coverage(), (Coverage{c, {}}));
+}
+
+// A session goes on from what the checkpoint it resumed from covers: a message first extends it.
+TEST(ConfirmTracker, ASessionsCoverageGoesOnFromTheCheckpointItResumedFrom) {
+  ConfirmTracker t;
+  const TransactionMark a{10, 100, Lsn{0x100}};
+  t.resume_from(Coverage{a, Lsn{0x180}});
+  const auto message = t.begin();
+  t.commit_message(message, Lsn{0x200});
+  EXPECT_EQ(t.durable_coverage(), (Coverage{a, Lsn{0x200}}));
 }
 
 // The stage histograms' source (stage_times.h): a transaction's times come out once, when it

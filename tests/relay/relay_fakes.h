@@ -39,11 +39,11 @@ inline Bytes relation() {
   m.relation_column(0, "payload", kJsonb, -1);
   return m;
 }
-inline Bytes begin(std::uint64_t final_lsn, std::uint32_t xid) {
-  return MessageBuilder('B').int64(final_lsn).int64(0).int32(xid);
+inline Bytes begin(std::uint64_t final_lsn, std::uint32_t xid, std::int64_t commit_time = 0) {
+  return MessageBuilder('B').int64(final_lsn).int64(static_cast<std::uint64_t>(commit_time)).int32(xid);
 }
-inline Bytes commit(std::uint64_t commit_lsn, std::uint64_t end_lsn) {
-  return MessageBuilder('C').int8(0).int64(commit_lsn).int64(end_lsn).int64(0);
+inline Bytes commit(std::uint64_t commit_lsn, std::uint64_t end_lsn, std::int64_t commit_time = 0) {
+  return MessageBuilder('C').int8(0).int64(commit_lsn).int64(end_lsn).int64(static_cast<std::uint64_t>(commit_time));
 }
 inline Bytes insert(int n, std::string_view key = "k", std::string_view payload = "{}", std::string_view type = "E") {
   const std::string id = fmt::format("00000000-0000-0000-0000-{:012d}", n);

@@ -119,7 +119,7 @@ void SimSource::pump() {
         handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, r});
         if (!live()) return;
       }
-      const auto b = rt::begin(txn.commit_lsn.value, static_cast<std::uint32_t>(txn_ + 1000));
+      const auto b = rt::begin(txn.commit_lsn.value, static_cast<std::uint32_t>(txn_ + 1000), txn.commit_time);
       ++part_;
       handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, b});
     } else if (part_ <= txn.rows.size()) {
@@ -129,7 +129,7 @@ void SimSource::pump() {
       ++part_;
       handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, change});
     } else {
-      const auto c = rt::commit(txn.commit_lsn.value, txn.end_lsn.value);
+      const auto c = rt::commit(txn.commit_lsn.value, txn.end_lsn.value, txn.commit_time);
       part_ = 0;
       ++txn_;
       if (txn.end_lsn > received_) received_ = txn.end_lsn;

@@ -4,6 +4,8 @@
 // other tables' changes only leave gaps between their LSNs, as pgoutput sends nothing of them),
 // a replication slot whose confirmed_flush_lsn a Postgres crash rewinds to what its last
 // checkpoint saved, and a ChangeSource that streams the slot in pgoutput messages on virtual time.
+// A restore from a storage snapshot (simulation.cpp) puts the WAL and the slot back as they were
+// at the snapshot, on the same timeline; what is written next takes the same positions again.
 
 #include <functional>
 #include <string>
@@ -35,6 +37,10 @@ struct Row {
 struct WalTxn {
   Lsn commit_lsn;
   Lsn end_lsn;  // a non-transactional message's own LSN
+  // When it committed (pgoutput's microseconds), set as it reaches the WAL: a database restored
+  // from a snapshot writes other transactions at the same positions, with the same xids (the
+  // position in the WAL: a restored server hands them out again) but later commit times.
+  std::int64_t commit_time = 0;
   std::vector<Row> rows;
   bool non_transactional_message() const {
     return rows.size() == 1 && rows[0].kind == Row::Kind::non_transactional_message;

@@ -85,6 +85,8 @@ const char* kind_name(Fault::Kind kind) {
       return "connection-lost";
     case Fault::Kind::idempotence_fatal:
       return "idempotence-fatal";
+    case Fault::Kind::snapshot_restore:
+      return "snapshot-restore";
   }
   return "?";
 }
@@ -197,7 +199,7 @@ class Run {
         wal_.push_back(std::move(txn));
         const Lsn server_end{position};
         clock_.schedule(start_ + milliseconds(times[static_cast<std::size_t>(i)]), [this, i, server_end] {
-          slot_.wal.push_back(wal_[static_cast<std::size_t>(i)]);
+          append(wal_[static_cast<std::size_t>(i)]);
           slot_.wal_end = server_end;
           if (source_ != nullptr) source_->wake();
         });
@@ -231,12 +233,13 @@ class Run {
       wal_.push_back(std::move(txn));
       const Lsn server_end{position};
       clock_.schedule(start_ + milliseconds(times[static_cast<std::size_t>(i)]), [this, i, server_end] {
-        slot_.wal.push_back(wal_[static_cast<std::size_t>(i)]);
+        append(wal_[static_cast<std::size_t>(i)]);
         slot_.wal_end = server_end;
         if (source_ != nullptr) source_->wake();
       });
     }
     quiet_ = start_ + 4001ms;
+    last_id_ = id;
     slot_.confirmed = slot_.saved = slot_.wal_end = Lsn{0x100};
   }
 
@@ -307,6 +310,14 @@ class Run {
         case Fault::Kind::idempotence_fatal:
           kafka_.break_idempotence_at(at);
           break;
+        case Fault::Kind::snapshot_restore: {
+          auto snapshot = std::make_shared<Snapshot>();
+          clock_.schedule(start_ + std::max(0ms, f.at - f.length), [this, snapshot] {
+            *snapshot = Snapshot{slot_.wal.size(), slot_.saved};
+          });
+          clock_.schedule(at, [this, snapshot] { restore(*snapshot); });
+          break;
+        }
       }
     }
     // Exactly-once learns of a refused record by aborting the whole Kafka transaction: each
@@ -321,6 +332,55 @@ class Run {
     if (s_.lowered) bound += std::chrono::duration_cast<milliseconds>(kDrainBound) / 2;
     drain_deadline_ = quiet_ + bound;
     drain_bound_ = bound;
+  }
+
+  // A transaction reaches the WAL: it commits now.
+  void append(const WalTxn& txn) {
+    slot_.wal.push_back(txn);
+    slot_.wal.back().commit_time =
+        std::chrono::duration_cast<std::chrono::microseconds>(clock_.now() - start_).count() + 1;
+  }
+
+  // What a storage snapshot holds of the WAL and the slot: the slot as its last Postgres
+  // checkpoint saved it.
+  struct Snapshot {
+    std::size_t wal_size = 0;
+    Lsn saved;
+  };
+
+  // The database comes back from `snapshot`, on the same timeline. What was committed since is
+  // gone from it; other transactions take its positions (new events, the same xids, later commit
+  // times), and a non-transactional message is written again with its content at its position
+  // (a forged copy). Kafka keeps what the lost history published: those events are no one's now.
+  void restore(const Snapshot& snapshot) {
+    spdlog::debug("sim: the database is restored from a snapshot of {} transaction(s), the slot at {}",
+                  snapshot.wal_size, snapshot.saved.to_string());
+    restored_ = std::max(restored_, snapshot.wal_size);
+    const std::size_t written = slot_.wal.size();
+    slot_.wal.resize(snapshot.wal_size);
+    for (std::size_t i = snapshot.wal_size; i < written; ++i) {
+      auto& txn = wal_[i];
+      for (std::size_t r = 0; r < txn.rows.size(); ++r) {
+        auto& row = txn.rows[r];
+        if (row.kind == Row::Kind::non_transactional_message) {
+          forged_.insert(row.event_id);
+          continue;
+        }
+        lost_.insert(row.event_id);
+        row.id = ++last_id_;
+        row.event_id = fmt::format("00000000-0000-0000-0000-{:012d}", row.id);
+        where_[row.event_id] = {i, r};
+      }
+      append(txn);
+    }
+    slot_.confirmed = slot_.saved = snapshot.saved;
+    verified_ = std::min(verified_, snapshot.wal_size);
+    checkpoint_verified_ = std::min(checkpoint_verified_, snapshot.wal_size);
+    if (durable_txns_ >= snapshot.wal_size) {
+      durable_txns_ = snapshot.wal_size;
+      durable_rows_ = 0;
+    }
+    if (source_ != nullptr) source_->drop("simulated: the database was restored from a storage snapshot");
   }
 
   void save_slot_periodically() {
@@ -499,7 +559,7 @@ class Run {
       kafka::CheckpointScan scan;
       kafka::scan_record(scan, identity_, "pgoutbox-sim", &key, record->key.value_or(""), record->value, 0, 0);
       if (!scan.mine) continue;
-      const Lsn covered = scan.mine->lsn;
+      const Lsn covered = scan.mine->end();
       while (checkpoint_verified_ < wal_.size() && wal_[checkpoint_verified_].end_lsn <= covered) {
         for (const auto& row : wal_[checkpoint_verified_].rows) {
           if (durable(row)) continue;
@@ -605,6 +665,8 @@ class Run {
       std::set<std::string> seen;
       std::map<std::string, std::pair<std::size_t, std::size_t>> last_of_key;
       for (const auto* record : kafka_.visible(topic)) {
+        // An event of a history a restore undid: in Kafka, and no transaction's now.
+        if (lost_.contains(record->event_id)) continue;
         const auto it = where_.find(record->event_id);
         if (it == where_.end()) {
           fail(fmt::format("phantom (I3): {} holds event {} that no transaction wrote", topic, record->event_id));
@@ -618,7 +680,11 @@ class Run {
         }
         if (!seen.insert(record->event_id).second) {
           ++verdict_.duplicates;
-          if (exactly_once) {
+          // A restore costs duplicates (docs/spec.md I11): the checkpoint written over the undone
+          // history is refused, and what the snapshot's slot had not confirmed is published
+          // again; a forged message is another one with the same content.
+          const bool restored = it->second.first < restored_ || forged_.contains(record->event_id);
+          if (exactly_once && !restored) {
             fail(fmt::format("duplicate (I10): a read_committed consumer reads event {} twice in {}", record->event_id,
                              topic));
             return;
@@ -675,6 +741,12 @@ class Run {
   bool stopping_on_purpose_ = false;
   bool stopped_for_poison_ = false;
   bool drain_watch_armed_ = false;
+  // Restores: the transactions every snapshot restored held (the most of any), the events of
+  // undone histories, and the non-transactional messages written again at their positions.
+  std::size_t restored_ = 0;
+  std::set<std::string> lost_;
+  std::set<std::string> forged_;
+  int last_id_ = 0;
   Verdict verdict_;
 };
 
@@ -749,6 +821,12 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
   // of thousands of rows: what waits is tried again every SendBacklog::kRetry (20 ms), so such a
   // queue moves about 50 records a second, and their schedules would end before they could.
   if (chance(0.1) && s.huge == 0) s.queue_capacity = static_cast<std::size_t>(uniform(1, 5));
+  // A restore from a storage snapshot (docs/spec.md I11), drawn last again; more often with
+  // non-transactional messages, whose forged copies it writes.
+  if (chance(s.messages > 0 ? 0.2 : 0.05)) {
+    s.faults.push_back(
+        Fault{Fault::Kind::snapshot_restore, milliseconds(uniform(500, 5000)), milliseconds(uniform(100, 3000))});
+  }
   return s;
 }
 
@@ -784,7 +862,11 @@ std::string Schedule::describe() const {
   }
   for (const auto& f : faults) {
     out += fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind));
-    if (f.length.count() > 0) out += fmt::format(" for {} ms", f.length.count());
+    if (f.kind == Fault::Kind::snapshot_restore) {
+      out += fmt::format(" (a snapshot taken {} ms before)", f.length.count());
+    } else if (f.length.count() > 0) {
+      out += fmt::format(" for {} ms", f.length.count());
+    }
   }
   if (faults.empty()) out += "\n  no faults";
   return out;

@@ -25,6 +25,11 @@ struct Fault {
     postgres_crash,     // the slot rewinds to its last saved position; the session is lost
     connection_lost,    // the replication connection drops
     idempotence_fatal,  // the producer's idempotence state breaks
+    // The database is restored from a storage snapshot taken `length` earlier, onto the same
+    // timeline (docs/spec.md I11): the WAL and the slot are put back as they were then, and what
+    // had been written since is written over by other transactions at the same positions (and
+    // non-transactional messages copied at theirs, as a writer could forge them).
+    snapshot_restore,
   };
   Kind kind;
   std::chrono::milliseconds at;

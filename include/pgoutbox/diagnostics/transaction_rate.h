@@ -43,9 +43,6 @@ struct RateMeasurement {
   std::string note;     // said with either: the abort of the probe's transaction was not confirmed
 };
 
-// The suffix of the probe's transactional id (the relay's alternate producer has -alt).
-inline constexpr const char* kProbeTransactionalIdSuffix = "-check";
-
 // The transactional id `run` uses: kafka.transactional_id, or the one derived from the server's
 // system identifier, the database and the slot, read over an ordinary connection. nullopt, with
 // `why` set, when Postgres cannot say.

@@ -16,6 +16,7 @@
 // value agrees with their key and, with a key configured, whose signature verifies. Whether a kept
 // checkpoint may decide what to skip is decided by trust_checkpoint() (relay side).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -47,7 +48,7 @@ inline constexpr int kCheckpointVersion = 3;
 struct Checkpoint {
   SlotIdentity slot;
   int timeline = 0;              // the server's timeline when it was written
-  Lsn lsn;                       // end LSN of the newest transaction fully in Kafka
+  Lsn lsn;                       // end LSN of the newest transaction fully in Kafka; zero: none yet
   std::string delivery;          // "at-least-once" or "exactly-once"
   std::string transactional_id;  // exactly-once: the producer that wrote it
   std::string mac;               // hex HMAC-SHA256 of signed_text() under the signing key; empty: unsigned
@@ -55,13 +56,24 @@ struct Checkpoint {
   std::uint32_t xid = 0;
   std::int64_t commit_time = 0;
   int version = kCheckpointVersion;
+  // Version 3: the end of the non-transactional messages after that transaction it covers (zero:
+  // none; absent from the record and from what is signed).
+  Lsn messages_end{};
 
-  // The transaction it names as the last one it covers.
-  TransactionMark covers() const { return {xid, commit_time, lsn}; }
+  // The transaction it names as the last one it covers: none when xid is 0. Only a checkpoint
+  // of an older pgoutbox names a non-transactional message by xid 0 and an LSN.
+  std::optional<TransactionMark> transaction() const {
+    if (xid == 0) return std::nullopt;
+    return TransactionMark{xid, commit_time, lsn};
+  }
+  bool names_a_message() const { return xid == 0 && lsn != Lsn{}; }
+  Coverage covers() const { return {transaction(), messages_end}; }
+  // How far the stream is covered.
+  Lsn end() const { return std::max(lsn, messages_end); }
 };
 
-// A checkpoint of `slot` covering `last` (version 3, unsigned).
-Checkpoint checkpoint_of(const SlotIdentity& slot, const TransactionMark& last);
+// A checkpoint of `slot` covering `covered` (version 3, unsigned).
+Checkpoint checkpoint_of(const SlotIdentity& slot, const Coverage& covered);
 
 // The bytes a checkpoint's signature covers: every field of its version but the signature, in a
 // fixed order, after a line naming the version.

@@ -39,6 +39,9 @@ struct ResumeFacts {
   Lsn server_position;  // IDENTIFY_SYSTEM's xlogpos: how far the server's WAL goes
   config::Delivery delivery = config::Delivery::at_least_once;
   std::string transactional_id;
+  // The id an earlier version derived for this slot, where it differs (config/transactional_id.h):
+  // its checkpoints are this slot's too.
+  std::string legacy_transactional_id{};
   std::string checkpoint_topic;  // named in the fixes
   bool signing = false;          // a signing key is configured, and the scan kept only what it verified
   const RefusedCheckpoints* refused = nullptr;
@@ -50,10 +53,12 @@ struct ResumeFacts {
 };
 
 struct Resume {
-  // The last transaction the trusted checkpoint covers: those whose commit record starts below
-  // its end are already in Kafka, once the stream has shown it (SkipProof).
-  std::optional<TransactionMark> skip_through;
-  Lsn skip_below() const { return skip_through ? skip_through->end_lsn : Lsn{}; }
+  // What the trusted checkpoint covers (empty: none is trusted). Where it is ahead of the slot,
+  // that is already in Kafka and skipped, once the stream has shown its transaction (SkipProof);
+  // the checkpoints this session writes go on from it (ConfirmTracker::resume_from).
+  Coverage covered;
+  // The covered end the stream skips to; zero: nothing to skip.
+  Lsn skip_below;
   std::vector<std::string> warnings;  // logged at warn
   std::string note;                   // logged at info
   // Do not start (exactly-once with an id shared by two slots, or its checkpoint hidden).

@@ -37,6 +37,11 @@ class ConfirmTracker {
   // The open transaction's Commit: it becomes confirmable once its records are acknowledged.
   // `mark`: what the Commit names it by (none for a unit that is not a Postgres transaction).
   void commit(TxnId txn, Lsn end_lsn, std::optional<TransactionMark> mark = std::nullopt);
+  // The end of a unit that is a non-transactional logical message ending at `end_lsn`.
+  void commit_message(TxnId txn, Lsn end_lsn);
+  // What the trusted checkpoint read at the start covers: what this session covers goes on from
+  // it (a message after it extends it, a transaction replaces it).
+  void resume_from(const Coverage& covered);
   // A record of `txn` was handed to the producer at `now_us` (its first send or a re-send).
   void sent(TxnId txn, std::int64_t now_us);
   // Kafka acknowledged (or the dead-letter path durably handled) one record of `txn`, at `now_us`.
@@ -51,12 +56,12 @@ class ConfirmTracker {
 
   // Where the slot may be confirmed up to. Never decreases.
   Lsn durable() const { return durable_; }
-  // The newest transaction with a mark at or below durable(): what a checkpoint of the confirmed
-  // position names (docs/spec.md I11), as durable() may be a keepalive's position. Nullopt until
-  // one is confirmed.
-  const std::optional<TransactionMark>& durable_transaction() const { return durable_mark_; }
-  // The newest transaction with a mark committed, confirmed or not.
-  const std::optional<TransactionMark>& newest_transaction() const { return newest_mark_; }
+  // What a checkpoint of the confirmed position covers (docs/spec.md I11): the newest
+  // transaction with a mark at or below durable() and the messages confirmed after it, as
+  // durable() may be a keepalive's position. Empty until one is confirmed.
+  const Coverage& durable_coverage() const { return durable_covered_; }
+  // The same of every unit ended, confirmed or not.
+  const Coverage& newest_coverage() const { return newest_covered_; }
   bool idle() const { return txns_.empty(); }
   std::uint64_t outstanding_records() const { return outstanding_; }
   std::size_t pending_transactions() const { return txns_.size(); }
@@ -75,7 +80,7 @@ class ConfirmTracker {
     StageTimes times;
     bool carried_records = false;
     Lsn commit_lsn;
-    std::optional<TransactionMark> mark;  // the newest transaction folded into it
+    std::optional<Coverage> covered;  // what was covered when it (or the newest unit folded into it) ended
   };
   Txn& at(TxnId txn);
   const Txn& at(TxnId txn) const;
@@ -88,8 +93,9 @@ class ConfirmTracker {
   std::uint64_t outstanding_ = 0;
   Lsn durable_;
   Lsn idle_pending_;  // the newest keepalive position not yet confirmable
-  std::optional<TransactionMark> durable_mark_;
-  std::optional<TransactionMark> newest_mark_;
+  void ended(Txn& t, Lsn end_lsn);
+  Coverage durable_covered_;
+  Coverage newest_covered_;
   std::vector<StageTimes> confirmed_times_;
 };
 

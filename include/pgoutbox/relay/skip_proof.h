@@ -9,6 +9,9 @@
 // the session is confirmed until the stream has handed over the named transaction itself (same
 // xid, commit timestamp and end LSN); a stream that goes past its end LSN without it is another
 // history, and the session ends with nothing it skipped confirmed.
+// The non-transactional messages the checkpoint covers after that transaction (Coverage) are
+// skipped until another transaction shows: none came between them in the checkpoint's history,
+// so one that does is another history's, and from it on nothing more is skipped.
 
 #include <optional>
 #include <string>
@@ -21,12 +24,16 @@ namespace pgoutbox::relay {
 class SkipProof {
  public:
   SkipProof() = default;  // nothing to skip
-  // Skips up to `last_covered`; confirms nothing past `slot_confirmed` until it is proven.
-  SkipProof(const TransactionMark& last_covered, Lsn slot_confirmed);
+  // Skips what `covered` covers past `slot_confirmed`; confirms nothing past `slot_confirmed`
+  // until its transaction is proven.
+  SkipProof(const Coverage& covered, Lsn slot_confirmed);
 
   // Transactions whose commit record starts below this are skipped; zero: none.
   Lsn skip_below() const { return expected_ ? expected_->end_lsn : Lsn{}; }
   bool skips(Lsn commit_lsn) const { return commit_lsn < skip_below(); }
+  // Whether the non-transactional message ending at `lsn` is covered: before the named
+  // transaction, or after it up to the covered messages' end with no transaction between.
+  bool skips_message(Lsn lsn) const { return lsn <= skip_below() || (messages_open_ && lsn <= messages_end_); }
   // The checkpoint's transaction is still to come: skipped transactions are not yet confirmable.
   bool pending() const { return expected_ && !proven_; }
   // The transaction the checkpoint names.
@@ -36,7 +43,7 @@ class SkipProof {
 
   // What the stream hands over, in order. Each returns why the stream is not the checkpoint's
   // history as soon as it shows, else nullopt.
-  std::optional<std::string> on_begin(Lsn commit_lsn, std::uint32_t xid) const;
+  std::optional<std::string> on_begin(Lsn commit_lsn, std::uint32_t xid);
   std::optional<std::string> on_commit(const TransactionMark& seen);
   // A position the stream has passed: a keepalive's, a non-transactional message's.
   std::optional<std::string> on_position(Lsn passed) const;
@@ -46,6 +53,8 @@ class SkipProof {
   std::optional<TransactionMark> expected_;
   Lsn hold_;
   bool proven_ = false;
+  Lsn messages_end_;
+  bool messages_open_ = false;
 };
 
 }  // namespace pgoutbox::relay
