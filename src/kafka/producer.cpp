@@ -65,6 +65,51 @@ DeliveryFailure classify(rd_kafka_resp_err_t error) {
   }
 }
 
+DeliveryError delivery_error(rd_kafka_resp_err_t error, std::string_view text) {
+  return DeliveryError{.kind = classify(error),
+                       .code = rd_kafka_err2name(error),
+                       .text = text.empty() ? std::string(rd_kafka_err2str(error)) : std::string(text),
+                       .size_refusal = error == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+                                       error == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE};
+}
+
+TxnResult txn_result(const TxnError& error) {
+  if (error.code == RD_KAFKA_RESP_ERR_NO_ERROR) return {};
+  TxnResult result;
+  result.message = redact_secrets(fmt::format("{}: {}", rd_kafka_err2name(error.code), error.text));
+  if (error.code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED || error.code == RD_KAFKA_RESP_ERR__FENCED) {
+    result.status = TxnStatus::fenced;
+  } else if (error.fatal) {
+    result.status = TxnStatus::fatal;
+  } else if (error.retriable && !error.txn_requires_abort) {
+    result.status = TxnStatus::retry;
+  } else {
+    // Abortable, or a call out of order (a state error): nothing of this transaction can be trusted.
+    result.status = TxnStatus::abort;
+  }
+  return result;
+}
+
+SinkFatal sink_fatal(rd_kafka_resp_err_t error, std::string_view reason) {
+  SinkFatal fatal;
+  fatal.text = redact_secrets(fmt::format("{}: {}", rd_kafka_err2name(error), reason));
+  if (error == RD_KAFKA_RESP_ERR__GAPLESS_GUARANTEE) {
+    fatal.kind = SinkFatal::Kind::gap;
+    return fatal;
+  }
+  switch (classify(error)) {
+    case DeliveryFailure::fenced:
+      fatal.kind = SinkFatal::Kind::fenced;
+      break;
+    case DeliveryFailure::fatal:
+      fatal.kind = SinkFatal::Kind::idempotence;
+      break;
+    default:
+      fatal.kind = SinkFatal::Kind::other;
+  }
+  return fatal;
+}
+
 std::map<std::string, std::string> effective_properties(const ProducerSettings& settings) {
   // Throughput with low latency: batches fill for up to 5 ms, lz4 is cheap on CPU, requests
   // leave at once (no Nagle: a small request would otherwise wait for the previous one's TCP
@@ -262,23 +307,7 @@ std::optional<SinkFatal> Producer::fatal() const {
   char reason[512];
   const auto err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
-  SinkFatal fatal;
-  fatal.text = redact_secrets(fmt::format("{}: {}", rd_kafka_err2name(err), reason));
-  if (err == RD_KAFKA_RESP_ERR__GAPLESS_GUARANTEE) {
-    fatal.kind = SinkFatal::Kind::gap;
-    return fatal;
-  }
-  switch (classify(err)) {
-    case DeliveryFailure::fenced:
-      fatal.kind = SinkFatal::Kind::fenced;
-      break;
-    case DeliveryFailure::fatal:
-      fatal.kind = SinkFatal::Kind::idempotence;
-      break;
-    default:
-      fatal.kind = SinkFatal::Kind::other;
-  }
-  return fatal;
+  return sink_fatal(err, reason);
 }
 
 namespace {
@@ -286,21 +315,13 @@ namespace {
 // librdkafka's verdict on a transactional call, as the relay acts on it.
 TxnResult txn_result(rd_kafka_error_t* error) {
   if (error == nullptr) return {};
-  TxnResult result;
-  result.message = redact_secrets(fmt::format("{}: {}", rd_kafka_error_name(error), rd_kafka_error_string(error)));
-  const auto code = rd_kafka_error_code(error);
-  if (code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED || code == RD_KAFKA_RESP_ERR__FENCED) {
-    result.status = TxnStatus::fenced;
-  } else if (rd_kafka_error_is_fatal(error)) {
-    result.status = TxnStatus::fatal;
-  } else if (rd_kafka_error_is_retriable(error) && !rd_kafka_error_txn_requires_abort(error)) {
-    result.status = TxnStatus::retry;
-  } else {
-    // Abortable, or a call out of order (a state error): nothing of this transaction can be trusted.
-    result.status = TxnStatus::abort;
-  }
+  const TxnError e{.code = rd_kafka_error_code(error),
+                   .fatal = rd_kafka_error_is_fatal(error) != 0,
+                   .retriable = rd_kafka_error_is_retriable(error) != 0,
+                   .txn_requires_abort = rd_kafka_error_txn_requires_abort(error) != 0,
+                   .text = rd_kafka_error_string(error)};
   rd_kafka_error_destroy(error);
-  return result;
+  return kafka::txn_result(e);
 }
 
 int millis(std::chrono::milliseconds timeout) { return static_cast<int>(timeout.count()); }

@@ -5,14 +5,6 @@
 namespace pgoutbox::kafka {
 namespace {
 
-DeliveryError delivery_error(rd_kafka_resp_err_t error) {
-  return DeliveryError{.kind = classify(error),
-                       .code = rd_kafka_err2name(error),
-                       .text = rd_kafka_err2str(error),
-                       .size_refusal = error == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
-                                       error == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE};
-}
-
 class ProducerSink final : public Sink {
  public:
   ProducerSink(const ProducerSettings& settings, std::function<void(const Delivery&)> on_delivery)

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/kafka/record_size.h"
 
 namespace pgoutbox::sim {
@@ -15,8 +16,34 @@ using namespace std::chrono_literals;
 
 namespace {
 
-kafka::DeliveryError error_of(kafka::DeliveryFailure kind, std::string code, bool size_refusal = false) {
-  return {kind, code, "simulated: " + code, size_refusal};
+// Kafka's and librdkafka's answers are given as librdkafka gives them, codes and flags; what they
+// mean to the relay is the daemon's own mapping (kafka/producer.h), not the simulator's.
+kafka::DeliveryError error_of(rd_kafka_resp_err_t code) { return kafka::delivery_error(code, "simulated"); }
+
+kafka::TxnResult txn_error(rd_kafka_resp_err_t code, bool fatal, bool retriable, bool abortable, const char* text) {
+  return kafka::txn_result(kafka::TxnError{.code = code,
+                                           .fatal = fatal,
+                                           .retriable = retriable,
+                                           .txn_requires_abort = abortable,
+                                           .text = fmt::format("simulated: {}", text)});
+}
+// The code librdkafka names so (rd_kafka_err2name).
+rd_kafka_resp_err_t code_named(std::string_view name) {
+  const rd_kafka_err_desc* descs = nullptr;
+  std::size_t count = 0;
+  rd_kafka_get_err_descs(&descs, &count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (descs[i].name != nullptr && name == rd_kafka_err2name(descs[i].code)) return descs[i].code;
+  }
+  return RD_KAFKA_RESP_ERR_UNKNOWN;
+}
+// The coordinator cannot be reached in time: librdkafka's retriable timeout.
+kafka::TxnResult unreachable() {
+  return txn_error(RD_KAFKA_RESP_ERR__TIMED_OUT, false, true, false, "coordinator unreachable");
+}
+// A newer producer of the transactional id was initialised: librdkafka's fatal fence.
+kafka::TxnResult fenced_answer() {
+  return txn_error(RD_KAFKA_RESP_ERR__FENCED, true, false, false, "fenced by a newer producer");
 }
 
 // One producer: what librdkafka's does as far as the relay can tell. Records go out in produce
@@ -61,17 +88,22 @@ class SimSink final : public kafka::Sink {
   Produced produce(const outbox::Record& record, std::uint64_t cookie, kafka::DeliveryError& error) override {
     if (!fatal_ && kafka_.fatal_due()) break_idempotence();
     if (fatal_ || fenced_) {
-      error = error_of(kafka::DeliveryFailure::fatal, "_FATAL");
+      error = error_of(RD_KAFKA_RESP_ERR__FATAL);
       return Produced::failed;
     }
     // librdkafka refuses a record into a transaction a failure has doomed, until it is aborted.
     if (txn_failed_) {
-      error = error_of(kafka::DeliveryFailure::retriable, "_STATE");
+      error = error_of(RD_KAFKA_RESP_ERR__STATE);
       return Produced::failed;
     }
     if (queue_.size() + ready_.size() >= kafka_.faults().queue_capacity) return Produced::queue_full;
     const auto now = kafka_.clock().now();
     const auto bytes = SimKafka::record_bytes(record);
+    // librdkafka's limit in bytes (queue.buffering.max.kbytes): a large record waits for room
+    // that a smaller one produced after it may find (the schedules keep every record within it).
+    if (const auto limit = kafka_.faults().queue_bytes; limit > 0 && held_bytes_ + bytes > limit)
+      return Produced::queue_full;
+    held_bytes_ += bytes;
     if (kafka_.watch.produced) kafka_.watch.produced(record, bytes);
     const auto reading = kafka_.watch.reading ? kafka_.watch.reading(record.topic) : 0;
     const auto batch = batch_for(record.topic, bytes, now);
@@ -85,6 +117,7 @@ class SimSink final : public kafka::Sink {
     while (!ready_.empty()) {
       const auto r = std::move(ready_.front());
       ready_.pop_front();
+      held_bytes_ -= r.bytes;
       if (r.size_refusal_reading && kafka_.watch.size_refusal_reported)
         kafka_.watch.size_refusal_reported(*r.size_refusal_reading);
       options_.on_delivery(r.delivery);
@@ -102,45 +135,61 @@ class SimSink final : public kafka::Sink {
     while (::read(fd_, &n, sizeof n) > 0) {}
   }
   std::optional<kafka::SinkFatal> fatal() const override {
-    if (fenced_) return kafka::SinkFatal{kafka::SinkFatal::Kind::fenced, "PRODUCER_FENCED (simulated)"};
+    if (fenced_) return kafka::sink_fatal(RD_KAFKA_RESP_ERR__FENCED, "simulated");
     return fatal_;
   }
 
   kafka::TxnResult init_transactions(std::chrono::milliseconds /*timeout*/) override {
-    if (kafka_.down()) return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
+    if (kafka_.down()) return unreachable();
     epoch_ = kafka_.bump_epoch(options_.transactional_id);
     return {};
   }
   kafka::TxnResult begin_transaction() override {
-    if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
+    if (stale()) return fenced_answer();
     txn_ = kafka_.begin_txn(options_.transactional_id, epoch_);
     txn_failed_ = false;
     return {};
   }
   kafka::TxnResult commit_transaction(std::chrono::milliseconds /*timeout*/) override {
-    if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
-    if (fatal_) return {kafka::TxnStatus::fatal, "simulated: fatal"};
+    if (stale()) return fenced_answer();
+    if (fatal_) return txn_error(fatal_code_, true, false, false, "the producer's idempotence state broke");
     if (kafka_.down()) {
       commit_pending_ = true;  // librdkafka expects this commit resumed, and refuses an abort beside it
-      return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
+      return unreachable();
     }
     commit_pending_ = false;
+    if (committed_unanswered_) {
+      // The commit the last call timed out on had reached the coordinator: resumed, it succeeds.
+      committed_unanswered_ = false;
+      return {};
+    }
     while (!queue_.empty()) advance();
     poll();  // librdkafka serves the last reports inside the commit
-    if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
-    if (txn_failed_) return {kafka::TxnStatus::abort, "simulated: a record of the transaction failed"};
-    if (std::bernoulli_distribution(kafka_.faults().commit_aborts)(kafka_.rng()))
-      return {kafka::TxnStatus::abort, "simulated: the coordinator aborted the transaction"};
+    if (stale()) return fenced_answer();
+    // librdkafka's abortable error, with the failed record's code.
+    if (txn_failed_) return txn_error(txn_failure_, false, false, true, "a record of the transaction failed");
+    if (std::bernoulli_distribution(kafka_.faults().commit_aborts)(kafka_.rng())) {
+      // The coordinator aborted it (its epoch bumped after a timeout, or a state it refuses).
+      const auto code = std::bernoulli_distribution(0.5)(kafka_.rng()) ? RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH
+                                                                        : RD_KAFKA_RESP_ERR_INVALID_TXN_STATE;
+      return txn_error(code, false, false, true, "the coordinator aborted the transaction");
+    }
     kafka_.end_txn(txn_, true);
     txn_ = 0;
+    // A commit that succeeded while the call timed out (the coordinator's answer was late).
+    if (kafka_.faults().commit_aborts > 0 && std::bernoulli_distribution(0.2)(kafka_.rng())) {
+      commit_pending_ = true;
+      committed_unanswered_ = true;
+      return unreachable();
+    }
     return {};
   }
   kafka::TxnResult abort_transaction(std::chrono::milliseconds /*timeout*/) override {
-    if (stale()) return {kafka::TxnStatus::fenced, "simulated: fenced"};
+    if (stale()) return fenced_answer();
     if (commit_pending_)
-      return {kafka::TxnStatus::retry, "simulated: _CONFLICT: a commit_transaction call is under way"};
-    if (kafka_.down()) return {kafka::TxnStatus::retry, "simulated: coordinator unreachable"};
-    while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::retriable, "_PURGE_QUEUE"), false);
+      return txn_error(RD_KAFKA_RESP_ERR__CONFLICT, false, true, false, "a commit_transaction call is under way");
+    if (kafka_.down()) return unreachable();
+    while (!queue_.empty()) fail_front(error_of(RD_KAFKA_RESP_ERR__PURGE_QUEUE), false);
     notify();
     kafka_.end_txn(txn_, false);
     txn_ = 0;
@@ -163,6 +212,7 @@ class SimSink final : public kafka::Sink {
     // A record of a batch of several refused for its size: the reading of the limit it was sent
     // under (the relay learns of the refusal when it is served).
     std::optional<std::uint64_t> size_refusal_reading;
+    std::size_t bytes = 0;  // what it held of the producer's queue until it is served
   };
   struct OpenBatch {
     std::uint64_t id = 0;
@@ -199,7 +249,7 @@ class SimSink final : public kafka::Sink {
       if (!policy) policy = kafka_.policy_refusal(queue_[i].record);
     }
     if (size.bytes > kafka_.limit(head.record.topic)) {
-      return error_of(kafka::DeliveryFailure::permanent, "MSG_SIZE_TOO_LARGE", true);
+      return error_of(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
     }
     return policy;
   }
@@ -211,8 +261,9 @@ class SimSink final : public kafka::Sink {
     return fenced_;
   }
   void break_idempotence() {
-    fatal_ = kafka::SinkFatal{kafka::SinkFatal::Kind::idempotence, "OUT_OF_ORDER_SEQUENCE_NUMBER (simulated)"};
-    while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::fatal, "_FATAL"), false);
+    fatal_code_ = RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
+    fatal_ = kafka::sink_fatal(fatal_code_, "simulated");
+    while (!queue_.empty()) fail_front(error_of(RD_KAFKA_RESP_ERR__FATAL), false);
     notify();
   }
   void schedule() {
@@ -226,9 +277,12 @@ class SimSink final : public kafka::Sink {
       schedule();
     });
   }
-  void report(kafka::Delivery d, std::optional<std::uint64_t> size_refusal_reading = std::nullopt) {
-    if (d.error && transactional()) txn_failed_ = true;
-    ready_.push_back({std::move(d), size_refusal_reading});
+  void report(kafka::Delivery d, std::size_t bytes, std::optional<std::uint64_t> size_refusal_reading = std::nullopt) {
+    if (d.error && transactional() && !txn_failed_) {
+      txn_failed_ = true;
+      txn_failure_ = code_named(d.error->code);
+    }
+    ready_.push_back({std::move(d), size_refusal_reading, bytes});
   }
   void notify() {
     if (ready_.empty()) return;
@@ -248,7 +302,7 @@ class SimSink final : public kafka::Sink {
     d.weight = q.record.weight();
     d.error = error;
     d.record = std::move(q.record);
-    report(std::move(d), size_refusal_reading);
+    report(std::move(d), q.bytes, size_refusal_reading);
     return next;
   }
   // Kafka refuses the front record's batch whole: each of its records reports the error, in
@@ -267,7 +321,8 @@ class SimSink final : public kafka::Sink {
     // A gapless producer (SinkOptions::gapless) stops at a batch refused for good; its fatal
     // state is set before the batch's records report the broker's error.
     if (options_.gapless) {
-      fatal_ = kafka::SinkFatal{kafka::SinkFatal::Kind::gap, "_GAPLESS_GUARANTEE (simulated)"};
+      fatal_code_ = RD_KAFKA_RESP_ERR__GAPLESS_GUARANTEE;
+      fatal_ = kafka::sink_fatal(fatal_code_, "simulated");
     }
     std::optional<std::uint64_t> told;
     if (refused.size_refusal && !options_.isolated && size.records > 1) told = reading;
@@ -289,7 +344,7 @@ class SimSink final : public kafka::Sink {
     // broker drop a retry of a write whose acknowledgement was lost.
     if (kafka_.down()) return;
     if (stale()) {
-      while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::fatal, "_FATAL"), false);
+      while (!queue_.empty()) fail_front(error_of(RD_KAFKA_RESP_ERR__FATAL), false);
       notify();
       return;
     }
@@ -301,7 +356,7 @@ class SimSink final : public kafka::Sink {
           refuse_front_batch(*refused, size);
           if (fatal_) {
             // Nothing after the refused batch is written: what the producer still holds is purged.
-            while (!queue_.empty()) fail_front(error_of(kafka::DeliveryFailure::retriable, "_PURGE_QUEUE"), false);
+            while (!queue_.empty()) fail_front(error_of(RD_KAFKA_RESP_ERR__PURGE_QUEUE), false);
             break;
           }
           continue;
@@ -325,7 +380,7 @@ class SimSink final : public kafka::Sink {
       d.topic = q.record.topic;
       d.weight = q.record.weight();
       if (options_.isolated) d.record = std::move(q.record);
-      report(std::move(d));
+      report(std::move(d), q.bytes);
     }
     notify();
   }
@@ -337,15 +392,19 @@ class SimSink final : public kafka::Sink {
   std::shared_ptr<bool> alive_;  // the clock's callbacks outlive the sink
   std::deque<Queued> queue_;
   std::deque<Ready> ready_;
+  std::size_t held_bytes_ = 0;  // of the records produced and not yet served
   std::map<std::string, OpenBatch> open_;  // by topic
   bool scheduled_ = false;
   std::uint64_t batch_ = 0;
   std::uint32_t epoch_ = 0;
   std::uint64_t txn_ = 0;
   bool txn_failed_ = false;
+  bool committed_unanswered_ = false;  // committed, the call answered with a timeout
   bool fenced_ = false;
   bool commit_pending_ = false;  // a commit answered "retry": only the commit may be called next
   std::optional<kafka::SinkFatal> fatal_;
+  rd_kafka_resp_err_t fatal_code_ = RD_KAFKA_RESP_ERR_NO_ERROR;
+  rd_kafka_resp_err_t txn_failure_ = RD_KAFKA_RESP_ERR_NO_ERROR;  // the first failed record's, in the open transaction
 };
 
 std::string visible_key(const std::string& topic, const std::string& event_id) { return topic + '\0' + event_id; }
@@ -391,7 +450,7 @@ std::optional<kafka::DeliveryError> SimKafka::policy_refusal(const outbox::Recor
   const bool refused = record.topic == faults_.dead_letter_topic ? faults_.dead_letter_refuses
                                                                  : record.value.find("POISON") != std::string::npos;
   if (!refused) return std::nullopt;
-  return error_of(kafka::DeliveryFailure::permanent, "POLICY_VIOLATION");
+  return error_of(RD_KAFKA_RESP_ERR_POLICY_VIOLATION);
 }
 
 bool SimKafka::fatal_due() {

@@ -4,11 +4,19 @@
 // fencing by epoch, batches cut by bytes (batch.size) and refused whole, each topic's
 // max.message.bytes (which an operator may lower while it runs), refusals no limit explains (a
 // broker policy), acknowledgements that get lost after the write, outages during which nothing
-// is written and records time out, a full producer queue, a fatal idempotence error, a
+// is written and records wait, a full producer queue (by records, and by bytes), a fatal idempotence error, a
 // transaction a failed record doomed (produce() answers _STATE until it is aborted), coordinator
-// aborts, and the records a killed producer still had in flight. Everything happens on the
-// simulation's virtual clock (tests/support/virtual_clock.h); a seeded generator makes every
-// choice, so a seed replays exactly.
+// aborts (INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, abortable), a commit that succeeds while
+// its call times out (resumed, it answers success), and the records a killed producer still had
+// in flight. Every answer is given as librdkafka's code and, for a transactional call, its
+// fatal/retriable/abortable flags; what it means to the relay is decided by the daemon's own
+// mapping (kafka::delivery_error, kafka::txn_result, kafka::sink_fatal in kafka/producer.h).
+// Not modelled: the last stable offset (a read_committed reader here never waits for an open
+// transaction), the coordinator's own transaction timeout, metadata errors (unknown topics,
+// leader changes), and the time a transactional call blocks
+// the caller (every call here answers at once). Everything happens on the simulation's virtual
+// clock (tests/support/virtual_clock.h); a seeded generator makes every choice, so a seed
+// replays exactly.
 
 #include <cstdint>
 #include <deque>
@@ -36,6 +44,7 @@ struct KafkaFaults {
   std::vector<std::pair<Time, Time>> outages;  // brokers unreachable: nothing written, commits wait
   double commit_aborts = 0;                    // a commit the coordinator answers with an abortable error
   std::size_t queue_capacity = 100'000;        // records a producer holds unreported before "queue full"
+  std::size_t queue_bytes = 0;                 // and their bytes (0: no limit in bytes)
   Time idempotence_fatal = Time::max();        // from then on every producer open is fatally broken once
   bool dead_letter_refuses = false;            // the dead-letter topic refuses every record
   std::string dead_letter_topic;

@@ -134,6 +134,7 @@ class Run {
     KafkaFaults f;
     f.commit_aborts = s.commit_aborts;
     f.queue_capacity = s.queue_capacity;
+    f.queue_bytes = s.queue_bytes;
     f.dead_letter_refuses = s.dead_letter_refuses;
     f.dead_letter_topic = kDeadLetterTopic;
     return f;
@@ -217,6 +218,10 @@ class Run {
         row.poison = std::bernoulli_distribution(s_.poison)(plan);
         if (std::bernoulli_distribution(s_.messages)(plan)) row.kind = Row::Kind::message;
         if (!row.poison && (s_.oversized > 0 || s_.large > 0)) size_row(row, plan);
+        // With a queue limited in bytes, rows of many sizes: a large one waits for room that a
+        // smaller record produced after it (a checkpoint) may find.
+        if (s_.queue_bytes > 0 && row.pad == 0 && s_.limits[row.type == "A" ? 0 : 1] > 65'536)
+          row.pad = static_cast<std::size_t>(std::uniform_int_distribution<int>(0, 1200)(plan));
         if (row.poison || row.oversized || row.maybe_oversized) {
           any_poison_ = true;
           ++poison_rows_;
@@ -821,6 +826,12 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
   // of thousands of rows: what waits is tried again every SendBacklog::kRetry (20 ms), so such a
   // queue moves about 50 records a second, and their schedules would end before they could.
   if (chance(0.1) && s.huge == 0) s.queue_capacity = static_cast<std::size_t>(uniform(1, 5));
+  // librdkafka's queue limit in bytes, 3-8 KB, drawn last again; not with transactions of
+  // thousands of rows, and only with Kafka's default topic limits: its rows are padded to at
+  // most 1,200 bytes and none larger, so every record fits it alone (the daemon's queue holds at
+  // least limits.max_in_flight_bytes, 16 MiB by default).
+  const bool default_limits = s.limits == std::array<std::size_t, 2>{Schedule::kDefaultLimit, Schedule::kDefaultLimit};
+  if (chance(0.1) && s.huge == 0 && default_limits) s.queue_bytes = static_cast<std::size_t>(uniform(3000, 8000));
   // A restore from a storage snapshot (docs/spec.md I11), drawn last again; more often with
   // non-transactional messages, whose forged copies it writes.
   if (chance(s.messages > 0 ? 0.2 : 0.05)) {
@@ -849,7 +860,9 @@ std::string Schedule::describe() const {
       messages > 0 ? ", logical decoding messages" : "", keys,
       policy == config::PoisonPolicy::stop ? "stop" : "dead-letter", max_retries, max_in_flight_records,
       checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, alternate_producers,
-      queue_capacity, commit_aborts, dead_letter_refuses ? ", the dead-letter topic refuses" : "");
+      queue_bytes > 0 ? fmt::format("{} records or {} bytes", queue_capacity, queue_bytes)
+                      : fmt::format("{} records", queue_capacity),
+      commit_aborts, dead_letter_refuses ? ", the dead-letter topic refuses" : "");
   if (limits != std::array<std::size_t, 2>{kDefaultLimit, kDefaultLimit} || dead_letter_limit != kDefaultLimit ||
       lowered) {
     out += fmt::format("\n  max.message.bytes: outbox.event.A {}, outbox.event.B {}, dead-letter topic {}{}{}",

@@ -63,6 +63,7 @@ struct Schedule {
   bool alternate_producers = true;  // exactly-once: two transactional producers take turns
   // Kafka's behaviour.
   std::size_t queue_capacity = 100'000;
+  std::size_t queue_bytes = 0;  // librdkafka's queue limit in bytes (0: none); its rows padded to 0-1,200 bytes
   double commit_aborts = 0;
   bool dead_letter_refuses = false;
   // Topic limits (docs/spec.md I13): max.message.bytes of outbox.event.A and .B and of the

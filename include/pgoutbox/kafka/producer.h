@@ -42,7 +42,22 @@ struct DeliveryReport {
   bool ok() const { return error == RD_KAFKA_RESP_ERR_NO_ERROR; }
 };
 
+// How the relay acts on librdkafka's answers: a record's delivery error, a transactional call's
+// error and a producer's fatal error. The producer maps librdkafka's errors through these, and
+// the simulator (tests/sim) feeds them the codes and flags librdkafka would give, so that these
+// decisions are the daemon's in every simulated schedule too.
 DeliveryFailure classify(rd_kafka_resp_err_t error);
+DeliveryError delivery_error(rd_kafka_resp_err_t error, std::string_view text = {});
+// What librdkafka's rd_kafka_error_t of a transactional call says.
+struct TxnError {
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  bool fatal = false;               // rd_kafka_error_is_fatal
+  bool retriable = false;           // rd_kafka_error_is_retriable
+  bool txn_requires_abort = false;  // rd_kafka_error_txn_requires_abort
+  std::string text;
+};
+TxnResult txn_result(const TxnError& error);
+SinkFatal sink_fatal(rd_kafka_resp_err_t error, std::string_view reason);
 
 // The fix for a failed SASL authentication under these user properties: where the credentials
 // come from and where the cluster keeps the mechanism's users; for OAUTHBEARER with
