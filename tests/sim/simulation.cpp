@@ -25,6 +25,9 @@ namespace {
 constexpr auto kDrainBound = 60s;                 // once faults and writes stop, everything is in Kafka by then
 constexpr auto kPostgresCheckpointEvery = 300ms;  // how often the slot's position is saved
 constexpr auto kReconnectDelay = 50ms;
+// A quiet outbox's slot follows keepalives (I7): SimSource sends one every 500 ms, and the relay
+// reports its flush position at least every status interval.
+constexpr auto kQuietSlotBound = 15s;
 const std::string kDeadLetterTopic = "dlq";
 const std::string kCheckpointTopic = "pgoutbox.checkpoints";
 
@@ -502,14 +505,29 @@ class Run {
       drain_watch_armed_ = false;
       if (done_ || finishing_) return;
       if (drained()) {
-        if (relay_ != nullptr) {
-          finishing_ = true;
-          relay_->stop();
-        } else {
+        if (relay_ == nullptr) {
           done_ = true;
+          return;
         }
+        // I7: with everything published, the slot follows the server's WAL past what is not
+        // the outbox's (other tables, rolled-back work), on keepalives, so it pins none of it.
+        if (slot_.confirmed < slot_.wal_end) {
+          if (!quiet_since_) quiet_since_ = clock_.now();
+          if (clock_.now() - *quiet_since_ <= kQuietSlotBound) {
+            watch_drain();
+            return;
+          }
+          fail(fmt::format("quiet slot (I7): everything is in Kafka, and {} s later the slot is still confirmed at "
+                           "{}, the server's WAL at {}",
+                           std::chrono::duration_cast<std::chrono::seconds>(kQuietSlotBound).count(),
+                           slot_.confirmed.to_string(), slot_.wal_end.to_string()));
+          throw Killed{};
+        }
+        finishing_ = true;
+        relay_->stop();
         return;
       }
+      quiet_since_.reset();
       if (clock_.now() > drain_deadline_) {
         fail(fmt::format("stall: {} s after the last write and fault, {}", drain_bound_.count() / 1000,
                          what_is_missing()));
@@ -746,6 +764,7 @@ class Run {
   bool stopping_on_purpose_ = false;
   bool stopped_for_poison_ = false;
   bool drain_watch_armed_ = false;
+  std::optional<relay::Clock::time_point> quiet_since_;  // drained, the slot behind the server's WAL
   // Restores: the transactions every snapshot restored held (the most of any), the events of
   // undone histories, and the non-transactional messages written again at their positions.
   std::size_t restored_ = 0;
