@@ -36,8 +36,7 @@ std::string alternate_transactional_id(std::string_view id) { return fmt::format
 
 std::optional<std::string> transactional_id_collision(std::string_view id) {
   constexpr std::string_view derived = "pgoutbox-";
-  if (id.starts_with(derived) && id.size() > derived.size() && id[derived.size()] >= '0' &&
-      id[derived.size()] <= '9') {
+  if (id.starts_with(derived) && id.size() > derived.size() && id[derived.size()] >= '0' && id[derived.size()] <= '9') {
     return "begins like the ids pgoutbox derives from a slot (pgoutbox-<system identifier>-…), so it could be "
            "another slot's; leave it empty to use this slot's derived id, or choose one outside that namespace";
   }

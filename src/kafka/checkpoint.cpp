@@ -319,7 +319,8 @@ std::string encode(const Checkpoint& c) {
   field(out, "delivery", c.delivery);
   field(out, "transactional_id", c.transactional_id);
   if (c.version >= kCheckpointVersion) out += fmt::format(",\"xid\":{},\"commit_time\":{}", c.xid, c.commit_time);
-  if (c.version >= kCheckpointVersion && c.messages_end != Lsn{}) field(out, "messages_end", c.messages_end.to_string());
+  if (c.version >= kCheckpointVersion && c.messages_end != Lsn{})
+    field(out, "messages_end", c.messages_end.to_string());
   if (c.version >= kUnmarkedVersion) field(out, "mac", c.mac);
   out += '}';
   return out;

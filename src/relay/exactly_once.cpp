@@ -51,7 +51,8 @@ std::optional<Outcome> ExactlyOnce::open() {
   const bool alternate = context_.config.kafka.alternate_producers;
   const std::size_t count = alternate ? producers_.size() : 1;
   const auto id_of = [this](std::size_t i) {
-    return i == 0 ? context_.start.transactional_id : config::alternate_transactional_id(context_.start.transactional_id);
+    return i == 0 ? context_.start.transactional_id
+                  : config::alternate_transactional_id(context_.start.transactional_id);
   };
   for (std::size_t i = 0; i < count; ++i) {
     kafka::SinkOptions options;

@@ -23,7 +23,6 @@
 
 namespace pgoutbox::relay {
 
-
 void Relay::on_message(const pgoutput::MessageData& message) {
   if (!builder_.configured(message.prefix)) {
     ++counters_.changes_ignored;

@@ -6,7 +6,9 @@
 namespace pgoutbox::relay {
 
 SkipProof::SkipProof(const Coverage& covered, Lsn slot_confirmed)
-    : hold_(slot_confirmed), messages_end_(covered.messages_end), messages_open_(covered.messages_end > slot_confirmed) {
+    : hold_(slot_confirmed),
+      messages_end_(covered.messages_end),
+      messages_open_(covered.messages_end > slot_confirmed) {
   // A transaction the slot is past is not in the stream: the messages after it alone are left
   // to skip.
   if (covered.transaction && covered.transaction->end_lsn > slot_confirmed) expected_ = covered.transaction;

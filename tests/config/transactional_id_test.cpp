@@ -17,11 +17,13 @@ namespace {
 // first's alternate was the second's own, and the two relays fenced each other forever.
 TEST(TransactionalIds, NoTwoSlotsShareAnIdOrAnAlternateOrAProbe) {
   const std::vector<std::tuple<std::string, std::string, std::string>> slots = {
-      {"7", "shop", "foo"},       {"7", "shop-foo", "alt"},  {"7", "shop-foo", "check"}, {"7", "shop", "foo_alt"},
-      {"7", "shop%2D", "foo"},    {"7", "shop-", "foo"},     {"7", "shop", "x"},         {"7", "shop-x", "y"},
-      {"7", "a-b-c", "d"},        {"7", "a", "b_c_d"},       {"7", "a-b", "c_d"},        {"7", "-", "x"},
-      {"7", "%", "x"},            {"7", "%25", "x"},         {"77", "shop", "foo"},      {"7", "7-shop", "foo"},
-      {"7", "shop-foo-alt", "x"}, {"7", "", "shop_foo_alt"}, {"7", "shop foo", "alt"},   {"7", "Shop", "foo"},
+      {"7", "shop", "foo"},     {"7", "shop-foo", "alt"},   {"7", "shop-foo", "check"},
+      {"7", "shop", "foo_alt"}, {"7", "shop%2D", "foo"},    {"7", "shop-", "foo"},
+      {"7", "shop", "x"},       {"7", "shop-x", "y"},       {"7", "a-b-c", "d"},
+      {"7", "a", "b_c_d"},      {"7", "a-b", "c_d"},        {"7", "-", "x"},
+      {"7", "%", "x"},          {"7", "%25", "x"},          {"77", "shop", "foo"},
+      {"7", "7-shop", "foo"},   {"7", "shop-foo-alt", "x"}, {"7", "", "shop_foo_alt"},
+      {"7", "shop foo", "alt"}, {"7", "Shop", "foo"},
   };
   std::map<std::string, std::string> owner;  // each id, and whose it is
   const auto claim = [&](const std::string& id, const std::string& whose) {

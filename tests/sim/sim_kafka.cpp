@@ -171,7 +171,7 @@ class SimSink final : public kafka::Sink {
     if (std::bernoulli_distribution(kafka_.faults().commit_aborts)(kafka_.rng())) {
       // The coordinator aborted it (its epoch bumped after a timeout, or a state it refuses).
       const auto code = std::bernoulli_distribution(0.5)(kafka_.rng()) ? RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH
-                                                                        : RD_KAFKA_RESP_ERR_INVALID_TXN_STATE;
+                                                                       : RD_KAFKA_RESP_ERR_INVALID_TXN_STATE;
       return txn_error(code, false, false, true, "the coordinator aborted the transaction");
     }
     kafka_.end_txn(txn_, true);
@@ -392,7 +392,7 @@ class SimSink final : public kafka::Sink {
   std::shared_ptr<bool> alive_;  // the clock's callbacks outlive the sink
   std::deque<Queued> queue_;
   std::deque<Ready> ready_;
-  std::size_t held_bytes_ = 0;  // of the records produced and not yet served
+  std::size_t held_bytes_ = 0;             // of the records produced and not yet served
   std::map<std::string, OpenBatch> open_;  // by topic
   bool scheduled_ = false;
   std::uint64_t batch_ = 0;

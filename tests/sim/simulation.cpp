@@ -517,10 +517,11 @@ class Run {
             watch_drain();
             return;
           }
-          fail(fmt::format("quiet slot (I7): everything is in Kafka, and {} s later the slot is still confirmed at "
-                           "{}, the server's WAL at {}",
-                           std::chrono::duration_cast<std::chrono::seconds>(kQuietSlotBound).count(),
-                           slot_.confirmed.to_string(), slot_.wal_end.to_string()));
+          fail(
+              fmt::format("quiet slot (I7): everything is in Kafka, and {} s later the slot is still confirmed at "
+                          "{}, the server's WAL at {}",
+                          std::chrono::duration_cast<std::chrono::seconds>(kQuietSlotBound).count(),
+                          slot_.confirmed.to_string(), slot_.wal_end.to_string()));
           throw Killed{};
         }
         finishing_ = true;

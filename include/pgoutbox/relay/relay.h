@@ -130,7 +130,7 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   struct OpenUnit {
     ConfirmTracker::TxnId id;
     outbox::TxnContext context;
-    bool skipping;        // in Kafka already by the checkpoint (I10)
+    bool skipping;         // in Kafka already by the checkpoint (I10)
     bool message = false;  // a non-transactional logical message (messages.cpp)
   };
   std::optional<OpenUnit> unit_;
