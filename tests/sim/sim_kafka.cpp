@@ -96,13 +96,13 @@ class SimSink final : public kafka::Sink {
       error = error_of(RD_KAFKA_RESP_ERR__STATE);
       return Produced::failed;
     }
-    if (queue_.size() + ready_.size() >= kafka_.faults().queue_capacity) return Produced::queue_full;
+    if (queue_.size() + ready_.size() >= kafka_.faults().queue_capacity) return queue_full();
     const auto now = kafka_.clock().now();
     const auto bytes = SimKafka::record_bytes(record);
     // librdkafka's limit in bytes (queue.buffering.max.kbytes): a large record waits for room
     // that a smaller one produced after it may find (the schedules keep every record within it).
     if (const auto limit = kafka_.faults().queue_bytes; limit > 0 && held_bytes_ + bytes > limit)
-      return Produced::queue_full;
+      return queue_full();
     held_bytes_ += bytes;
     if (kafka_.watch.produced) kafka_.watch.produced(record, bytes);
     const auto reading = kafka_.watch.reading ? kafka_.watch.reading(record.topic) : 0;
@@ -118,6 +118,7 @@ class SimSink final : public kafka::Sink {
       const auto r = std::move(ready_.front());
       ready_.pop_front();
       held_bytes_ -= r.bytes;
+      if (kafka_.watch.event) kafka_.watch.event(SinkEvent::report_served);
       if (r.size_refusal_reading && kafka_.watch.size_refusal_reported)
         kafka_.watch.size_refusal_reported(*r.size_refusal_reading);
       options_.on_delivery(r.delivery);
@@ -151,6 +152,7 @@ class SimSink final : public kafka::Sink {
     return {};
   }
   kafka::TxnResult commit_transaction(std::chrono::milliseconds /*timeout*/) override {
+    if (kafka_.watch.event) kafka_.watch.event(SinkEvent::commit_started);
     if (stale()) return fenced_answer();
     if (fatal_) return txn_error(fatal_code_, true, false, false, "the producer's idempotence state broke");
     if (kafka_.down()) {
@@ -198,6 +200,10 @@ class SimSink final : public kafka::Sink {
   }
 
  private:
+  Produced queue_full() {
+    if (kafka_.watch.event) kafka_.watch.event(SinkEvent::queue_full);
+    return Produced::queue_full;
+  }
   struct Queued {
     outbox::Record record;
     std::uint64_t cookie;

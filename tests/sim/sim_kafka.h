@@ -63,6 +63,13 @@ struct SizeRefusal {
 };
 
 // What the simulation follows of the limits as producers use them (simulation.cpp's checks).
+// Moments of a producer's life a fault can be triggered by (simulation.h, Fault::Trigger).
+enum class SinkEvent {
+  queue_full,      // produce() answered "queue full": a record now waits in the relay's backlog
+  commit_started,  // commit_transaction() was called
+  report_served,   // a delivery report is about to be handed to the relay
+};
+
 struct LimitWatch {
   // Which reading of `topic`'s limit the relay holds now (0: none).
   std::function<std::uint64_t(const std::string& topic)> reading;
@@ -71,6 +78,8 @@ struct LimitWatch {
   std::function<void(const SizeRefusal&)> size_refused;
   // The reports of a size refusal of a batched producer were handed to the relay.
   std::function<void(std::uint64_t reading)> size_refusal_reported;
+  // A moment of a producer's life (may throw: a process killed at that moment).
+  std::function<void(SinkEvent)> event;
 };
 
 class SimKafka {

@@ -94,6 +94,20 @@ const char* kind_name(Fault::Kind kind) {
   return "?";
 }
 
+const char* trigger_name(Fault::Trigger trigger) {
+  switch (trigger) {
+    case Fault::Trigger::time:
+      return "time";
+    case Fault::Trigger::queue_full:
+      return "first queue-full answer";
+    case Fault::Trigger::commit_started:
+      return "first commit";
+    case Fault::Trigger::report_served:
+      return "first delivery report served";
+  }
+  return "?";
+}
+
 // Thrown through the relay's loop (not a std::exception, which the relay would catch) when the
 // schedule kills the process.
 struct Killed {};
@@ -109,6 +123,7 @@ class Run {
     kafka_.watch.reading = [this](const std::string& topic) { return limits_ ? limits_->reading(topic) : 0; };
     kafka_.watch.produced = [this](const outbox::Record& record, std::size_t bytes) { on_produced(record, bytes); };
     kafka_.watch.size_refused = [this](const SizeRefusal& refusal) { on_size_refusal(refusal); };
+    kafka_.watch.event = [this](SinkEvent event) { on_sink_event(event); };
     kafka_.watch.size_refusal_reported = [this](std::uint64_t reading) {
       told_.try_emplace(reading, verdict_.sessions);
     };
@@ -296,6 +311,10 @@ class Run {
           break;
         case Fault::Kind::relay_crash:
         case Fault::Kind::relay_stop:
+          if (f.trigger != Fault::Trigger::time) {
+            clock_.schedule(at, [this, f] { armed_.push_back(f); });
+            break;
+          }
           clock_.schedule(at, [this, f] {
             if (relay_ == nullptr) return;
             restart_at_ = clock_.now() + f.length;
@@ -340,6 +359,29 @@ class Run {
     if (s_.lowered) bound += std::chrono::duration_cast<milliseconds>(kDrainBound) / 2;
     drain_deadline_ = quiet_ + bound;
     drain_bound_ = bound;
+  }
+
+  // A kill or a stop armed for this moment of a producer's life happens now, in the middle of
+  // the call (a kill: nothing after it runs; a stop: right after it, as a signal's would).
+  void on_sink_event(SinkEvent event) {
+    if (relay_ == nullptr || finishing_) return;
+    const auto matches = [event](const Fault& f) {
+      return (f.trigger == Fault::Trigger::queue_full && event == SinkEvent::queue_full) ||
+             (f.trigger == Fault::Trigger::commit_started && event == SinkEvent::commit_started) ||
+             (f.trigger == Fault::Trigger::report_served && event == SinkEvent::report_served);
+    };
+    const auto it = std::find_if(armed_.begin(), armed_.end(), matches);
+    if (it == armed_.end()) return;
+    const auto f = *it;
+    armed_.erase(it);
+    spdlog::debug("sim: {} on a producer's {}", kind_name(f.kind), trigger_name(f.trigger));
+    restart_at_ = clock_.now() + f.length;
+    if (f.kind == Fault::Kind::relay_crash) throw Killed{};
+    clock_.schedule_after(0ms, [this] {
+      if (relay_ == nullptr || finishing_) return;
+      stopping_on_purpose_ = true;
+      relay_->stop();
+    });
   }
 
   // A transaction reaches the WAL: it commits now.
@@ -765,7 +807,8 @@ class Run {
   bool stopping_on_purpose_ = false;
   bool stopped_for_poison_ = false;
   bool drain_watch_armed_ = false;
-  std::optional<relay::Clock::time_point> quiet_since_;  // drained, the slot behind the server's WAL
+  std::optional<relay::Clock::time_point> quiet_since_;
+  std::vector<Fault> armed_;  // kills and stops waiting for their moment of a producer's life  // drained, the slot behind the server's WAL
   // Restores: the transactions every snapshot restored held (the most of any), the events of
   // undone histories, and the non-transactional messages written again at their positions.
   std::size_t restored_ = 0;
@@ -858,6 +901,14 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
     s.faults.push_back(
         Fault{Fault::Kind::snapshot_restore, milliseconds(uniform(500, 5000)), milliseconds(uniform(100, 3000))});
   }
+  // A kill or a stop at a moment of a producer's life rather than of the clock (issue 37), drawn
+  // last again.
+  if (chance(0.25)) {
+    Fault f{chance(0.7) ? Fault::Kind::relay_crash : Fault::Kind::relay_stop, milliseconds(uniform(0, 5000)),
+            milliseconds(uniform(10, 2000))};
+    f.trigger = static_cast<Fault::Trigger>(uniform(1, 3));
+    s.faults.push_back(f);
+  }
   return s;
 }
 
@@ -894,7 +945,9 @@ std::string Schedule::describe() const {
                        kTypes[lowered->topic], lowered->bytes);
   }
   for (const auto& f : faults) {
-    out += fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind));
+    out += f.trigger == Fault::Trigger::time
+               ? fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind))
+               : fmt::format("\n  on the {} from {} ms: {}", trigger_name(f.trigger), f.at.count(), kind_name(f.kind));
     if (f.kind == Fault::Kind::snapshot_restore) {
       out += fmt::format(" (a snapshot taken {} ms before)", f.length.count());
     } else if (f.length.count() > 0) {
@@ -911,7 +964,8 @@ std::string Schedule::replay_arguments() const {
   std::uint64_t mask = 0;
   for (const auto& f : faults) {
     for (std::size_t i = 0; i < full.faults.size(); ++i) {
-      if (full.faults[i].kind == f.kind && full.faults[i].at == f.at && full.faults[i].length == f.length)
+      if (full.faults[i].kind == f.kind && full.faults[i].at == f.at && full.faults[i].length == f.length &&
+          full.faults[i].trigger == f.trigger)
         mask |= 1ULL << i;
     }
   }
