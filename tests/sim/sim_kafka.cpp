@@ -101,8 +101,7 @@ class SimSink final : public kafka::Sink {
     const auto bytes = SimKafka::record_bytes(record);
     // librdkafka's limit in bytes (queue.buffering.max.kbytes): a large record waits for room
     // that a smaller one produced after it may find (the schedules keep every record within it).
-    if (const auto limit = kafka_.faults().queue_bytes; limit > 0 && held_bytes_ + bytes > limit)
-      return queue_full();
+    if (const auto limit = kafka_.faults().queue_bytes; limit > 0 && held_bytes_ + bytes > limit) return queue_full();
     held_bytes_ += bytes;
     if (kafka_.watch.produced) kafka_.watch.produced(record, bytes);
     const auto reading = kafka_.watch.reading ? kafka_.watch.reading(record.topic) : 0;

@@ -807,8 +807,8 @@ class Run {
   bool stopping_on_purpose_ = false;
   bool stopped_for_poison_ = false;
   bool drain_watch_armed_ = false;
-  std::optional<relay::Clock::time_point> quiet_since_;
-  std::vector<Fault> armed_;  // kills and stops waiting for their moment of a producer's life  // drained, the slot behind the server's WAL
+  std::optional<relay::Clock::time_point> quiet_since_;  // drained, the slot behind the server's WAL
+  std::vector<Fault> armed_;  // kills and stops waiting for their moment of a producer's life
   // Restores: the transactions every snapshot restored held (the most of any), the events of
   // undone histories, and the non-transactional messages written again at their positions.
   std::size_t restored_ = 0;
