@@ -101,8 +101,7 @@ std::optional<Outcome> Checkpointer::resume(SkipProof& proof, Coverage& covered)
 std::string Checkpointer::legacy_transactional_id() const {
   if (config_.delivery != config::Delivery::exactly_once || !config_.kafka.transactional_id.empty()) return {};
   const auto& slot = start_.identity;
-  const auto legacy = config::legacy_transactional_id(slot.system_id, slot.database, slot.slot);
-  return legacy == start_.transactional_id ? std::string() : legacy;
+  return config::legacy_transactional_id(slot.system_id, slot.database, slot.slot);
 }
 
 outbox::Record Checkpointer::record(const Coverage& covered) const {

@@ -63,7 +63,7 @@ struct SizeRefusal {
 };
 
 // What the simulation follows of the limits as producers use them (simulation.cpp's checks).
-// Moments of a producer's life a fault can be triggered by (simulation.h, Fault::Trigger).
+// Moments of a producer's life a fault can be triggered by (simulation.h, Fault::moment).
 enum class SinkEvent {
   queue_full,      // produce() answered "queue full": a record now waits in the relay's backlog
   commit_started,  // commit_transaction() was called

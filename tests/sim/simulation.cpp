@@ -94,15 +94,13 @@ const char* kind_name(Fault::Kind kind) {
   return "?";
 }
 
-const char* trigger_name(Fault::Trigger trigger) {
-  switch (trigger) {
-    case Fault::Trigger::time:
-      return "time";
-    case Fault::Trigger::queue_full:
+const char* moment_name(SinkEvent event) {
+  switch (event) {
+    case SinkEvent::queue_full:
       return "first queue-full answer";
-    case Fault::Trigger::commit_started:
+    case SinkEvent::commit_started:
       return "first commit";
-    case Fault::Trigger::report_served:
+    case SinkEvent::report_served:
       return "first delivery report served";
   }
   return "?";
@@ -311,7 +309,7 @@ class Run {
           break;
         case Fault::Kind::relay_crash:
         case Fault::Kind::relay_stop:
-          if (f.trigger != Fault::Trigger::time) {
+          if (f.moment) {
             clock_.schedule(at, [this, f] { armed_.push_back(f); });
             break;
           }
@@ -365,16 +363,11 @@ class Run {
   // the call (a kill: nothing after it runs; a stop: right after it, as a signal's would).
   void on_sink_event(SinkEvent event) {
     if (relay_ == nullptr || finishing_) return;
-    const auto matches = [event](const Fault& f) {
-      return (f.trigger == Fault::Trigger::queue_full && event == SinkEvent::queue_full) ||
-             (f.trigger == Fault::Trigger::commit_started && event == SinkEvent::commit_started) ||
-             (f.trigger == Fault::Trigger::report_served && event == SinkEvent::report_served);
-    };
-    const auto it = std::find_if(armed_.begin(), armed_.end(), matches);
+    const auto it = std::find_if(armed_.begin(), armed_.end(), [event](const Fault& f) { return f.moment == event; });
     if (it == armed_.end()) return;
     const auto f = *it;
     armed_.erase(it);
-    spdlog::debug("sim: {} on a producer's {}", kind_name(f.kind), trigger_name(f.trigger));
+    spdlog::debug("sim: {} on a producer's {}", kind_name(f.kind), moment_name(*f.moment));
     restart_at_ = clock_.now() + f.length;
     if (f.kind == Fault::Kind::relay_crash) throw Killed{};
     clock_.schedule_after(0ms, [this] {
@@ -906,7 +899,7 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
   if (chance(0.25)) {
     Fault f{chance(0.7) ? Fault::Kind::relay_crash : Fault::Kind::relay_stop, milliseconds(uniform(0, 5000)),
             milliseconds(uniform(10, 2000))};
-    f.trigger = static_cast<Fault::Trigger>(uniform(1, 3));
+    f.moment = static_cast<SinkEvent>(uniform(1, 3) - 1);
     s.faults.push_back(f);
   }
   return s;
@@ -945,9 +938,9 @@ std::string Schedule::describe() const {
                        kTypes[lowered->topic], lowered->bytes);
   }
   for (const auto& f : faults) {
-    out += f.trigger == Fault::Trigger::time
-               ? fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind))
-               : fmt::format("\n  on the {} from {} ms: {}", trigger_name(f.trigger), f.at.count(), kind_name(f.kind));
+    out += f.moment
+               ? fmt::format("\n  on the {} from {} ms: {}", moment_name(*f.moment), f.at.count(), kind_name(f.kind))
+               : fmt::format("\n  at {} ms: {}", f.at.count(), kind_name(f.kind));
     if (f.kind == Fault::Kind::snapshot_restore) {
       out += fmt::format(" (a snapshot taken {} ms before)", f.length.count());
     } else if (f.length.count() > 0) {
@@ -965,7 +958,7 @@ std::string Schedule::replay_arguments() const {
   for (const auto& f : faults) {
     for (std::size_t i = 0; i < full.faults.size(); ++i) {
       if (full.faults[i].kind == f.kind && full.faults[i].at == f.at && full.faults[i].length == f.length &&
-          full.faults[i].trigger == f.trigger)
+          full.faults[i].moment == f.moment)
         mask |= 1ULL << i;
     }
   }

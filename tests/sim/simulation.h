@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pgoutbox/config/config.h"
+#include "sim_kafka.h"
 
 namespace pgoutbox::sim {
 
@@ -31,14 +32,12 @@ struct Fault {
     // non-transactional messages copied at theirs, as a writer could forge them).
     snapshot_restore,
   };
-  // A kill or a stop comes at `at`, or at the first moment of a producer's life of this kind
-  // from `at` on: a record just went to the relay's backlog (its queue was full), a commit just
-  // started, a delivery report is about to be served.
-  enum class Trigger { time, queue_full, commit_started, report_served };
   Kind kind;
   std::chrono::milliseconds at;
   std::chrono::milliseconds length{0};
-  Trigger trigger = Trigger::time;
+  // A kill or a stop comes at `at` or, when set, at the first moment of a producer's life of this
+  // kind from `at` on (sim_kafka.h).
+  std::optional<SinkEvent> moment{};
 };
 
 // An operator lowers a topic's max.message.bytes while the relay runs.
