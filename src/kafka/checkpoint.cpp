@@ -19,6 +19,7 @@
 
 #include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/logging/logging.h"
+#include "pgoutbox/secrets.h"
 
 namespace pgoutbox::kafka {
 namespace {
@@ -64,9 +65,16 @@ enum class ConsumerRole {
   watermarks,
 };
 
-// A consumer that never joins a group or commits offsets. `authentication_fix` is what a
-// refused login logs as its fix; it outlives the consumer.
-KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authentication_fix, ConsumerRole role) {
+// A consumer's login as its error callback saw it: `fix` is what a refused login logs as its fix,
+// `refused` the first refusal's reason (a refused authentication or TLS handshake). It outlives
+// the consumer.
+struct Login {
+  std::string fix;
+  std::string refused;
+};
+
+// A consumer that never joins a group or commits offsets.
+KafkaHandle open_consumer(const CheckpointSettings& settings, Login& login, ConsumerRole role) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   std::map<std::string, std::string> props;
@@ -98,23 +106,40 @@ KafkaHandle open_consumer(const CheckpointSettings& settings, std::string& authe
                 "librdkafka (checkpoint) {}: {}", facility, message);
   });
   // The checkpoint is read before the producer's first connection, so a refused login is
-  // usually seen here first: it gets the same fix as the producer's.
+  // usually seen here first: it gets the same fix as the producer's. Served by the waits below
+  // (`throw_if_refused`), which stop at the first refusal.
   rd_kafka_conf_set_error_cb(conf, [](rd_kafka_t*, int error, const char* reason, void* opaque) {
     const auto code = static_cast<rd_kafka_resp_err_t>(error);
+    const std::string text = redact_secrets(reason);
+    auto& seen = *static_cast<Login*>(opaque);
     if (code == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
-      spdlog::error("kafka (checkpoint reader): {}: {}. Fix: {}", rd_kafka_err2name(code), reason,
-                    *static_cast<const std::string*>(opaque));
+      spdlog::error("kafka (checkpoint reader): {}: {}. Fix: {}", rd_kafka_err2name(code), text, seen.fix);
+      if (seen.refused.empty()) seen.refused = "Kafka refused the login: " + text;
+    } else if (code == RD_KAFKA_RESP_ERR__SSL) {
+      // A broker certificate this host does not trust, or a handshake cut short: either way no
+      // answer comes through this connection now. A transient one costs a retry in exactly-once and
+      // a session that skips nothing in at-least-once.
+      spdlog::warn("kafka (checkpoint reader): {}: {}", rd_kafka_err2name(code), text);
+      if (seen.refused.empty()) seen.refused = "no TLS connection to Kafka: " + text;
     } else {
-      spdlog::warn("kafka (checkpoint reader): {}: {}", rd_kafka_err2name(code), reason);
+      spdlog::warn("kafka (checkpoint reader): {}: {}", rd_kafka_err2name(code), text);
     }
   });
-  rd_kafka_conf_set_opaque(conf, &authentication_fix);
+  rd_kafka_conf_set_opaque(conf, &login);
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
   if (rk == nullptr) {
     rd_kafka_conf_destroy(conf);
     throw std::invalid_argument(fmt::format("cannot create the checkpoint reader: {}", err));
   }
   return KafkaHandle(rk);
+}
+
+// Serves the consumer's error callback; a login Kafka refused ends the wait at once, named, since
+// no answer about the topic can come before the login is fixed (a refused login's metadata requests
+// only fail with "broker transport failure", and the callback is not served while they block).
+void throw_if_refused(rd_kafka_t* rk, const Login& login) {
+  rd_kafka_poll(rk, 0);
+  if (!login.refused.empty()) throw std::runtime_error(login.refused);
 }
 
 // What one metadata answer says of the topic: only `exists` (with its partition count) and
@@ -150,14 +175,14 @@ struct Watermarks {
   std::int64_t low = 0;
   std::int64_t high = 0;
 };
-std::vector<Watermarks> watermarks(const CheckpointSettings& settings, int partitions,
-                                   std::string& authentication_fix) {
-  const auto probe = open_consumer(settings, authentication_fix, ConsumerRole::watermarks);
+std::vector<Watermarks> watermarks(const CheckpointSettings& settings, int partitions, Login& login) {
+  const auto probe = open_consumer(settings, login, ConsumerRole::watermarks);
   std::vector<Watermarks> marks(static_cast<std::size_t>(partitions));
   for (int p = 0; p < partitions; ++p) {
     auto& mark = marks[static_cast<std::size_t>(p)];
     const auto err = rd_kafka_query_watermark_offsets(probe.get(), settings.topic.c_str(), p, &mark.low, &mark.high,
                                                       millis(settings.timeout));
+    throw_if_refused(probe.get(), login);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       throw std::runtime_error(fmt::format("cannot ask where checkpoint topic {} partition {} ends: {}", settings.topic,
                                            p, rd_kafka_err2str(err)));
@@ -212,8 +237,10 @@ Creation create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::mil
 // is asked again until the deadline: never taken for "no checkpoint" (in exactly-once that would
 // publish again what the checkpoint covers). 0: it does not exist (created now when `create`), so
 // it holds none.
-int partitions_of(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout, bool create) {
+int partitions_of(rd_kafka_t* rk, const Login& login, const std::string& topic, std::chrono::milliseconds timeout,
+                  bool create) {
   constexpr auto kAskAgain = std::chrono::milliseconds(250);
+  constexpr auto kAskAtMost = std::chrono::milliseconds(2000);  // between two looks at the login
   constexpr auto kCreateAtLeast = std::chrono::milliseconds(1000);
   constexpr auto kCreateAtMost = std::chrono::milliseconds(5000);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -222,7 +249,8 @@ int partitions_of(rd_kafka_t* rk, const std::string& topic, std::chrono::millise
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left <= std::chrono::milliseconds::zero()) break;
-    const auto answer = describe_topic(rk, topic, left);
+    const auto answer = describe_topic(rk, topic, std::min(left, kAskAtMost));
+    throw_if_refused(rk, login);
     if (answer.kind == TopicAnswer::Kind::exists) return answer.partitions;
     if (answer.kind == TopicAnswer::Kind::unknown && !create) {
       spdlog::warn("checkpoint topic {} does not exist; it is not created", topic);
@@ -421,18 +449,18 @@ outbox::Record checkpoint_record(const std::string& topic, const Checkpoint& che
 }
 
 void ensure_checkpoint_topic(const CheckpointSettings& settings) {
-  std::string fix = authentication_fix(settings.properties);
-  const auto consumer = open_consumer(settings, fix, ConsumerRole::reader);
-  partitions_of(consumer.get(), settings.topic, settings.timeout, true);
+  Login login{.fix = authentication_fix(settings.properties), .refused = {}};
+  const auto consumer = open_consumer(settings, login, ConsumerRole::reader);
+  partitions_of(consumer.get(), login, settings.topic, settings.timeout, true);
 }
 
 CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotIdentity& identity,
                                 const std::string& transactional_id, const CheckpointKey* key) {
   CheckpointScan scan;
-  std::string fix = authentication_fix(settings.properties);
-  const auto consumer = open_consumer(settings, fix, ConsumerRole::reader);
+  Login login{.fix = authentication_fix(settings.properties), .refused = {}};
+  const auto consumer = open_consumer(settings, login, ConsumerRole::reader);
   rd_kafka_t* rk = consumer.get();
-  const int partitions = partitions_of(rk, settings.topic, settings.timeout, settings.create_missing);
+  const int partitions = partitions_of(rk, login, settings.topic, settings.timeout, settings.create_missing);
   if (partitions == 0) {
     scan.topic_missing = true;  // created now, or left missing: it holds nothing
     return scan;
@@ -440,7 +468,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
   // Where this read must get to: what was written before it began. read_committed ends at the
   // last stable offset instead, before the first record of a transaction still open there; a
   // record of this slot after it is hidden until that transaction ends (docs/spec.md I11).
-  const auto marks = watermarks(settings, partitions, fix);
+  const auto marks = watermarks(settings, partitions, login);
   std::set<int> at_end;  // an empty partition is read already
   const std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionsDeleter> assignment(
       rd_kafka_topic_partition_list_new(partitions));
@@ -480,6 +508,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
       throw std::runtime_error(fmt::format("reading checkpoint topic {} to its end took longer than {} ms",
                                            settings.topic, settings.timeout.count()));
     }
+    throw_if_refused(rk, login);
     rd_kafka_message_t* msg = rd_kafka_consumer_poll(rk, 200);
     if (msg == nullptr) continue;
     const std::unique_ptr<rd_kafka_message_t, decltype(&rd_kafka_message_destroy)> owned(msg,

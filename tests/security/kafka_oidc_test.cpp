@@ -163,6 +163,7 @@ class KafkaOidcTest : public ::testing::Test {
       return text.find(reason) != std::string::npos && text.find(fix) != std::string::npos;
     });
     EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), topic), 0);
+    EXPECT_NE(log.find(test::kCheckpointLoginRefused), std::string::npos) << log;
     const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "5"}, env);
     EXPECT_EQ(check.exit_code, 1) << check.output;
     const auto fail = line_starting(check.output, "FAIL  kafka");

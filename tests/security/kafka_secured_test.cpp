@@ -189,9 +189,12 @@ TEST_F(KafkaSecuredTest, PublishesThroughMutualTls) {
 
 TEST_F(KafkaSecuredTest, AnUntrustedBrokerCertificateIsNamedInRunAndBlocksCheck) {
   const auto cfg = config("ks_wrong_ca", "sec_wrong", "SSL", mtls_properties(kafka().other_ca.cert()));
-  run_until("ks_wrong_ca", cfg, {},
-            [](const std::string& text) { return text.find("certificate verify failed") != std::string::npos; });
+  const auto log = run_until("ks_wrong_ca", cfg, {}, [](const std::string& text) {
+    return text.find("certificate verify failed") != std::string::npos;
+  });
   EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "sec_wrong"), 0);
+  // The checkpoint read stops at the failed handshake, named, instead of waiting out its deadline.
+  EXPECT_NE(log.find("checkpoint: cannot read it (no TLS connection to Kafka: "), std::string::npos) << log;
   const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "5"});
   EXPECT_EQ(check.exit_code, 1) << check.output;
   const auto line = line_starting(check.output, "FAIL  kafka");
@@ -285,6 +288,7 @@ TEST_F(KafkaSecuredTest, AWrongSaslPasswordIsNamedInRunAndBlocksCheckWithoutBein
   });
   EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "sec_scram_wrong"), 0);
   EXPECT_NE(log.find("invalid credentials with SASL mechanism SCRAM-SHA-512"), std::string::npos) << log;
+  EXPECT_NE(log.find(test::kCheckpointLoginRefused), std::string::npos) << log;
   EXPECT_NE(log.find("Fix: check kafka.properties.sasl.username and the password"), std::string::npos) << log;
   const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "5"}, env);
   EXPECT_EQ(check.exit_code, 1) << check.output;
@@ -310,6 +314,7 @@ TEST_F(KafkaSecuredTest, AWrongPlainPasswordIsNamedInRunAndBlocksCheckWithoutBei
                              [&](const std::string& text) { return text.find(fix) != std::string::npos; });
   EXPECT_EQ(topic_record_count(kafka().broker.bootstrap(), "sec_plain_wrong"), 0);
   EXPECT_NE(log.find("Invalid username or password"), std::string::npos) << log;
+  EXPECT_NE(log.find(test::kCheckpointLoginRefused), std::string::npos) << log;
   EXPECT_NE(log.find("user_<name> entries of the listener's sasl.jaas.config"), std::string::npos) << log;
   const auto check = run_pgoutbox(dir.path(), {"check", "-c", cfg, "--kafka-timeout", "5"}, env);
   EXPECT_EQ(check.exit_code, 1) << check.output;

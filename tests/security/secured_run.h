@@ -25,6 +25,10 @@ inline std::string whole_file(const std::string& path) {
   return text.str();
 }
 
+// What an at-least-once run logs when Kafka refuses the checkpoint reader's login: the read stops
+// at the refusal, named, instead of waiting out its deadline on metadata that cannot come.
+inline constexpr const char* kCheckpointLoginRefused = "checkpoint: cannot read it (Kafka refused the login: ";
+
 struct SecuredRun {
   PgCluster& pg;
   std::string dir;            // where the log goes
