@@ -18,6 +18,14 @@ std::string payload(const Row& row) {
   return "{}";
 }
 
+// A row whose payload is NULL: poison NULL_PAYLOAD before any send (poison.null_payload's default).
+rt::Bytes malformed_insert(const Row& row) {
+  rt::MessageBuilder m('I');
+  m.int32(rt::kRelid).int8('N').int16(5);
+  m.text_column(row.event_id).text_column(row.type).text_column(row.key).text_column("Created").null_column();
+  return m;
+}
+
 rt::Bytes message(const Row& row, Lsn lsn) {
   const std::string envelope = fmt::format(R"({{"id":"{}","aggregatetype":"{}","aggregateid":"{}","payload":{}}})",
                                            row.event_id, row.type, row.key, payload(row));
@@ -125,6 +133,7 @@ void SimSource::pump() {
     } else if (part_ <= txn.rows.size()) {
       const auto& row = txn.rows[part_ - 1];
       const auto change = row.kind == Row::Kind::message ? message(row, txn.commit_lsn)
+                          : row.malformed                ? malformed_insert(row)
                                                          : rt::insert(row.id, row.key, payload(row), row.type);
       ++part_;
       handler_->on_data(replication::XLogData{Lsn{}, Lsn{}, 0, change});

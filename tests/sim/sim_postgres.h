@@ -22,6 +22,9 @@ struct Row {
   std::string key;
   std::string type;     // aggregatetype: the topic's suffix
   bool poison = false;  // a broker policy refuses it, whatever its size
+  // Poison before any send: its payload is NULL, so the relay cannot make a record of it
+  // (NULL_PAYLOAD) and hands it to poison.policy at once. Also `poison`; an insert.
+  bool malformed = false;
   // Bytes of padding in its payload: a row larger than its topic's max.message.bytes is
   // `oversized` (the relay can tell before sending it: poison.policy applies), or
   // `maybe_oversized` when only a limit lowered while the relay runs makes it so (the relay

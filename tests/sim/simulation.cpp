@@ -198,7 +198,8 @@ class Run {
     int id = 0;
     for (int i = 0; i < s_.transactions; ++i) {
       WalTxn txn;
-      if (std::bernoulli_distribution(s_.messages / 4)(plan)) {
+      const bool run = s_.poison_run > 0 && i == s_.transactions / 2;
+      if (!run && std::bernoulli_distribution(s_.messages / 4)(plan)) {
         // A non-transactional message: alone, between transactions.
         Row row;
         row.id = ++id;
@@ -222,17 +223,22 @@ class Run {
         });
         continue;
       }
-      const bool huge = std::bernoulli_distribution(s_.huge)(plan);
-      const int rows = huge ? std::uniform_int_distribution<int>(200, 1500)(plan)
-                            : std::uniform_int_distribution<int>(1, s_.max_rows)(plan);
+      const bool huge = !run && std::bernoulli_distribution(s_.huge)(plan);
+      const int rows = run    ? s_.poison_run
+                       : huge ? std::uniform_int_distribution<int>(200, 1500)(plan)
+                              : std::uniform_int_distribution<int>(1, s_.max_rows)(plan);
       for (int r = 0; r < rows; ++r) {
         Row row;
         row.id = ++id;
         row.event_id = fmt::format("00000000-0000-0000-0000-{:012d}", row.id);
         row.key = fmt::format("k{}", std::uniform_int_distribution<int>(1, s_.keys)(plan));
         row.type = std::bernoulli_distribution(0.5)(plan) ? "A" : "B";
-        row.poison = std::bernoulli_distribution(s_.poison)(plan);
-        if (std::bernoulli_distribution(s_.messages)(plan)) row.kind = Row::Kind::message;
+        if (run) {
+          row.poison = row.malformed = true;
+        } else {
+          row.poison = std::bernoulli_distribution(s_.poison)(plan);
+          if (std::bernoulli_distribution(s_.messages)(plan)) row.kind = Row::Kind::message;
+        }
         if (!row.poison && (s_.oversized > 0 || s_.large > 0)) size_row(row, plan);
         // With a queue limited in bytes, rows of many sizes: a large one waits for room that a
         // smaller record produced after it (a checkpoint) may find.
@@ -902,6 +908,9 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
     f.moment = static_cast<SinkEvent>(uniform(1, 3) - 1);
     s.faults.push_back(f);
   }
+  // A run of malformed rows longer than the smallest cap in one transaction (issue 37: D9), drawn
+  // last again.
+  if (chance(0.05) && s.max_in_flight_records == 20) s.poison_run = uniform(21, 60);
   return s;
 }
 
@@ -920,7 +929,10 @@ std::string Schedule::describe() const {
       "max_in_flight_records {}, checkpoint every {} ms, transaction_interval {} ms, send_when_caught_up {}, "
       "alternate_producers {}; producer queue {}, commit aborts {}{}",
       seed, delivery == config::Delivery::exactly_once ? "exactly-once" : "at-least-once", transactions, max_rows,
-      huge > 0 ? ", some of thousands" : "", poison > 0 ? ", poison rows" : "",
+      huge > 0 ? ", some of thousands" : "",
+      poison_run > 0 ? fmt::format(", poison rows, one transaction of {} malformed rows", poison_run)
+      : poison > 0   ? ", poison rows"
+                     : "",
       messages > 0 ? ", logical decoding messages" : "", keys,
       policy == config::PoisonPolicy::stop ? "stop" : "dead-letter", max_retries, max_in_flight_records,
       checkpoint_interval.count(), transaction_interval.count(), send_when_caught_up, alternate_producers,

@@ -52,6 +52,10 @@ struct Schedule {
   config::Delivery delivery = config::Delivery::at_least_once;
   // The workload: transactions of outbox rows, arriving over the first seconds.
   int transactions = 0;
+  // The middle transaction is this many malformed rows (Row::malformed) in a row, more than
+  // max_in_flight_records (0: none): each is poison before any send, and none may read the relay
+  // past its caps (docs/simulation.md, defect 9).
+  int poison_run = 0;
   int max_rows = 0;   // per ordinary transaction
   double huge = 0;    // share of transactions of thousands of rows
   double poison = 0;  // share of rows a broker policy refuses, whatever their size
