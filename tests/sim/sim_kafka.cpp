@@ -452,6 +452,10 @@ Time SimKafka::up_again() const {
 }
 
 std::optional<kafka::DeliveryError> SimKafka::policy_refusal(const outbox::Record& record) const {
+  if (faults_.checkpoint_refuses && record.topic == faults_.checkpoint_topic) {
+    ++checkpoints_refused_;
+    return error_of(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+  }
   const bool refused = record.topic == faults_.dead_letter_topic ? faults_.dead_letter_refuses
                                                                  : record.value.find("POISON") != std::string::npos;
   if (!refused) return std::nullopt;

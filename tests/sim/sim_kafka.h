@@ -48,6 +48,10 @@ struct KafkaFaults {
   Time idempotence_fatal = Time::max();        // from then on every producer open is fatally broken once
   bool dead_letter_refuses = false;            // the dead-letter topic refuses every record
   std::string dead_letter_topic;
+  // The checkpoint topic refuses every record (an ACL revoked: TOPIC_AUTHORIZATION_FAILED) while
+  // set; Simulation sets it at a fault and clears it when an operator has granted it again.
+  bool checkpoint_refuses = false;
+  std::string checkpoint_topic;
 };
 
 // A batch Kafka refused for its size (MSG_SIZE_TOO_LARGE), for the simulation's checks.
@@ -102,6 +106,10 @@ class SimKafka {
   static std::size_t record_bytes(const outbox::Record& record);
   static constexpr std::size_t kBatchHeader = 61;  // a v2 record batch's header (record_size.cpp)
   void add_outage(Time from, Time to) { faults_.outages.emplace_back(from, to); }
+  void refuse_checkpoints(bool refuses) { faults_.checkpoint_refuses = refuses; }
+  // Checkpoints refused since the count was last set back (Simulation: at each process's start).
+  std::uint64_t checkpoints_refused() const { return checkpoints_refused_; }
+  void count_checkpoint_refusals_anew() { checkpoints_refused_ = 0; }
   void break_idempotence_at(Time when) { faults_.idempotence_fatal = std::min(faults_.idempotence_fatal, when); }
   bool down() const;
   Time up_again() const;  // now, or when the outage under way ends
@@ -146,6 +154,7 @@ class SimKafka {
 
   test::VirtualClock& clock_;
   Rng& rng_;
+  mutable std::uint64_t checkpoints_refused_ = 0;  // counted by the const policy_refusal
   KafkaFaults faults_;
   std::map<std::string, std::vector<Entry>> logs_;
   std::vector<Txn> txns_;  // txn id - 1

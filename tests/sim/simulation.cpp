@@ -90,6 +90,8 @@ const char* kind_name(Fault::Kind kind) {
       return "idempotence-fatal";
     case Fault::Kind::snapshot_restore:
       return "snapshot-restore";
+    case Fault::Kind::checkpoint_refusal:
+      return "checkpoint-refusal";
   }
   return "?";
 }
@@ -153,6 +155,7 @@ class Run {
     f.queue_bytes = s.queue_bytes;
     f.dead_letter_refuses = s.dead_letter_refuses;
     f.dead_letter_topic = kDeadLetterTopic;
+    f.checkpoint_topic = kCheckpointTopic;
     return f;
   }
   static config::Config configure(const Schedule& s) {
@@ -349,6 +352,13 @@ class Run {
           clock_.schedule(at, [this, snapshot] { restore(*snapshot); });
           break;
         }
+        case Fault::Kind::checkpoint_refusal:
+          clock_.schedule(at, [this, f] {
+            spdlog::debug("sim: the checkpoint topic's ACL is revoked");
+            kafka_.refuse_checkpoints(true);
+            acl_granted_after_ = f.length;
+          });
+          break;
       }
     }
     // Exactly-once learns of a refused record by aborting the whole Kafka transaction: each
@@ -463,6 +473,8 @@ class Run {
     auto limits = std::make_shared<SimTopicLimits>(kafka_, readings_);
     limits_ = limits.get();
     restart_at_ = clock_.now() + kReconnectDelay;
+    // A refusal a stopped or killed process met is not this one's to name.
+    kafka_.count_checkpoint_refusals_anew();
     while (!done_) {
       ++verdict_.sessions;
       boost::asio::io_context io;
@@ -522,6 +534,14 @@ class Run {
           }
           return;
         case relay::Outcome::Kind::fatal:
+          if (outcome.cause == relay::Fatal::checkpoint_refused && kafka_.faults().checkpoint_refuses) {
+            // Exit 24 named it: an operator grants the ACL again and starts pgoutbox.
+            spdlog::debug("sim: the ACL is granted again; pgoutbox starts in {} ms", acl_granted_after_.count());
+            kafka_.refuse_checkpoints(false);
+            ++verdict_.checkpoint_refusals;
+            restart_at_ = clock_.now() + acl_granted_after_;
+            return;
+          }
           if (outcome.cause == relay::Fatal::poison &&
               (any_poison_ && (s_.policy == config::PoisonPolicy::stop || s_.dead_letter_refuses))) {
             stopped_for_poison_ = true;
@@ -549,6 +569,17 @@ class Run {
         if (relay_ == nullptr) {
           done_ = true;
           return;
+        }
+        // I12: a checkpoint topic that refuses pgoutbox's writes is named by exit 24 at the first
+        // refusal the running process meets (one at a stop is not: the stop goes on without it);
+        // a relay that goes on leaves every later crash unbounded (at-least-once) or commits
+        // nothing (exactly-once).
+        if (kafka_.faults().checkpoint_refuses && kafka_.checkpoints_refused() > 0) {
+          fail(
+              fmt::format("a refused checkpoint not named (I12): the checkpoint topic refused {} checkpoint(s), and "
+                          "the relay goes on without exiting 24",
+                          kafka_.checkpoints_refused()));
+          throw Killed{};
         }
         // I7: with everything published, the slot follows the server's WAL past what is not
         // the outbox's (other tables, rolled-back work), on keepalives, so it pins none of it.
@@ -794,6 +825,7 @@ class Run {
   relay::Clock::time_point quiet_{};
   relay::Clock::time_point drain_deadline_{};
   relay::Clock::time_point restart_at_{};
+  milliseconds acl_granted_after_{};  // how long after exit 24 the checkpoint topic's ACL is granted
   std::size_t verified_ = 0;
   std::size_t durable_txns_ = 0;  // drained(): wal_ entries wholly in Kafka
   std::size_t durable_rows_ = 0;  // and rows of the next one
@@ -911,6 +943,11 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
   // A run of malformed rows longer than the smallest cap in one transaction (issue 37: D9), drawn
   // last again.
   if (chance(0.05) && s.max_in_flight_records == 20) s.poison_run = uniform(21, 60);
+  // The checkpoint topic's ACL revoked (issue 37), drawn last again.
+  if (chance(0.05)) {
+    s.faults.push_back(
+        Fault{Fault::Kind::checkpoint_refusal, milliseconds(uniform(0, 5000)), milliseconds(uniform(100, 3000))});
+  }
   return s;
 }
 
@@ -989,6 +1026,7 @@ void Campaign::add(const Campaign& later) {
   duplicates += later.duplicates;
   refused_before_sending += later.refused_before_sending;
   size_refusals += later.size_refusals;
+  checkpoint_refusals += later.checkpoint_refusals;
   virtual_time += later.virtual_time;
   failed = later.failed;
   failure = later.failure;
@@ -1006,6 +1044,7 @@ Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::
     c.duplicates += verdict.duplicates;
     c.refused_before_sending += verdict.refused_before_sending;
     c.size_refusals += verdict.size_refusals;
+    c.checkpoint_refusals += verdict.checkpoint_refusals;
     c.virtual_time += verdict.virtual_time;
     if (!verdict.ok) {
       c.failed = shrink(schedule);
@@ -1023,9 +1062,9 @@ Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::
 std::string report(const Campaign& c) {
   std::string out = fmt::format(
       "{} schedule(s): {} row(s), {} process(es), {} session(s), {} duplicate(s) read, {} record(s) refused before "
-      "sending, {} batch(es) refused for their size, {} s of virtual time",
+      "sending, {} batch(es) refused for their size, {} exit(s) 24 for a refused checkpoint, {} s of virtual time",
       c.schedules, c.rows, c.processes, c.sessions, c.duplicates, c.refused_before_sending, c.size_refusals,
-      c.virtual_time.count() / 1000);
+      c.checkpoint_refusals, c.virtual_time.count() / 1000);
   if (c.failed) {
     out += fmt::format("\nFAILED: {}\nminimal schedule: {}\nreplay: scripts/simulate.sh {}", c.failure.failure,
                        c.failed->describe(), c.failed->replay_arguments());

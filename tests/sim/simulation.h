@@ -31,6 +31,10 @@ struct Fault {
     // had been written since is written over by other transactions at the same positions (and
     // non-transactional messages copied at theirs, as a writer could forge them).
     snapshot_restore,
+    // The checkpoint topic's ACL is revoked: Kafka refuses every checkpoint. The relay must exit
+    // 24 naming it (docs/spec.md I12); `length` after that exit an operator has granted it again
+    // and starts pgoutbox.
+    checkpoint_refusal,
   };
   Kind kind;
   std::chrono::milliseconds at;
@@ -103,6 +107,7 @@ struct Verdict {
   std::uint64_t duplicates = 0;              // copies beyond the first that a read_committed consumer reads
   std::uint64_t refused_before_sending = 0;  // records the relay knew Kafka would refuse (I13)
   std::uint64_t size_refusals = 0;           // batches Kafka refused for their size
+  std::uint64_t checkpoint_refusals = 0;     // exits 24: the checkpoint topic refused pgoutbox's writes
   std::chrono::milliseconds virtual_time{0};
 };
 
@@ -118,6 +123,7 @@ struct Campaign {
   std::uint64_t duplicates = 0;
   std::uint64_t refused_before_sending = 0;
   std::uint64_t size_refusals = 0;
+  std::uint64_t checkpoint_refusals = 0;
   std::chrono::milliseconds virtual_time{0};
   std::optional<Schedule> failed;  // shrunk
   Verdict failure;                 // of the shrunk schedule
