@@ -7,8 +7,8 @@
 // is written and records wait, a full producer queue (by records, and by bytes), a fatal idempotence error, a
 // transaction a failed record doomed (produce() answers _STATE until it is aborted), coordinator
 // aborts (INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, abortable), a commit that succeeds while
-// its call times out (resumed, it answers success), and the records a killed producer still had
-// in flight. Every answer is given as librdkafka's code and, for a transactional call, its
+// its call times out (resumed, it answers success), a checkpoint topic whose ACL refuses every
+// write (TOPIC_AUTHORIZATION_FAILED), and the records a killed producer still had in flight. Every answer is given as librdkafka's code and, for a transactional call, its
 // fatal/retriable/abortable flags; what it means to the relay is decided by the daemon's own
 // mapping (kafka::delivery_error, kafka::txn_result, kafka::sink_fatal in kafka/producer.h).
 // Not modelled: the last stable offset (a read_committed reader here never waits for an open
