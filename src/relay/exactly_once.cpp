@@ -440,9 +440,6 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
           failure.error->kind != kafka::DeliveryFailure::permanent)
         continue;
       const auto& record = *failure.record;
-      // A batch refused for its size: the topic's limit may have changed since it was read.
-      if (failure.error->size_refusal && !failed.isolated && context_.start.topic_limits)
-        context_.start.topic_limits->forget(record.topic);
       const auto [entry, added] = refused_->try_emplace(refused_key(record, failed.txn));
       auto& refused = entry->second;
       refused.error = *failure.error;
@@ -644,6 +641,13 @@ const RefusedRecord* ExactlyOnce::refused_before(const outbox::Record& record, C
 }
 
 void ExactlyOnce::note_failure(const kafka::Delivery& delivery) {
+  // A batch refused for its size: the topic's limit may have changed since it was read. Acted on
+  // as the report is served, whatever comes of it: one served while the session closes (the
+  // abort at its end) would otherwise leave the next session under the same reading, refused
+  // again (the simulator found that once transaction calls took time).
+  if (delivery.record && delivery.error->size_refusal && !DeliveryCookie::unpack(delivery.cookie).isolated &&
+      context_.start.topic_limits)
+    context_.start.topic_limits->forget(delivery.record->topic);
   if (!failure_) failure_ = delivery;
   if (failures_.size() < kMaxFailuresKept) failures_.push_back(delivery);
 }

@@ -120,11 +120,14 @@ class SimSink final : public kafka::Sink {
       if (kafka_.watch.event) kafka_.watch.event(SinkEvent::report_served);
       if (r.size_refusal_reading && kafka_.watch.size_refusal_reported)
         kafka_.watch.size_refusal_reported(*r.size_refusal_reading);
+      if (r.delivery.error && r.delivery.topic == kafka_.faults().checkpoint_topic &&
+          r.delivery.error->code == "TOPIC_AUTHORIZATION_FAILED")
+        kafka_.checkpoint_refusal_served();
       options_.on_delivery(r.delivery);
     }
   }
-  bool flush(std::chrono::milliseconds /*timeout*/) override {
-    if (kafka_.down()) return false;
+  bool flush(std::chrono::milliseconds timeout) override {
+    if (!wait_for_brokers(timeout)) return false;
     while (!queue_.empty()) advance();
     poll();
     return true;
@@ -139,8 +142,9 @@ class SimSink final : public kafka::Sink {
     return fatal_;
   }
 
-  kafka::TxnResult init_transactions(std::chrono::milliseconds /*timeout*/) override {
-    if (kafka_.down()) return unreachable();
+  kafka::TxnResult init_transactions(std::chrono::milliseconds timeout) override {
+    if (!wait_for_brokers(timeout)) return unreachable();
+    round_trip();
     epoch_ = kafka_.bump_epoch(options_.transactional_id);
     return {};
   }
@@ -150,11 +154,11 @@ class SimSink final : public kafka::Sink {
     txn_failed_ = false;
     return {};
   }
-  kafka::TxnResult commit_transaction(std::chrono::milliseconds /*timeout*/) override {
+  kafka::TxnResult commit_transaction(std::chrono::milliseconds timeout) override {
     if (kafka_.watch.event) kafka_.watch.event(SinkEvent::commit_started);
     if (stale()) return fenced_answer();
     if (fatal_) return txn_error(fatal_code_, true, false, false, "the producer's idempotence state broke");
-    if (kafka_.down()) {
+    if (!wait_for_brokers(timeout)) {
       commit_pending_ = true;  // librdkafka expects this commit resumed, and refuses an abort beside it
       return unreachable();
     }
@@ -164,6 +168,7 @@ class SimSink final : public kafka::Sink {
       committed_unanswered_ = false;
       return {};
     }
+    round_trip();
     while (!queue_.empty()) advance();
     poll();  // librdkafka serves the last reports inside the commit
     if (stale()) return fenced_answer();
@@ -178,18 +183,20 @@ class SimSink final : public kafka::Sink {
     kafka_.end_txn(txn_, true);
     txn_ = 0;
     // A commit that succeeded while the call timed out (the coordinator's answer was late).
-    if (kafka_.faults().commit_aborts > 0 && std::bernoulli_distribution(0.2)(kafka_.rng())) {
+    if (kafka_.faults().commit_aborts > 0 && std::bernoulli_distribution(0.2)(kafka_.rng()) && kafka_.late_commit()) {
       commit_pending_ = true;
       committed_unanswered_ = true;
+      kafka_.clock().block(timeout, [] { return false; });  // the call waits out its timeout
       return unreachable();
     }
     return {};
   }
-  kafka::TxnResult abort_transaction(std::chrono::milliseconds /*timeout*/) override {
+  kafka::TxnResult abort_transaction(std::chrono::milliseconds timeout) override {
     if (stale()) return fenced_answer();
     if (commit_pending_)
       return txn_error(RD_KAFKA_RESP_ERR__CONFLICT, false, true, false, "a commit_transaction call is under way");
-    if (kafka_.down()) return unreachable();
+    if (!wait_for_brokers(timeout)) return unreachable();
+    round_trip();
     while (!queue_.empty()) fail_front(error_of(RD_KAFKA_RESP_ERR__PURGE_QUEUE), false);
     notify();
     kafka_.end_txn(txn_, false);
@@ -199,6 +206,16 @@ class SimSink final : public kafka::Sink {
   }
 
  private:
+  // A call that needs the brokers blocks the relay's thread until they are back or `timeout`
+  // passed (librdkafka's transactional calls and flush); true when they are back.
+  bool wait_for_brokers(std::chrono::milliseconds timeout) {
+    return !kafka_.down() || kafka_.clock().block(timeout, [this] { return !kafka_.down(); });
+  }
+  // A round trip to the transaction coordinator, during which the call blocks.
+  void round_trip() {
+    const auto rtt = std::chrono::microseconds(std::uniform_int_distribution<int>(500, 20'000)(kafka_.rng()));
+    kafka_.clock().block(rtt, [] { return false; });
+  }
   Produced queue_full() {
     if (kafka_.watch.event) kafka_.watch.event(SinkEvent::queue_full);
     return Produced::queue_full;
@@ -275,7 +292,7 @@ class SimSink final : public kafka::Sink {
     if (scheduled_ || queue_.empty()) return;
     scheduled_ = true;
     const auto latency = std::chrono::microseconds(std::uniform_int_distribution<int>(200, 4000)(kafka_.rng()));
-    kafka_.clock().schedule(kafka_.up_again() + latency, [alive = alive_, this] {
+    kafka_.clock().schedule_world(kafka_.up_again() + latency, [alive = alive_, this] {
       if (!*alive) return;
       scheduled_ = false;
       advance();
@@ -452,10 +469,8 @@ Time SimKafka::up_again() const {
 }
 
 std::optional<kafka::DeliveryError> SimKafka::policy_refusal(const outbox::Record& record) const {
-  if (faults_.checkpoint_refuses && record.topic == faults_.checkpoint_topic) {
-    ++checkpoints_refused_;
+  if (faults_.checkpoint_refuses && record.topic == faults_.checkpoint_topic)
     return error_of(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
-  }
   const bool refused = record.topic == faults_.dead_letter_topic ? faults_.dead_letter_refuses
                                                                  : record.value.find("POISON") != std::string::npos;
   if (!refused) return std::nullopt;

@@ -8,10 +8,10 @@
 // transaction a failed record doomed (produce() answers _STATE until it is aborted), coordinator
 // aborts (INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, abortable), a commit that succeeds while
 // its call times out (resumed, it answers success), a checkpoint topic whose ACL refuses every
-// write (TOPIC_AUTHORIZATION_FAILED), and the records a killed producer still had in flight. Every answer is given as librdkafka's code and, for a transactional call, its
-// fatal/retriable/abortable flags; what it means to the relay is decided by the daemon's own
-// mapping (kafka::delivery_error, kafka::txn_result, kafka::sink_fatal in kafka/producer.h).
-// Not modelled: the last stable offset (a read_committed reader here never waits for an open
+// write (TOPIC_AUTHORIZATION_FAILED), and the records a killed producer still had in flight. Every answer is given as
+// librdkafka's code and, for a transactional call, its fatal/retriable/abortable flags; what it means to the relay is
+// decided by the daemon's own mapping (kafka::delivery_error, kafka::txn_result, kafka::sink_fatal in
+// kafka/producer.h). Not modelled: the last stable offset (a read_committed reader here never waits for an open
 // transaction), the coordinator's own transaction timeout, metadata errors (unknown topics,
 // leader changes), and the time a transactional call blocks
 // the caller (every call here answers at once). Everything happens on the simulation's virtual
@@ -46,7 +46,10 @@ struct KafkaFaults {
   std::size_t queue_capacity = 100'000;        // records a producer holds unreported before "queue full"
   std::size_t queue_bytes = 0;                 // and their bytes (0: no limit in bytes)
   Time idempotence_fatal = Time::max();        // from then on every producer open is fatally broken once
-  bool dead_letter_refuses = false;            // the dead-letter topic refuses every record
+  // Commits that may succeed while their call times out (the coordinator's answer later than the
+  // call's timeout, which the relay's thread waits out): each costs kCommitTimeout, so a few.
+  int late_commits = 0;
+  bool dead_letter_refuses = false;  // the dead-letter topic refuses every record
   std::string dead_letter_topic;
   // The checkpoint topic refuses every record (an ACL revoked: TOPIC_AUTHORIZATION_FAILED) while
   // set; Simulation sets it at a fault and clears it when an operator has granted it again.
@@ -107,8 +110,12 @@ class SimKafka {
   static constexpr std::size_t kBatchHeader = 61;  // a v2 record batch's header (record_size.cpp)
   void add_outage(Time from, Time to) { faults_.outages.emplace_back(from, to); }
   void refuse_checkpoints(bool refuses) { faults_.checkpoint_refuses = refuses; }
-  // Checkpoints refused since the count was last set back (Simulation: at each process's start).
+  // Takes one of the late commit answers the schedule allows; false when none is left.
+  bool late_commit() { return faults_.late_commits > 0 && faults_.late_commits-- > 0; }
+  // Refusals of a checkpoint served to the relay (its delivery report) since the count was last
+  // set back (Simulation: at each process's start).
   std::uint64_t checkpoints_refused() const { return checkpoints_refused_; }
+  void checkpoint_refusal_served() { ++checkpoints_refused_; }
   void count_checkpoint_refusals_anew() { checkpoints_refused_ = 0; }
   void break_idempotence_at(Time when) { faults_.idempotence_fatal = std::min(faults_.idempotence_fatal, when); }
   bool down() const;
@@ -154,7 +161,7 @@ class SimKafka {
 
   test::VirtualClock& clock_;
   Rng& rng_;
-  mutable std::uint64_t checkpoints_refused_ = 0;  // counted by the const policy_refusal
+  std::uint64_t checkpoints_refused_ = 0;
   KafkaFaults faults_;
   std::map<std::string, std::vector<Entry>> logs_;
   std::vector<Txn> txns_;  // txn id - 1

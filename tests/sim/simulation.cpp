@@ -151,6 +151,7 @@ class Run {
   static KafkaFaults kafka_faults(const Schedule& s) {
     KafkaFaults f;
     f.commit_aborts = s.commit_aborts;
+    f.late_commits = s.commit_aborts > 0 ? 2 : 0;
     f.queue_capacity = s.queue_capacity;
     f.queue_bytes = s.queue_bytes;
     f.dead_letter_refuses = s.dead_letter_refuses;

@@ -56,12 +56,43 @@ class VirtualClock final : public relay::Clock {
   void schedule_after(std::chrono::nanoseconds delay, std::function<void()> fire) {
     schedule(now_ + std::chrono::duration_cast<time_point::duration>(delay), std::move(fire));
   }
+  // A callback of the world outside the relay's thread (a broker writing what a producer sent,
+  // librdkafka's threads readying its reports): it also fires while the relay's thread is blocked.
+  void schedule_world(time_point when, std::function<void()> fire) {
+    arm(std::make_shared<std::uint64_t>(0), when, std::move(fire), true);
+  }
+
+  // The relay's thread is blocked in a call (one of librdkafka's transactional calls) for at most
+  // `limit`: only the world's callbacks (schedule_world) fire meanwhile, and `done`, asked before
+  // and after each, ends the call early (its answer came). The relay's timers and every other
+  // callback due meanwhile fire after the call returns, late, as they would in the daemon.
+  // Returns done().
+  bool block(std::chrono::nanoseconds limit, const std::function<bool()>& done) {
+    const auto until = now_ + std::chrono::duration_cast<time_point::duration>(limit);
+    while (!done()) {
+      auto it = due_.begin();
+      while (it != due_.end() && it->first.first <= until &&
+             (!it->second.world || *it->second.generation != it->second.armed)) {
+        ++it;
+      }
+      if (it == due_.end() || it->first.first > until) {
+        now_ = std::max(now_, until);
+        return done();
+      }
+      auto node = due_.extract(it);
+      ++*node.mapped().generation;
+      if (node.key().first > now_) now_ = node.key().first;
+      node.mapped().fire();
+    }
+    return true;
+  }
 
  private:
   struct Entry {
     std::shared_ptr<std::uint64_t> generation;
     std::uint64_t armed;
     std::function<void()> fire;
+    bool world = false;  // fires while the relay's thread is blocked (schedule_world)
   };
 
   class VirtualTimer final : public relay::Timer {
@@ -78,9 +109,11 @@ class VirtualClock final : public relay::Clock {
     std::shared_ptr<std::uint64_t> generation_;
   };
 
-  void arm(const std::shared_ptr<std::uint64_t>& generation, time_point when, std::function<void()> fire) {
+  void arm(const std::shared_ptr<std::uint64_t>& generation, time_point when, std::function<void()> fire,
+           bool world = false) {
     const auto armed = ++*generation;
-    due_.emplace(std::make_pair(std::max(when, now_), next_sequence_++), Entry{generation, armed, std::move(fire)});
+    due_.emplace(std::make_pair(std::max(when, now_), next_sequence_++),
+                 Entry{generation, armed, std::move(fire), world});
   }
 
   // Starts far from zero so that "now minus a delay" never goes below the epoch.
