@@ -4,19 +4,23 @@
 // fencing by epoch, batches cut by bytes (batch.size) and refused whole, each topic's
 // max.message.bytes (which an operator may lower while it runs), refusals no limit explains (a
 // broker policy), acknowledgements that get lost after the write, outages during which nothing
-// is written and records wait, a full producer queue (by records, and by bytes), a fatal idempotence error, a
-// transaction a failed record doomed (produce() answers _STATE until it is aborted), coordinator
-// aborts (INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, abortable), a commit that succeeds while
-// its call times out (resumed, it answers success), a checkpoint topic whose ACL refuses every
-// write (TOPIC_AUTHORIZATION_FAILED), and the records a killed producer still had in flight. Every answer is given as
-// librdkafka's code and, for a transactional call, its fatal/retriable/abortable flags; what it means to the relay is
-// decided by the daemon's own mapping (kafka::delivery_error, kafka::txn_result, kafka::sink_fatal in
-// kafka/producer.h). Not modelled: the last stable offset (a read_committed reader here never waits for an open
-// transaction), the coordinator's own transaction timeout, metadata errors (unknown topics,
-// leader changes), and the time a transactional call blocks
-// the caller (every call here answers at once). Everything happens on the simulation's virtual
-// clock (tests/support/virtual_clock.h); a seeded generator makes every choice, so a seed
-// replays exactly.
+// is written and records wait, a full producer queue (by records, and by bytes), a fatal
+// idempotence error, a transaction a failed record doomed (produce() answers _STATE until it is
+// aborted), coordinator aborts (INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, abortable), a
+// commit that succeeds while its call times out (resumed, it answers success), a checkpoint topic
+// whose ACL refuses every write (TOPIC_AUTHORIZATION_FAILED), and the records a killed producer
+// still had in flight. Every answer is given as librdkafka's code and, for a transactional call,
+// its fatal/retriable/abortable flags; what it means to the relay is decided by the daemon's own
+// mapping (kafka::delivery_error, kafka::txn_result, kafka::sink_fatal in kafka/producer.h).
+// A transactional call and flush block the relay's thread for virtual time (a round trip to the
+// coordinator; while the brokers are down, until they are back or the call's timeout), during
+// which only the world's callbacks run (VirtualClock::block): the relay's timers fire late, as in
+// the daemon. Not modelled: the last stable offset (a read_committed reader here never waits for
+// an open transaction; with one process at a time, each fencing every id of the slot before it
+// reads, none is open there), the coordinator's own transaction timeout, and metadata errors
+// (unknown topics, leader changes). Everything happens on the simulation's virtual clock
+// (tests/support/virtual_clock.h); a seeded generator makes every choice, so a seed replays
+// exactly.
 
 #include <cstdint>
 #include <deque>
