@@ -351,18 +351,8 @@ void ExactlyOnce::finish_commit() {
   const auto records = std::move(records_);
   records_.clear();
   replay_.clear();
-  const auto now_us = wall_us();
-  for (const auto& r : records) {
-    if (r.dead_letter) {
-      ++context_.counters.dead_lettered;
-      context_.observer.event_poison(r.table, r.topic, PoisonAction::dead_lettered);
-    } else {
-      ++context_.counters.records_acked;
-      context_.observer.event_published(r.topic, std::chrono::microseconds(std::max<std::int64_t>(
-                                                     0, now_us - context_.tracker.commit_time_us(r.unit))));
-    }
-    context_.events.completed(r.unit, r.weight);
-  }
+  count_published(records);
+  for (const auto& r : records) context_.events.completed(r.unit, r.weight);
   context_.events.changed();
 }
 
@@ -373,6 +363,21 @@ void ExactlyOnce::finish_commit() {
 // learns that it is fenced only from the coordinator's answer, and an instance that ended its
 // session without it would wait on as a silent standby instead of exiting 22. True when the
 // transaction was aborted (and the producer can begin another).
+// A committed Kafka transaction's records, told to the counters and the metrics.
+void ExactlyOnce::count_published(const std::vector<InTransaction>& records) {
+  const auto now_us = wall_us();
+  for (const auto& r : records) {
+    if (r.dead_letter) {
+      ++context_.counters.dead_lettered;
+      context_.observer.event_poison(r.table, r.topic, PoisonAction::dead_lettered);
+    } else {
+      ++context_.counters.records_acked;
+      context_.observer.event_published(r.topic, std::chrono::microseconds(std::max<std::int64_t>(
+                                                     0, now_us - context_.tracker.commit_time_us(r.unit))));
+    }
+  }
+}
+
 bool ExactlyOnce::settle_open(int attempts) {
   if (!open_) return false;
   bool committed = false;
@@ -401,7 +406,10 @@ bool ExactlyOnce::settle_open(int attempts) {
   open_ = false;
   commit_pending_ = false;
   if (committed) {
+    // Published, though nothing of it is confirmed this session: counted, as its commit's were
+    // at finish_commit (docs/spec.md I8: a dead letter is counted).
     ++context_.counters.kafka_transactions;
+    count_published(records_);
   } else {
     ++context_.counters.kafka_transactions_aborted;
   }

@@ -68,6 +68,7 @@ class ExactlyOnce final : public DeliveryPath {
   bool commit_ready() const;
   void finish_commit();
   bool settle_open(int attempts);
+  void count_published(const std::vector<InTransaction>& records);
   void abort_and_end(const std::string& why);
   void publish_again(const std::string& cause);
   void on_transaction_failure(const kafka::TxnResult& result, const char* step);

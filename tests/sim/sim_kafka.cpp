@@ -63,6 +63,8 @@ class SimSink final : public kafka::Sink {
         alive_(std::make_shared<bool>(true)) {}
   ~SimSink() override {
     *alive_ = false;
+    // Its relay never learned that this transaction committed (the process went first).
+    if (committed_unanswered_ != 0) kafka_.commit_never_learned(committed_unanswered_);
     // A producer that goes away (a killed process, or a session's end) may have written a
     // prefix of what it still held (batches the broker takes); a transactional one left it in
     // its open transaction.
@@ -163,9 +165,9 @@ class SimSink final : public kafka::Sink {
       return unreachable();
     }
     commit_pending_ = false;
-    if (committed_unanswered_) {
+    if (committed_unanswered_ != 0) {
       // The commit the last call timed out on had reached the coordinator: resumed, it succeeds.
-      committed_unanswered_ = false;
+      committed_unanswered_ = 0;
       return {};
     }
     round_trip();
@@ -181,11 +183,12 @@ class SimSink final : public kafka::Sink {
       return txn_error(code, false, false, true, "the coordinator aborted the transaction");
     }
     kafka_.end_txn(txn_, true);
+    const auto committed = txn_;
     txn_ = 0;
     // A commit that succeeded while the call timed out (the coordinator's answer was late).
     if (kafka_.faults().commit_aborts > 0 && std::bernoulli_distribution(0.2)(kafka_.rng()) && kafka_.late_commit()) {
       commit_pending_ = true;
-      committed_unanswered_ = true;
+      committed_unanswered_ = committed;
       kafka_.clock().block(timeout, [] { return false; });  // the call waits out its timeout
       return unreachable();
     }
@@ -421,7 +424,7 @@ class SimSink final : public kafka::Sink {
   std::uint32_t epoch_ = 0;
   std::uint64_t txn_ = 0;
   bool txn_failed_ = false;
-  bool committed_unanswered_ = false;  // committed, the call answered with a timeout
+  std::uint64_t committed_unanswered_ = 0;  // a transaction committed, its call answered with a timeout
   bool fenced_ = false;
   bool commit_pending_ = false;  // a commit answered "retry": only the commit may be called next
   std::optional<kafka::SinkFatal> fatal_;
@@ -557,6 +560,16 @@ kafka::CheckpointScan SimKafka::read_checkpoints(const std::string& topic, const
     kafka::scan_record(scan, identity, transactional_id, key, record->key.value_or(""), value, 0, offset++);
   }
   return scan;
+}
+
+std::set<std::string> SimKafka::never_learned(const std::string& topic) const {
+  std::set<std::string> out;
+  const auto it = logs_.find(topic);
+  if (it == logs_.end()) return out;
+  for (const auto& entry : it->second) {
+    if (entry.txn != 0 && unlearned_txns_.contains(entry.txn)) out.insert(entry.record.event_id);
+  }
+  return out;
 }
 
 std::set<std::string> SimKafka::topics() const {

@@ -141,6 +141,11 @@ class SimKafka {
   void write(const outbox::Record& record, std::uint64_t txn);
   std::uint64_t begin_txn(const std::string& transactional_id, std::uint32_t epoch);
   void end_txn(std::uint64_t txn, bool commit);
+  // A committed transaction whose producer's process went before its relay learned of the commit
+  // (the call had answered with a timeout); never_learned: the events of `topic` such
+  // transactions hold, which that relay could not count.
+  void commit_never_learned(std::uint64_t txn) { unlearned_txns_.insert(txn); }
+  std::set<std::string> never_learned(const std::string& topic) const;
   std::uint32_t bump_epoch(const std::string& transactional_id);  // aborts the id's open transaction
   std::uint32_t epoch(const std::string& transactional_id) const;
   // The refusal a broker policy gives the record whatever its size (poison rows, a dead-letter
@@ -168,6 +173,7 @@ class SimKafka {
   std::uint64_t checkpoints_refused_ = 0;
   KafkaFaults faults_;
   std::map<std::string, std::vector<Entry>> logs_;
+  std::set<std::uint64_t> unlearned_txns_;
   std::vector<Txn> txns_;  // txn id - 1
   std::map<std::string, std::uint32_t> epochs_;
   std::map<std::string, std::size_t> limits_;     // max.message.bytes by topic

@@ -112,6 +112,18 @@ const char* moment_name(SinkEvent event) {
 // schedule kills the process.
 struct Killed {};
 
+// What the metrics are told of dead-letter writes (relay::Observer, as metrics::RelayProbe is).
+class DeadLetterCount final : public relay::Observer {
+ public:
+  explicit DeadLetterCount(std::uint64_t& count) : count_(count) {}
+  void event_poison(std::string_view /*table*/, std::string_view /*topic*/, relay::PoisonAction action) override {
+    if (action == relay::PoisonAction::dead_lettered) ++count_;
+  }
+
+ private:
+  std::uint64_t& count_;
+};
+
 class Run {
  public:
   explicit Run(const Schedule& s) : s_(s), rng_(s.seed), kafka_(clock_, rng_, kafka_faults(s)), config_(configure(s)) {
@@ -479,7 +491,7 @@ class Run {
     while (!done_) {
       ++verdict_.sessions;
       boost::asio::io_context io;
-      relay::Observer observer;
+      DeadLetterCount observer(dead_letters_counted_);
       // The session's batch.size, and its producers', as relay::Session sets them.
       const auto batch_size = relay::producer_batch_size(config_, limits.get());
       kafka::ProducerSettings producer;
@@ -756,6 +768,21 @@ class Run {
       fail("not drained at the end: " + what_is_missing());
       return;
     }
+    // I8: every poison record that reached the dead-letter topic was counted (the observer feeds
+    // pgoutbox_events_dead_lettered_total), but for those in a Kafka transaction whose commit the
+    // process never learned of (killed while its commit call timed out): never fewer.
+    std::set<std::string> dead_lettered;
+    const auto unlearned = kafka_.never_learned(kDeadLetterTopic);
+    for (const auto* record : kafka_.visible(kDeadLetterTopic)) {
+      if (!lost_.contains(record->event_id) && !unlearned.contains(record->event_id))
+        dead_lettered.insert(record->event_id);
+    }
+    if (dead_letters_counted_ < dead_lettered.size()) {
+      fail(
+          fmt::format("poison not counted (I8): {} poison record(s) in the dead-letter topic, {} counted dead-lettered",
+                      dead_lettered.size(), dead_letters_counted_));
+      return;
+    }
     const bool exactly_once = s_.delivery == config::Delivery::exactly_once;
     for (const auto& topic : kafka_.topics()) {
       if (topic == kCheckpointTopic) continue;
@@ -838,6 +865,7 @@ class Run {
   bool finishing_ = false;
   bool stopping_on_purpose_ = false;
   bool stopped_for_poison_ = false;
+  std::uint64_t dead_letters_counted_ = 0;  // dead-letter writes the observer was told of, over processes
   bool drain_watch_armed_ = false;
   std::optional<relay::Clock::time_point> quiet_since_;  // drained, the slot behind the server's WAL
   std::vector<Fault> armed_;  // kills and stops waiting for their moment of a producer's life
