@@ -146,7 +146,9 @@ bool needs_quotes(std::string_view value) {
   if (value.empty()) return true;
   for (const char c : value) {
     const auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u == 0x7F || c == '"' || c == '=' || c == '\\') return true;
+    // Any byte outside printable ASCII: a C1 control, or a raw byte of a SQL_ASCII database that a
+    // terminal would take for one, is written escaped.
+    if (u <= 0x20 || u >= 0x7F || c == '"' || c == '=' || c == '\\') return true;
   }
   return false;
 }

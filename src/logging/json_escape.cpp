@@ -49,6 +49,14 @@ void append_json_escaped(std::string& out, std::string_view text) {
       if (n == 0) {
         out += kReplacement;
         ++i;
+      } else if (n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+        // A C1 control (U+0080-U+009F): escaped as C0 ones are, since a terminal acts on them
+        // (U+009B is CSI).
+        const auto code = static_cast<unsigned char>(text[i + 1]);
+        out += "\\u00";
+        out += kHex[code >> 4];
+        out += kHex[code & 0xF];
+        i += n;
       } else {
         out.append(text.substr(i, n));
         i += n;

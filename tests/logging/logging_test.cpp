@@ -207,5 +207,39 @@ TEST(JsonEscape, ControlCharactersUseUnicodeEscapes) {
   EXPECT_EQ(out, "a\\u0001b\\u001fc");
 }
 
+// C1 controls (U+0080-U+009F) are escaped as C0 ones are: a terminal takes U+009B for CSI, so a
+// row's id could otherwise move the cursor or rewrite what an operator reads (issue 38 item 5).
+TEST(JsonEscape, C1ControlsUseUnicodeEscapes) {
+  std::string out;
+  append_json_escaped(out,
+                      "a\xc2\x80"
+                      "b\xc2\x9b"
+                      "[2Jc\xc2\x9f"
+                      "d\xc2\xa0"
+                      "e");
+  EXPECT_EQ(out,
+            "a\\u0080b\\u009b[2Jc\\u009fd\xc2\xa0"
+            "e");  // U+00A0 is no control: kept
+}
+
+// The text format writes a field raw only when it is plain ASCII: any other byte (a C1 control, a
+// raw 0x9B from a SQL_ASCII database) gets the quoted, escaped form.
+TEST(TextLog, FieldsWithControlsOrNonAsciiBytesAreQuotedAndEscaped) {
+  CapturedLog log(Format::text);
+  event(spdlog::level::warn,
+        EventFields{.event_id = "e\xc2\x9b"
+                                "1",
+                    .aggregate_id = "raw\x9b"
+                                    "[31m",
+                    .topic = "t"},
+        "poison");
+  const auto lines = log.lines();
+  ASSERT_EQ(lines.size(), 1U);
+  const auto& line = lines[0];
+  EXPECT_NE(line.find("event_id=\"e\\u009b1\""), std::string::npos) << line;
+  EXPECT_NE(line.find("aggregate_id=\"raw\xef\xbf\xbd[31m\""), std::string::npos) << line;
+  EXPECT_EQ(line.find('\x9b'), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace pgoutbox::logging
