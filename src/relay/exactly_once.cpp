@@ -472,6 +472,18 @@ void ExactlyOnce::abort_and_end(const std::string& why) {
                               context_.config.poison.max_retries + 1));
     }
     if (decisive.record && cookie.dead_letter && error.kind == kafka::DeliveryFailure::permanent) {
+      // A dead letter shares the transaction's batches: refused for its size, it may be the batch
+      // that was too large, cut while the dead-letter topic's limit was only assumed (Kafka
+      // down when the session read it) or before it was lowered. The limit is read again
+      // (note_failure), and the next session cuts its batches under it: once per dead letter, so
+      // one too large alone still stops. The simulator found exit 4 there.
+      if (error.size_refusal && refused_->try_emplace(refused_key(*decisive.record, cookie.txn)).second) {
+        context_.events.ended(Outcome::restart(fmt::format(
+            "Kafka refused a batch of dead letters for its size ({}: {}); the limit of topic {} is read again and "
+            "the transaction published again from the slot's confirmed position, its batches under it",
+            error.code, error.text, decisive.record->topic)));
+        return;
+      }
       // The dead-letter topic refuses it too: nothing safe is left but to stop unconfirmed, as
       // at-least-once does. Retrying would abort the same transaction forever (issue 24 item 4).
       poison_.dead_letter_refused(*decisive.record, cookie.txn, error);
@@ -653,7 +665,9 @@ void ExactlyOnce::note_failure(const kafka::Delivery& delivery) {
   // as the report is served, whatever comes of it: one served while the session closes (the
   // abort at its end) would otherwise leave the next session under the same reading, refused
   // again (the simulator found that once transaction calls took time).
-  if (delivery.record && delivery.error->size_refusal && !DeliveryCookie::unpack(delivery.cookie).isolated &&
+  // A dead letter is marked isolated but shares the transaction's batches.
+  const auto cookie = DeliveryCookie::unpack(delivery.cookie);
+  if (delivery.record && delivery.error->size_refusal && (!cookie.isolated || cookie.dead_letter) &&
       context_.start.topic_limits)
     context_.start.topic_limits->forget(delivery.record->topic);
   if (!failure_) failure_ = delivery;
