@@ -438,8 +438,12 @@ std::vector<Entry<Draft>> make_global_entries() {
   signing_key.secret = true;
   signing_key.in_file = false;
   signing_key.set = [](Draft& d, const Scalar& s) {
-    if (s.text.empty()) throw Invalid("is empty; unset the variable instead");
-    d.config.checkpoint.signing_key = s.text;
+    // As from checkpoint.signing_key_file: one secret mounted as a file on one replica and as a
+    // variable on another must give one key (a variable filled from a file keeps its newline).
+    std::string key = s.text;
+    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+    if (key.empty()) throw Invalid("is empty; unset the variable instead");
+    d.config.checkpoint.signing_key = std::move(key);
   };
   signing_key.show = [](const Draft& d) {
     return d.config.checkpoint.signing_key.empty() ? std::string() : std::string(kRedacted);

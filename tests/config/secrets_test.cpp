@@ -182,6 +182,18 @@ TEST(ConfigSecrets, CheckpointSigningKeyFromAFileOrTheEnvironment) {
   EXPECT_EQ(load_yaml(kMinimal).checkpoint.signing_key, "");
 }
 
+// One Secret reaching one replica as a file and another as an environment variable must give one
+// key: the file's trailing CR/LF is dropped, and so is the variable's (issue 38 item 6), or the
+// replicas refuse each other's checkpoints.
+TEST(ConfigSecrets, CheckpointSigningKeyIsTheSameFromAFileOrAVariableWithATrailingNewline) {
+  ScratchDir dir;
+  const std::string key(64, 'b');
+  const std::string path = dir.write("checkpoint.key", key + "\r\n");
+  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE", path}}).checkpoint.signing_key, key);
+  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY", key + "\n"}}).checkpoint.signing_key, key);
+  EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY", key + "\r\n"}}).checkpoint.signing_key, key);
+}
+
 TEST(ConfigSecrets, CheckpointSigningKeyIsNeverInTheFileAndNeverShort) {
   const ConfigError in_file =
       error_of("postgres: {dsn: host=db}\nkafka: {brokers: k}\ncheckpoint: {signing_key: " + std::string(64, 'a') +
