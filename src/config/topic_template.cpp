@@ -132,13 +132,49 @@ std::vector<std::string> reserved_topics(const Config& config) {
   return {config.checkpoint.topic, config.poison.dead_letter_topic};
 }
 
+bool topic_names_collide(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  const auto separator = [](char c) { return c == '.' || c == '_'; };
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i] && !(separator(a[i]) && separator(b[i]))) return false;
+  }
+  return true;
+}
+
+bool is_reserved_topic(const std::vector<std::string>& reserved, std::string_view topic) {
+  return std::any_of(reserved.begin(), reserved.end(),
+                     [&](const std::string& name) { return topic_names_collide(name, topic); });
+}
+
+namespace {
+
+// Every name Kafka takes for `topic` (each '.' or '_' either), up to 2^10 of them.
+std::vector<std::string> colliding_names(const std::string& topic) {
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i < topic.size() && at.size() < 10; ++i) {
+    if (topic[i] == '.' || topic[i] == '_') at.push_back(i);
+  }
+  std::vector<std::string> names;
+  for (std::size_t mask = 0; mask < (std::size_t{1} << at.size()); ++mask) {
+    std::string name = topic;
+    for (std::size_t bit = 0; bit < at.size(); ++bit) name[at[bit]] = (mask >> bit) & 1U ? '_' : '.';
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+}  // namespace
+
 std::string reserved_topic_exclusion(const Config& config) {
   std::string excluded;
   for (const auto& name : reserved_topics(config)) {
     if (!excluded.empty()) excluded += '|';
     for (const char c : name) {
-      if (c == '.') excluded += '\\';
-      excluded += c;
+      if (c == '.' || c == '_') {
+        excluded += "[._]";  // and its twin: Kafka takes '.' and '_' for one
+      } else {
+        excluded += c;
+      }
     }
   }
   return "(?!(?:" + excluded + ")$)[A-Za-z0-9._-]+";
@@ -160,14 +196,16 @@ std::string reserved_topic_problem(const Config& config, std::string_view topic_
       return {};  // refused on its own terms
     }
   }
-  const auto reserved = reserved_topics(config);
-  for (const auto& topic : reserved) {
-    if (!template_fits(parts, topic) || (pattern && !std::regex_match(topic, *pattern))) continue;
-    return fmt::format(
-        "can route a row into {}, which pgoutbox reserves for its own records (checkpoint.topic and "
-        "poison.dead_letter_topic); such a row would be poison RESERVED_TOPIC. Fix: a template that cannot produce "
-        "it, or a topic_pattern that excludes it, e.g. topic_pattern: \"{}\"",
-        topic, reserved_topic_exclusion(config));
+  for (const auto& reserved : reserved_topics(config)) {
+    for (const auto& topic : colliding_names(reserved)) {
+      if (!template_fits(parts, topic) || (pattern && !std::regex_match(topic, *pattern))) continue;
+      return fmt::format(
+          "can route a row into {}, which pgoutbox reserves for its own records (checkpoint.topic and "
+          "poison.dead_letter_topic{}); such a row would be poison RESERVED_TOPIC. Fix: a template that cannot "
+          "produce it, or a topic_pattern that excludes it, e.g. topic_pattern: \"{}\"",
+          topic, topic == reserved ? "" : fmt::format(": Kafka takes it for {}", reserved),
+          reserved_topic_exclusion(config));
+    }
   }
   return {};
 }

@@ -58,8 +58,7 @@ std::optional<std::int64_t> RecordBuilder::newest_row_commit(std::string_view la
 
 Built RecordBuilder::finish(Built built) const {
   auto* record = std::get_if<outbox::Record>(&built.record);
-  if (record != nullptr &&
-      std::find(reserved_topics_.begin(), reserved_topics_.end(), record->topic) != reserved_topics_.end()) {
+  if (record != nullptr && config::is_reserved_topic(reserved_topics_, record->topic)) {
     // A row must not pass for pgoutbox's own records (docs/spec.md I11); refused at load where
     // the template shows it can, and here whatever the template.
     std::string reason = fmt::format(

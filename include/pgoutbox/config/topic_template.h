@@ -44,7 +44,13 @@ std::vector<std::string> known_topics(const Config& config);
 // for a checkpoint or for a dead-lettered event.
 std::vector<std::string> reserved_topics(const Config& config);
 
-// A topic_pattern that allows every topic name but the reserved ones.
+// Kafka refuses to create a topic whose name differs from an existing one only by '.' against
+// '_' (its metrics would collide): such twins are one topic here.
+bool topic_names_collide(std::string_view a, std::string_view b);
+// Whether `topic` is one of `reserved` (reserved_topics) or a twin of one.
+bool is_reserved_topic(const std::vector<std::string>& reserved, std::string_view topic);
+
+// A topic_pattern that allows every topic name but the reserved ones and their twins.
 std::string reserved_topic_exclusion(const Config& config);
 
 // Why a template (with its optional topic_pattern allow-list) could route a row into a reserved
