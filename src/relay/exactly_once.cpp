@@ -356,13 +356,6 @@ void ExactlyOnce::finish_commit() {
   context_.events.changed();
 }
 
-// The session ends with a transaction open; nothing of it is confirmed. A commit librdkafka
-// timed out is still under way, and librdkafka refuses an abort beside it: the commit is resumed
-// to its verdict instead (if it commits, the checkpoint it holds skips its records when they are
-// read again). A call that times out is resumed: a producer woken from a long pause (a frozen VM)
-// learns that it is fenced only from the coordinator's answer, and an instance that ended its
-// session without it would wait on as a silent standby instead of exiting 22. True when the
-// transaction was aborted (and the producer can begin another).
 // A committed Kafka transaction's records, told to the counters and the metrics.
 void ExactlyOnce::count_published(const std::vector<InTransaction>& records) {
   const auto now_us = wall_us();
@@ -378,6 +371,13 @@ void ExactlyOnce::count_published(const std::vector<InTransaction>& records) {
   }
 }
 
+// The session ends with a transaction open; nothing of it is confirmed. A commit librdkafka
+// timed out is still under way, and librdkafka refuses an abort beside it: the commit is resumed
+// to its verdict instead (if it commits, the checkpoint it holds skips its records when they are
+// read again). A call that times out is resumed: a producer woken from a long pause (a frozen VM)
+// learns that it is fenced only from the coordinator's answer, and an instance that ended its
+// session without it would wait on as a silent standby instead of exiting 22. True when the
+// transaction was aborted (and the producer can begin another).
 bool ExactlyOnce::settle_open(int attempts) {
   if (!open_) return false;
   bool committed = false;
