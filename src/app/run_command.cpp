@@ -168,6 +168,7 @@ int run(const std::string& config_path, const RunOptions& options) {
     // Before anything connects: every libpq and librdkafka message, every log line, is cleared
     // of the configured secrets from here on (SECURITY.md "Secrets and transport").
     remember_secrets(config::secrets_of(cfg));
+    config::forget_secret_variables();
     logging::setup(cfg.log_format, cfg.log_level);
   } catch (const config::ConfigError& e) {
     spdlog::error("{}", e.what());

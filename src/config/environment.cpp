@@ -1,8 +1,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
+
+#include "dsn.h"
+#include "fields.h"
 #include "loader_state.h"
 #include "pgoutbox/config/loader.h"
+#include "pgoutbox/config/redact.h"
 
 namespace pgoutbox::config {
 namespace {
@@ -36,6 +42,38 @@ Environment Environment::from_process() {
     variables.emplace(text.substr(0, eq), text.substr(eq + 1));
   }
   return Environment(std::move(variables));
+}
+
+namespace {
+
+// A variable the loader takes a secret from: the password, the signing key, a secret librdkafka
+// property, or a DSN that holds a password. Their _FILE variants hold paths, not secrets.
+bool holds_secret(std::string_view name, std::string_view value) {
+  using namespace detail;
+  if (name.ends_with("_FILE")) return false;
+  if (name.starts_with(kPropertyEnvPrefix)) return is_secret_property(property_from_env(name));
+  if (name == env_name("postgres.dsn")) return !scan_dsn(value).secret_ranges.empty();
+  for (const auto& e : global_entries()) {
+    if (e.secret && name == env_name(e.path)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void forget_secret_variables() {
+  std::vector<std::string> names;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    char* eq = std::strchr(*entry, '=');
+    if (eq == nullptr) continue;
+    const std::string_view name(*entry, static_cast<std::size_t>(eq - *entry));
+    if (!name.starts_with(detail::kEnvPrefix) || !holds_secret(name, eq + 1)) continue;
+    // The bytes themselves: unsetenv only drops the pointer, and /proc/<pid>/environ shows the
+    // block the kernel copied at exec.
+    std::memset(eq + 1, 0, std::strlen(eq + 1));
+    names.emplace_back(name);
+  }
+  for (const auto& name : names) ::unsetenv(name.c_str());
 }
 
 std::optional<std::string> Environment::get(const std::string& name) const {

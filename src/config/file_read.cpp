@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +60,8 @@ FileContent read_file(const std::string& path, std::size_t max_bytes) {
   }
   out.mode = st.st_mode;
   out.owner = st.st_uid;
+  struct statvfs vfs {};
+  out.read_only_mount = ::fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0;
   if (!S_ISREG(st.st_mode)) {
     out.failure = FileContent::Failure::not_regular;
     ::close(fd);
@@ -97,6 +100,27 @@ std::string readable_by(mode_t mode) {
   if (others) return "others";
   if (group) return "group";
   return {};
+}
+
+std::string writable_by(const FileContent& file, uid_t self) {
+  if (file.read_only_mount) return {};
+  if (file.owner != self && file.owner != 0) return fmt::format("user {}, its owner", file.owner);
+  const bool group = (file.mode & S_IWGRP) != 0;
+  const bool others = (file.mode & S_IWOTH) != 0;
+  if (group && others) return "group and others";
+  if (others) return "others";
+  if (group) return "group";
+  return {};
+}
+
+std::string write_refusal(const std::string& path, const FileContent& file, const std::string& why) {
+  const auto who = writable_by(file, ::geteuid());
+  if (who.empty()) return {};
+  if (file.owner != ::geteuid() && file.owner != 0) {
+    return fmt::format("{} is owned by {}, who can write it: {}; chown it to root or to the user pgoutbox runs as",
+                       path, who.substr(0, who.find(',')), why);
+  }
+  return fmt::format("{} is writable by {} (mode {:04o}): {}; chmod go-w {}", path, who, file.mode & 07777, why, path);
 }
 
 }  // namespace pgoutbox::config::detail

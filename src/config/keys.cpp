@@ -452,7 +452,8 @@ std::vector<Entry<Draft>> make_global_entries() {
   auto signing_key_file = base<Draft>(
       "checkpoint.signing_key_file", "path",
       "File holding checkpoint.signing_key (a mounted secret); trailing newlines are dropped. Relative to the "
-      "configuration file's folder.");
+      "configuration file's folder. Refused when group or others may write it, or another user than root or "
+      "pgoutbox's owns it, unless it is on a read-only mount.");
   signing_key_file.nullable = true;
   signing_key_file.described = false;
   signing_key_file.set = [](Draft& d, const Scalar& s) {

@@ -69,7 +69,12 @@ const char* node_kind(const YAML::Node& node) {
 
 std::string read_whole_file(const std::string& path) {
   auto content = read_file(path, kMaxConfigBytes);
-  if (content.failure == FileContent::Failure::none) return std::move(content.text);
+  if (content.failure == FileContent::Failure::none) {
+    const auto refusal = write_refusal(
+        path, content, "whoever writes the configuration can name another signing key or route rows anywhere");
+    if (!refusal.empty()) throw ConfigError(path, 0, 0, "", "the configuration file " + refusal);
+    return std::move(content.text);
+  }
   if (content.failure == FileContent::Failure::open || content.failure == FileContent::Failure::read) {
     const char* verb = content.failure == FileContent::Failure::open ? "open" : "read";
     throw ConfigError(path, 0, 0, "",

@@ -68,7 +68,10 @@ class Loader {
   void check_reserved_topics();
   void check_reconnect();
   void check_delivery();
-  std::string read_secret_file(const std::string& path, const Origin& origin, const std::string& key);
+  // `if_written`, when not empty: why nobody else may write the file, which is then refused if
+  // someone can (file_read.h write_refusal).
+  std::string read_secret_file(const std::string& path, const Origin& origin, const std::string& key,
+                               const std::string& if_written = "");
 
   Origin file_origin() const { return {source_, 0, 0, false, base_dir_}; }
 

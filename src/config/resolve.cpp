@@ -3,9 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-
 #include <unistd.h>
-#include "pgoutbox/config/kafka_properties.h"
 
 #include <cerrno>
 #include <cstring>
@@ -26,6 +24,10 @@ namespace {
 
 // A secret is a line, not a document: anything larger is the wrong file.
 constexpr std::size_t kMaxSecretBytes = 64 * 1024;
+
+// Why the signing key's file is refused when someone else can write it (SECURITY.md "Checkpoint").
+constexpr std::string_view kSigningKeyWriters =
+    "whoever writes the signing key can sign checkpoints that make exactly-once skip events";
 
 constexpr std::string_view kFileSuffix = "_file";
 
@@ -51,7 +53,8 @@ std::optional<std::string> dsn_secret_keyword(const std::string& dsn) {
 
 }  // namespace
 
-std::string Loader::read_secret_file(const std::string& path, const Origin& origin, const std::string& key) {
+std::string Loader::read_secret_file(const std::string& path, const Origin& origin, const std::string& key,
+                                     const std::string& if_written) {
   std::filesystem::path full(path);
   if (full.is_relative() && !origin.base_dir.empty()) full = std::filesystem::path(origin.base_dir) / full;
   std::error_code ec;
@@ -67,6 +70,9 @@ std::string Loader::read_secret_file(const std::string& path, const Origin& orig
     case FileContent::Failure::too_large:
     case FileContent::Failure::not_regular:
       fail(origin, key, fmt::format("{} {}", full.string(), read.describe(kMaxSecretBytes)));
+  }
+  if (!if_written.empty()) {
+    if (auto refusal = write_refusal(full.string(), read, if_written); !refusal.empty()) fail(origin, key, refusal);
   }
   // As libpq does for ~/.pgpass: a secret others can read is a secret no longer. Warned, not
   // refused, because mounted secrets (Docker's, Kubernetes' default mode) are often 0444/0644
@@ -152,8 +158,8 @@ void Loader::resolve_signing_key() {
   }
   // The environment wins over a file named in the configuration, as for the password.
   if (from_env == origins_.end() && draft_.signing_key_file) {
-    checkpoint.signing_key =
-        read_secret_file(*draft_.signing_key_file, file_key->second, "checkpoint.signing_key_file");
+    checkpoint.signing_key = read_secret_file(*draft_.signing_key_file, file_key->second, "checkpoint.signing_key_file",
+                                              std::string(kSigningKeyWriters));
   }
   if (!checkpoint.signing_key.empty() && checkpoint.signing_key.size() < CheckpointConfig::kMinSigningKeyBytes) {
     const bool env = from_env != origins_.end();

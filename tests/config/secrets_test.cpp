@@ -3,7 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 
 #include "config_test_util.h"
 
@@ -14,6 +21,7 @@ using test::error_of;
 using test::kMinimal;
 using test::load_yaml;
 using test::ScratchDir;
+using test::Vars;
 
 TEST(ConfigSecrets, PostgresPasswordFromTheEnvironment) {
   const Config c = load_yaml(kMinimal, {{"PGOUTBOX_POSTGRES_PASSWORD", "pg-secret null"}});
@@ -192,6 +200,67 @@ TEST(ConfigSecrets, CheckpointSigningKeyIsTheSameFromAFileOrAVariableWithATraili
   EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE", path}}).checkpoint.signing_key, key);
   EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY", key + "\n"}}).checkpoint.signing_key, key);
   EXPECT_EQ(load_yaml(kMinimal, {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY", key + "\r\n"}}).checkpoint.signing_key, key);
+}
+
+// Whoever writes the signing key forges skips (issue 38 item 6): a key file that group or others
+// may write, or that a user other than root and pgoutbox's own owns, is refused, as is such a
+// configuration file, which names the key file. A 0644 key is only warned (readable is not writable).
+TEST(ConfigSecrets, ASigningKeyOrConfigurationFileOthersCanWriteIsRefused) {
+  ScratchDir dir;
+  const std::string key = dir.write("checkpoint.key", std::string(64, 'c') + "\n");
+  const Vars env = {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE", key}};
+  for (const auto mode : {0620, 0602, 0666}) {
+    ASSERT_EQ(::chmod(key.c_str(), static_cast<mode_t>(mode)), 0);
+    const ConfigError e = error_of(kMinimal, env);
+    EXPECT_EQ(e.key(), "checkpoint.signing_key_file");
+    EXPECT_NE(e.problem().find("writable by"), std::string::npos) << e.problem();
+    EXPECT_NE(e.problem().find("chmod go-w " + key), std::string::npos) << e.problem();
+  }
+  ASSERT_EQ(::chmod(key.c_str(), 0644), 0);
+  EXPECT_EQ(load_yaml(kMinimal, env).checkpoint.signing_key, std::string(64, 'c'));
+
+  const std::string config = dir.write("pgoutbox.yaml", kMinimal);
+  ASSERT_EQ(::chmod(config.c_str(), 0664), 0);
+  try {
+    load(config, Environment());
+    ADD_FAILURE() << "a group-writable configuration file loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.where(), config);
+    EXPECT_NE(e.problem().find("writable by group"), std::string::npos) << e.problem();
+  }
+  ASSERT_EQ(::chmod(config.c_str(), 0644), 0);
+  EXPECT_NO_THROW(load(config, Environment()));
+
+  // Another non-root user owns it: that user may chmod it and write it. Only root can set this up.
+  if (::geteuid() != 0) return;
+  ASSERT_EQ(::chown(key.c_str(), 4242, 4242), 0);
+  const ConfigError owned = error_of(kMinimal, env);
+  EXPECT_EQ(owned.key(), "checkpoint.signing_key_file");
+  EXPECT_NE(owned.problem().find("owned by user 4242"), std::string::npos) << owned.problem();
+  ASSERT_EQ(::chown(config.c_str(), 4242, 4242), 0);
+  EXPECT_THROW(load(config, Environment()), ConfigError);
+}
+
+// A read-only mount (a Kubernetes Secret, a `:ro` bind mount) is written by nobody here, whatever
+// its bits or its owner: a tmpfs in a mount namespace of this test's own, remounted read-only.
+TEST(ConfigSecrets, AFileOnAReadOnlyMountIsWrittenByNobody) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting needs root";
+  ScratchDir dir;
+  if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+      ::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, nullptr) != 0) {
+    GTEST_SKIP() << "cannot mount here: " << std::strerror(errno);
+  }
+  const std::string key = dir.write("checkpoint.key", std::string(64, 'd'));
+  const std::string config = dir.write("pgoutbox.yaml", kMinimal);
+  for (const auto& file : {key, config}) {
+    ASSERT_EQ(::chmod(file.c_str(), 0666), 0);
+    ASSERT_EQ(::chown(file.c_str(), 4242, 4242), 0);
+  }
+  const Vars env = {{"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE", key}};
+  EXPECT_THROW(load(config, Environment(env)), ConfigError) << "a writable mount: refused";
+  ASSERT_EQ(::mount(nullptr, dir.path().c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0) << std::strerror(errno);
+  EXPECT_EQ(load(config, Environment(env)).checkpoint.signing_key, std::string(64, 'd'));
+  ASSERT_EQ(::umount(dir.path().c_str()), 0);
 }
 
 TEST(ConfigSecrets, CheckpointSigningKeyIsNeverInTheFileAndNeverShort) {

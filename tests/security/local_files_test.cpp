@@ -281,6 +281,34 @@ TEST_F(LocalFilesTest, RunIsNotDumpable) {
   EXPECT_TRUE(run.wait(30s));
 }
 
+// Secrets given in the environment leave it once the configuration holds them (issue 38 item 6):
+// a child (librdkafka runs `sasl.kerberos.kinit.cmd` through a shell) inherits none, and the bytes
+// /proc/<pid>/environ shows hold none. Other variables stay.
+TEST_F(LocalFilesTest, SecretsGivenInTheEnvironmentAreGoneFromItOnceLoaded) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a non-dumpable process's /proc/<pid>/environ is root's to read";
+  const std::string password = "pw-4f1c9a-environ-marker";
+  const std::string sasl = "sasl-77d0e2-environ-marker";
+  const std::string key = "key-" + std::string(60, 'k');
+  const std::string dsn = "host=127.0.0.1 port=1 dbname=app user=relay connect_timeout=1 sslpassword=dsn-5b3e-marker";
+  const auto config = write("environ.yaml", minimal());
+  ChildProcess run(
+      {.argv = {PGOUTBOX_BINARY, "run", "-c", config},
+       .log_path = dir.path() + "/environ.log",
+       .run_as = std::nullopt,
+       .extra_env = {"PGOUTBOX_POSTGRES_PASSWORD=" + password, "PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD=" + sasl,
+                     "PGOUTBOX_KAFKA_PROPERTY_SASL_USERNAME=relay-user", "PGOUTBOX_CHECKPOINT_SIGNING_KEY=" + key,
+                     "PGOUTBOX_POSTGRES_DSN=" + dsn}});
+  const std::string log = dir.path() + "/environ.log";
+  PGOUTBOX_ASSERT_EVENTUALLY(file_text(log).find("retrying in") != std::string::npos, 30s);
+  const auto environ_bytes = file_text("/proc/" + std::to_string(run.pid()) + "/environ");
+  for (const auto& secret : {password, sasl, key, std::string("dsn-5b3e-marker")})
+    EXPECT_EQ(environ_bytes.find(secret), std::string::npos) << secret << " is still in /proc/<pid>/environ";
+  EXPECT_NE(environ_bytes.find("PGOUTBOX_KAFKA_PROPERTY_SASL_USERNAME=relay-user"), std::string::npos)
+      << "a variable that is no secret stays";
+  run.signal_leader(SIGTERM);
+  EXPECT_TRUE(run.wait(30s));
+}
+
 // check, status and republish read the same secrets as run: each is non-dumpable from its start
 // (issue 25 item 9). Each is held in its Postgres connection by a listener that accepts and never
 // answers, and looked at while it waits there.

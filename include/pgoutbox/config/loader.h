@@ -32,6 +32,13 @@ class Environment {
   std::map<std::string, std::string> variables_;
 };
 
+// Once a configuration is loaded from this process's environment: removes from it every PGOUTBOX_
+// variable that holds a secret (the password, the signing key, a secret librdkafka property, a
+// DSN with a password), and overwrites the bytes /proc/<pid>/environ shows, so that no child
+// (librdkafka runs sasl.kerberos.kinit.cmd through a shell) inherits one. Variables that hold
+// none stay.
+void forget_secret_variables();
+
 // What is wrong, where, and what is allowed:
 //   config.yaml:12:5: limits.resume_ratio: must be between 0 and 1, both excluded (got 1.5)
 //   environment variable PGOUTBOX_LOG_LEVEL: log_level: must be one of trace, debug, ... (got 'loud')
