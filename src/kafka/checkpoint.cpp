@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pgoutbox/kafka/producer.h"
+#include "pgoutbox/kafka/topic_admin.h"
 #include "pgoutbox/logging/logging.h"
 #include "pgoutbox/secrets.h"
 
@@ -142,33 +143,6 @@ void throw_if_refused(rd_kafka_t* rk, const Login& login) {
   if (!login.refused.empty()) throw std::runtime_error(login.refused);
 }
 
-// What one metadata answer says of the topic: only `exists` (with its partition count) and
-// `unknown` (UNKNOWN_TOPIC_OR_PART) are answers; anything else (no answer, a leader not
-// available, no partitions) says nothing and is asked again.
-struct TopicAnswer {
-  enum class Kind { exists, unknown, no_answer } kind = Kind::no_answer;
-  int partitions = 0;
-  std::string error;  // why there is no answer
-};
-
-TopicAnswer describe_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
-  const rd_kafka_metadata_t* raw = nullptr;
-  const auto err = rd_kafka_metadata(rk, 0, rkt, &raw, millis(timeout));
-  rd_kafka_topic_destroy(rkt);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return {.error = fmt::format("no metadata: {}", rd_kafka_err2str(err))};
-  const std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
-  if (metadata->topic_cnt < 1) return {.error = "the metadata named no topic"};
-  const auto& t = metadata->topics[0];
-  if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-    return {.kind = TopicAnswer::Kind::unknown, .partitions = 0, .error = {}};
-  if (t.err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
-    throw std::runtime_error(fmt::format("not authorised to describe checkpoint topic {}", topic));
-  if (t.err != RD_KAFKA_RESP_ERR_NO_ERROR) return {.error = rd_kafka_err2str(t.err)};
-  if (t.partition_cnt < 1) return {.error = "the metadata named no partition"};
-  return {.kind = TopicAnswer::Kind::exists, .partitions = t.partition_cnt, .error = {}};
-}
-
 // Where each partition starts and ends: its end is past every record written, committed or not.
 // Asked with read_uncommitted, as ListOffsets answers read_committed with the last stable offset.
 struct Watermarks {
@@ -192,43 +166,24 @@ std::vector<Watermarks> watermarks(const CheckpointSettings& settings, int parti
 }
 
 // Creates the topic compacted, with one partition and the broker's replication factor.
-struct Creation {
-  enum class Kind { created, exists, failed } kind = Kind::failed;
-  std::string error;  // why it failed (an authoriser that refuses, a policy, no answer)
-};
-Creation create_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
-  char err[512];
-  rd_kafka_NewTopic_t* new_topic = rd_kafka_NewTopic_new(topic.c_str(), 1, -1, err, sizeof err);
-  if (new_topic == nullptr) return {.error = fmt::format("cannot describe topic {} to create: {}", topic, err)};
-  rd_kafka_NewTopic_set_config(new_topic, "cleanup.policy", "compact");
-  const std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
-  rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-  rd_kafka_AdminOptions_set_request_timeout(options, millis(timeout), err, sizeof err);
-  rd_kafka_CreateTopics(rk, &new_topic, 1, options, queue.get());
-  rd_kafka_AdminOptions_destroy(options);
-  rd_kafka_NewTopic_destroy(new_topic);
-  const std::unique_ptr<rd_kafka_event_t, EventDeleter> event(rd_kafka_queue_poll(queue.get(), millis(timeout)));
-  if (!event) return {.error = fmt::format("creating checkpoint topic {} timed out", topic)};
-  if (rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return {.error =
-                fmt::format("cannot create checkpoint topic {}: {}", topic, rd_kafka_event_error_string(event.get()))};
+TopicCreation create_checkpoint_topic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+  auto creation =
+      create_topic(rk, {.name = topic, .partitions = 1, .config = {{"cleanup.policy", "compact"}}}, timeout);
+  switch (creation.kind) {
+    case TopicCreation::Kind::created:
+      spdlog::info("created checkpoint topic {} (cleanup.policy=compact)", topic);
+      break;
+    case TopicCreation::Kind::exists:
+      break;
+    case TopicCreation::Kind::refused:
+    case TopicCreation::Kind::failed:
+      creation.error = fmt::format(
+          "cannot create checkpoint topic {} ({}): create it with cleanup.policy=compact "
+          "(kafka-topics.sh --create --topic {} --partitions 1 --config cleanup.policy=compact), or "
+          "grant CREATE on it",
+          topic, creation.error, topic);
   }
-  size_t count = 0;
-  const rd_kafka_topic_result_t** results =
-      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event.get()), &count);
-  for (size_t i = 0; i < count; ++i) {
-    const auto code = rd_kafka_topic_result_error(results[i]);
-    if (code == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
-    if (code == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) return {.kind = Creation::Kind::exists, .error = {}};
-    const char* message = rd_kafka_topic_result_error_string(results[i]);
-    return {.error =
-                fmt::format("cannot create checkpoint topic {} ({}): create it with cleanup.policy=compact "
-                            "(kafka-topics.sh --create --topic {} --partitions 1 --config cleanup.policy=compact), or "
-                            "grant CREATE on it",
-                            topic, message != nullptr ? message : rd_kafka_err2str(code), topic)};
-  }
-  spdlog::info("created checkpoint topic {} (cleanup.policy=compact)", topic);
-  return {.kind = Creation::Kind::created, .error = {}};
+  return creation;
 }
 
 // The topic's partition count, once the cluster has said it exists. A topic the cluster does not
@@ -258,9 +213,11 @@ int partitions_of(rd_kafka_t* rk, const Login& login, const std::string& topic, 
     }
     if (answer.kind == TopicAnswer::Kind::unknown) {
       // A creation that does not answer within seconds leaves time to ask again.
-      const auto creation = create_topic(rk, topic, std::clamp(left, kCreateAtLeast, kCreateAtMost));
-      if (creation.kind == Creation::Kind::created) return 0;
-      last = creation.kind == Creation::Kind::exists
+      const auto creation = create_checkpoint_topic(rk, topic, std::clamp(left, kCreateAtLeast, kCreateAtMost));
+      if (creation.kind == TopicCreation::Kind::created) return 0;
+      // A twin of the name, a policy: asking again cannot change the broker's mind.
+      if (creation.kind == TopicCreation::Kind::refused) throw std::runtime_error(creation.error);
+      last = creation.kind == TopicCreation::Kind::exists
                  ? "the broker did not know the topic, and creating it found it existing"
                  : creation.error;
     } else {

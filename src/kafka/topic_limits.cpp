@@ -10,8 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pgoutbox/kafka/describe_configs.h"
-#include "pgoutbox/kafka/producer.h"
-#include "pgoutbox/secrets.h"
+#include "pgoutbox/kafka/topic_admin.h"
 
 namespace pgoutbox::kafka {
 namespace {
@@ -143,28 +142,7 @@ std::size_t batch_size_under(std::size_t limit) {
 
 std::shared_ptr<TopicLimits> cluster_topic_limits(const std::string& brokers,
                                                   const std::map<std::string, std::string>& properties) {
-  ProducerSettings settings;
-  settings.brokers = brokers;
-  settings.properties = properties;
-  auto props = effective_properties(settings);
-  props.erase("statistics.interval.ms");  // nobody polls them here
-  props["client.id"] = props["client.id"] + "-limits";
-  props["enable.idempotence"] = "false";  // it never produces: no producer id to ask for
-  char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  for (const auto& [name, value] : props) {
-    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      throw std::invalid_argument(redact_secrets(fmt::format("kafka property {}: {}", name, err)));
-    }
-  }
-  // Describing a topic must not create it.
-  rd_kafka_conf_set(conf, "allow.auto.create.topics", "false", err, sizeof err);
-  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});  // the producer logs
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  if (rk == nullptr)
-    throw std::invalid_argument(redact_secrets(fmt::format("the Kafka client cannot be created: {}", err)));
-  return std::make_shared<ClusterTopicLimits>(rk);
+  return std::make_shared<ClusterTopicLimits>(admin_client(brokers, properties, "limits"));
 }
 
 TopicLimit FixedTopicLimits::read(const std::string& topic) {

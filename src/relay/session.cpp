@@ -10,6 +10,7 @@
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/kafka/producer_sink.h"
+#include "pgoutbox/kafka/topic_admin.h"
 #include "pgoutbox/outbox/mapping.h"
 #include "pgoutbox/relay/backfill.h"
 #include "pgoutbox/replication/catalog.h"
@@ -431,6 +432,41 @@ class Session::Setup {
     return std::nullopt;
   }
 
+  // The dead-letter topic exists before the first poison record needs it: a topic Kafka takes for
+  // its twin ('.' and '_' as one), or a policy, would make every dead letter fail and stop the
+  // relay at its first poison record (exit 4), after confirming what came before. It stops here,
+  // at the start, instead. A cluster that does not answer, or does not let pgoutbox create it, is
+  // said and not held against it: the first dead letter tells (the broker may create it then).
+  std::optional<Outcome> ensure_dead_letter_topic() const {
+    if (config_.poison.policy != config::PoisonPolicy::dead_letter || !real_kafka_) return std::nullopt;
+    const auto& topic = config_.poison.dead_letter_topic;
+    const auto result = kafka::ensure_topic(config_.kafka.brokers, config_.kafka.properties,
+                                            {.name = topic, .partitions = -1, .config = {}}, std::chrono::seconds(10));
+    switch (result.kind) {
+      case kafka::TopicCreation::Kind::created:
+        spdlog::info("created dead-letter topic {} (poison.dead_letter_topic)", topic);
+        break;
+      case kafka::TopicCreation::Kind::exists:
+        break;
+      case kafka::TopicCreation::Kind::refused:
+        return Outcome::fatal(
+            Fatal::poison,
+            fmt::format(
+                "the dead-letter topic {} cannot be created ({}); poison.policy is dead-letter, and no poison "
+                "record could be written there. Fix: if a topic's name collides with it (Kafka takes '.' and '_' "
+                "for one character), delete that topic; otherwise create {} as the broker's policy allows; or "
+                "set poison.dead_letter_topic to another name",
+                topic, result.error, topic));
+      case kafka::TopicCreation::Kind::failed:
+        spdlog::warn(
+            "dead-letter topic {} (poison.dead_letter_topic): not known to exist ({}); the first poison record "
+            "will tell whether it can be written",
+            topic, result.error);
+        break;
+    }
+    return std::nullopt;
+  }
+
   std::optional<replication::Connection> connection;
   SessionContext context;
   std::int64_t checked_at = 0;  // the server's time (Unix µs) just before the publication check
@@ -523,6 +559,11 @@ Outcome Session::run() {
     if (auto failed = setup.open()) return taken_over_if(*failed);
   } catch (const replication::PgError& e) {
     return taken_over_if(classify(e, setup.context));
+  }
+  try {
+    if (auto refused = setup.ensure_dead_letter_topic()) return *refused;
+  } catch (const std::invalid_argument&) {
+    // librdkafka refuses a property: the producer says so with its own exit code.
   }
   // A slot this process created has no checkpoint anywhere yet, whichever session created it.
   setup.slot_created = setup.slot_created || options_.slot_created_earlier;

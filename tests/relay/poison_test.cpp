@@ -4,6 +4,8 @@
 // poison record until it is handled.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "eventually.h"
 #include "kafka_client.h"
 #include "relay_config.h"
@@ -131,6 +133,33 @@ TEST_F(PoisonTest, StopExitsWithThePoisonCauseWithoutConfirmingAndDeadLetterResu
   EXPECT_EQ(ids.size(), 10U);
   EXPECT_EQ(read_topic(kafka.bootstrap(), "stop_mixed.dlq", 2, 60s).size(), 2U);
   PGOUTBOX_EXPECT_EVENTUALLY(slot_confirmed(cfg.postgres.slot) > last, 30s);
+}
+
+// The dead-letter topic exists before the first poison record needs it (issue 38 item 3): created
+// at the session's start, as the checkpoint topic is, so that a cluster without auto-creation, or
+// one whose creation of it would fail, says so at the start and not at the first poison record.
+TEST_F(PoisonTest, TheDeadLetterTopicIsCreatedAtTheStart) {
+  auto cfg = poison_config("dlq_created", config::PoisonPolicy::dead_letter);
+  ASSERT_EQ(topic_partitions(kafka.bootstrap(), "dlq_created.dlq"), 0);
+  RelayRunner relay(cfg);
+  ASSERT_FALSE(relay.done()) << relay.outcome().reason;
+  EXPECT_GE(topic_partitions(kafka.bootstrap(), "dlq_created.dlq"), 1);
+}
+
+// A topic Kafka takes for the dead-letter topic's twin ('.' and '_' as one) keeps it from ever
+// being created: every dead-letter write would fail and stop the relay (exit 4) at the first poison
+// record, after it had confirmed what came before. It stops at the start instead, naming the twin.
+TEST_F(PoisonTest, ADeadLetterTopicsTwinStopsTheRelayAtTheStartNamingIt) {
+  auto cfg = poison_config("dlq_twin", config::PoisonPolicy::dead_letter);
+  create_topic(kafka.bootstrap(), "dlq_twin_dlq", 1);
+  RelayRunner relay(cfg);
+  PGOUTBOX_ASSERT_EVENTUALLY(relay.done(), 60s);
+  EXPECT_EQ(relay.outcome().kind, relay::Outcome::Kind::fatal);
+  EXPECT_EQ(relay.outcome().cause, relay::Fatal::poison);
+  const auto& reason = relay.outcome().reason;
+  EXPECT_NE(reason.find("dead-letter topic dlq_twin.dlq"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("dlq_twin_dlq"), std::string::npos) << reason;
+  std::cout << reason << "\n";
 }
 
 TEST_F(PoisonTest, SkipDropsPoisonOnlyWhenChosenAndConfirmsPastIt) {

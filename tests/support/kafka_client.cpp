@@ -159,6 +159,20 @@ std::int64_t topic_record_count(const std::string& bootstrap, const std::string&
   return total;
 }
 
+int topic_partitions(const std::string& bootstrap, const std::string& topic) {
+  auto client =
+      make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstrap}, {"allow.auto.create.topics", "false"}});
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(client.get(), topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  int partitions = 0;
+  if (rd_kafka_metadata(client.get(), 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) partitions = md->topics[0].partition_cnt;
+    rd_kafka_metadata_destroy(md);
+  }
+  rd_kafka_topic_destroy(rkt);
+  return partitions;
+}
+
 namespace {
 
 // Asks the broker for `topic`'s metadata until `holds` says what the caller waits for (30 s at

@@ -65,6 +65,10 @@ void alter_topic_config(const std::string& bootstrap, const std::string& topic,
 
 ConsumedRecord to_record(const rd_kafka_message_t* msg);
 
+// Whether the broker names the topic now (asked without creating it), and with how many partitions:
+// 0 when it does not exist.
+int topic_partitions(const std::string& bootstrap, const std::string& topic);
+
 // Sum of the topic's partitions' high watermarks (records ever written, none deleted here);
 // 0 when the topic does not exist yet.
 std::int64_t topic_record_count(const std::string& bootstrap, const std::string& topic);
