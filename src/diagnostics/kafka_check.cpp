@@ -260,7 +260,12 @@ bool check_checkpoint_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, c
   const auto& topic = config.checkpoint.topic;
   const bool required = config.delivery == config::Delivery::exactly_once;
   bool exists = false;
-  for (int i = 0; i < md.topic_cnt; ++i) exists = exists || (topic == md.topics[i].topic && md.topics[i].err == 0);
+  int partitions = 0;
+  for (int i = 0; i < md.topic_cnt; ++i) {
+    if (topic != md.topics[i].topic || md.topics[i].err != 0) continue;
+    exists = true;
+    partitions = md.topics[i].partition_cnt;
+  }
   if (!exists) {
     if (named_topic_error(rk, topic, timeout) == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
       const auto fix = fmt::format(
@@ -280,13 +285,24 @@ bool check_checkpoint_topic(rd_kafka_t* rk, std::chrono::milliseconds timeout, c
                              topic)));
     return false;
   }
+  // As `run` finds at every start (kafka/checkpoint.h CheckpointScan::unfit): exactly-once refuses
+  // such a topic, at-least-once warns.
+  const auto unfit = [&](const std::string& message, const std::string& fix) {
+    findings.push_back(required ? Finding::blocking(subject, message, fix) : Finding::warning(subject, message, fix));
+  };
   const auto policy = described_config(rk, RD_KAFKA_RESOURCE_TOPIC, topic, "cleanup.policy", timeout);
   if (policy && policy->find("compact") == std::string::npos) {
-    findings.push_back(Finding::warning(
-        subject, fmt::format("topic {} has cleanup.policy={}: Kafka may delete the newest checkpoint", topic, *policy),
-        fmt::format("kafka-configs.sh --alter --entity-type topics --entity-name {} --add-config "
-                    "cleanup.policy=compact",
-                    topic)));
+    unfit(fmt::format("topic {} has cleanup.policy={}: Kafka may delete the newest checkpoint", topic, *policy),
+          fmt::format("kafka-configs.sh --alter --entity-type topics --entity-name {} --add-config "
+                      "cleanup.policy=compact",
+                      topic));
+    return true;
+  }
+  if (partitions > 1) {
+    unfit(
+        fmt::format("topic {} has {} partitions: a slot's checkpoints in two of them have no order", topic, partitions),
+        "create a topic with one partition (kafka-topics.sh --create --topic <name> --partitions 1 --config "
+        "cleanup.policy=compact) and set checkpoint.topic to it");
     return true;
   }
   findings.push_back(Finding::ok(subject, fmt::format("topic {} exists{}", topic, policy ? " (compacted)" : "")));

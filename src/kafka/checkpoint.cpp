@@ -14,9 +14,11 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
+#include "pgoutbox/kafka/describe_configs.h"
 #include "pgoutbox/kafka/producer.h"
 #include "pgoutbox/kafka/topic_admin.h"
 #include "pgoutbox/logging/logging.h"
@@ -230,6 +232,36 @@ int partitions_of(rd_kafka_t* rk, const Login& login, const std::string& topic, 
                                        timeout.count(), last));
 }
 
+// Why a topic that exists cannot keep a slot's checkpoint safely, or "": someone else may have
+// created it before pgoutbox did. A configuration that cannot be read (no DESCRIBE_CONFIGS) is
+// no verdict.
+std::string unfitness(rd_kafka_t* rk, const std::string& topic, int partitions, std::chrono::milliseconds timeout) {
+  std::vector<std::string> problems;
+  const auto described =
+      describe_config(rk, RD_KAFKA_RESOURCE_TOPIC, topic, std::min(timeout, std::chrono::milliseconds(5000)));
+  if (const auto it = described.entries.find("cleanup.policy");
+      described.ok() && it != described.entries.end() && it->second.find("compact") == std::string::npos) {
+    problems.push_back(
+        fmt::format("has cleanup.policy={}: Kafka deletes a slot's newest checkpoint retention.ms "
+                    "after it was written, however quiet the slot",
+                    it->second));
+  }
+  if (partitions > 1) {
+    problems.push_back(
+        fmt::format("has {} partitions: a slot's checkpoints in two of them (after partitions are "
+                    "added) have no order, and the older may be taken for the newer",
+                    partitions));
+  }
+  if (problems.empty()) return {};
+  return fmt::format(
+      "checkpoint topic {} {}. Fix: stop every pgoutbox that uses it, then create a new topic with "
+      "kafka-topics.sh --create --topic <name> --partitions 1 --config cleanup.policy=compact, copy "
+      "the records, and set checkpoint.topic to it (a topic's partitions cannot be removed; its "
+      "policy can be changed: kafka-configs.sh --alter --entity-type topics --entity-name {} "
+      "--add-config cleanup.policy=compact)",
+      topic, fmt::join(problems, ", and "), topic);
+}
+
 }  // namespace
 
 Checkpoint checkpoint_of(const SlotIdentity& slot, const Coverage& covered) {
@@ -422,6 +454,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
     scan.topic_missing = true;  // created now, or left missing: it holds nothing
     return scan;
   }
+  scan.unfit = unfitness(rk, settings.topic, partitions, settings.timeout);
   // Where this read must get to: what was written before it began. read_committed ends at the
   // last stable offset instead, before the first record of a transaction still open there; a
   // record of this slot after it is hidden until that transaction ends (docs/spec.md I11).

@@ -27,6 +27,19 @@ std::string disagreement(const kafka::Checkpoint& c, const ResumeFacts& facts) {
 
 Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& facts) {
   Resume resume;
+  if (!scan.unfit.empty()) {
+    // Exactly-once's 0 duplicates rest on the newest checkpoint: a topic that may lose it, or
+    // hold two of a slot's in no order, is refused before anything relies on it.
+    if (facts.delivery == config::Delivery::exactly_once) {
+      resume.refused =
+          Outcome::fatal(Fatal::checkpoint_refused, fmt::format("{}; exactly-once cannot rely on it", scan.unfit));
+      return resume;
+    }
+    resume.warnings.push_back(
+        fmt::format("{}; at-least-once goes on, and after a crash may publish more again than the checkpoint "
+                    "would have allowed",
+                    scan.unfit));
+  }
   if (!scan.warning.empty()) resume.warnings.push_back(scan.warning);
   resume.refused_records = scan.refused_count;
   if (scan.refused_count > scan.refused.size()) {

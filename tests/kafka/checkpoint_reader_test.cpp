@@ -164,6 +164,22 @@ TEST_F(CheckpointReader, ATwinThatBlocksTheTopicsCreationIsNamedAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
 }
 
+// A checkpoint topic someone else created with a delete policy or several partitions is found
+// unfit at every read, not only by `check` (issue 38 item 2), whether or not it holds records.
+TEST_F(CheckpointReader, ATopicThatCannotKeepACheckpointIsFoundUnfitAtEveryRead) {
+  test::create_topic(broker_->bootstrap(), "unfit.delete", 1, {{"cleanup.policy", "delete"}});
+  test::create_topic(broker_->bootstrap(), "unfit.partitions", 3, {{"cleanup.policy", "compact"}});
+  test::create_topic(broker_->bootstrap(), "fit.compact", 1, {{"cleanup.policy", "compact"}});
+  const auto deleting = read_checkpoints(settings(1s, "unfit.delete"), kSlot, "", &kKey);
+  EXPECT_NE(deleting.unfit.find("cleanup.policy=delete"), std::string::npos) << deleting.unfit;
+  auto producer = test::make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", broker_->bootstrap()}});
+  produce(producer.get(), kSlot, 0x3000, "unfit.partitions");
+  const auto spread = read_checkpoints(settings(1s, "unfit.partitions"), kSlot, "", &kKey);
+  EXPECT_NE(spread.unfit.find("3 partitions"), std::string::npos) << spread.unfit;
+  ASSERT_TRUE(spread.mine) << "an unfit topic is still read";
+  EXPECT_EQ(read_checkpoints(settings(1s, "fit.compact"), kSlot, "", &kKey).unfit, "");
+}
+
 TEST(CheckpointReaderMetadata, ATopicTheBrokerDoesNotKnowForAMomentIsAskedAgainNotTakenAsEmpty) {
   test::MockKafkaCluster cluster(1);
   cluster.create_topic(kTopic, 1, 1);

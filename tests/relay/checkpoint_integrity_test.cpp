@@ -154,6 +154,24 @@ TEST(CheckpointTrust, WithoutASigningKeyNothingIsSkipped) {
   EXPECT_NE(resume.note.find("not signed"), std::string::npos) << resume.note;
 }
 
+// A topic that cannot keep the checkpoint (a delete policy, several partitions) stops exactly-once
+// before it relies on it, and is a warning in at-least-once, which only skips less without it.
+TEST(CheckpointTrust, AnUnfitTopicStopsExactlyOnceAndIsAWarningInAtLeastOnce) {
+  kafka::CheckpointScan scan;
+  scan.unfit = "topic pgoutbox.checkpoints has cleanup.policy=delete";
+  feed(scan, kSlot.key(), kafka::encode(signed_at(0x8000)));
+  auto exactly_once = facts();
+  exactly_once.delivery = config::Delivery::exactly_once;
+  const auto refused = trust_checkpoint(scan, exactly_once);
+  ASSERT_TRUE(refused.refused);
+  EXPECT_EQ(refused.refused->cause, Fatal::checkpoint_refused);
+  EXPECT_NE(refused.refused->reason.find("cleanup.policy=delete"), std::string::npos) << refused.refused->reason;
+  const auto warned = trust_checkpoint(scan, facts());
+  EXPECT_FALSE(warned.refused);
+  ASSERT_FALSE(warned.warnings.empty());
+  EXPECT_NE(warned.warnings.front().find("cleanup.policy=delete"), std::string::npos) << warned.warnings.front();
+}
+
 TEST(CheckpointTrust, EveryFieldMustAgreeWithThisInstance) {
   for (const auto& change : std::vector<std::function<void(kafka::Checkpoint&)>>{
            [](auto& x) { x.delivery = "exactly-once"; }, [](auto& x) { x.transactional_id = "pgoutbox-other"; },

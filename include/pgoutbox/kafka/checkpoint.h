@@ -123,6 +123,11 @@ struct CheckpointScan {
   // configurations sharing one id fence each other). Kept by the same rules as mine.
   std::vector<Checkpoint> same_transactional_id;
   std::string warning;  // set when the topic could not be read whole
+  // Why the topic cannot keep a slot's checkpoint safely, found at every read: a cleanup.policy
+  // without compact (Kafka deletes a quiet slot's newest checkpoint after retention.ms) or more
+  // than one partition (a slot's checkpoints in two partitions have no order). Empty: fit, or its
+  // configuration could not be read.
+  std::string unfit;
   // The cluster did not know the topic: this read created it (CheckpointSettings::create_missing)
   // or left it missing. It holds no checkpoint; a slot older than this start then has lost its
   // checkpoints (checkpoint_trust.h).
