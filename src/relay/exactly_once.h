@@ -61,6 +61,7 @@ class ExactlyOnce final : public DeliveryPath {
   void apply_policy(const outbox::Record& record, ConfirmTracker::TxnId unit, const kafka::DeliveryError& error,
                     std::uint32_t attempts);
   void send_alone(const outbox::Record& record, DeliveryCookie cookie);
+  bool flush_unless_doomed();
   bool ensure_transaction();
   void on_delivery(const kafka::Delivery& delivery);
   void maybe_commit(bool now);

@@ -70,7 +70,7 @@ class SimSink final : public kafka::Sink {
     // its open transaction.
     std::uniform_int_distribution<std::size_t> pick(0, queue_.size());
     const auto written = pick(kafka_.rng());
-    if (!kafka_.down() && !fenced_ && !fatal_) {
+    if (!kafka_.down() && !fenced_ && !fatal_ && !doomed()) {
       for (std::size_t i = 0; i < written; ++i) {
         if (!queue_[i].accepted) {
           BatchSize size;
@@ -130,9 +130,12 @@ class SimSink final : public kafka::Sink {
   }
   bool flush(std::chrono::milliseconds timeout) override {
     if (!wait_for_brokers(timeout)) return false;
-    while (!queue_.empty()) advance();
+    while (!queue_.empty() && !doomed()) advance();
     poll();
-    return true;
+    if (queue_.empty()) return true;
+    // What a doomed transaction still holds waits for the abort: the flush waits out its timeout.
+    kafka_.clock().block(timeout, [] { return false; });
+    return false;
   }
   int wakeup_fd() const override { return fd_; }
   void drain_wakeup() override {
@@ -171,7 +174,7 @@ class SimSink final : public kafka::Sink {
       return {};
     }
     round_trip();
-    while (!queue_.empty()) advance();
+    while (!queue_.empty() && !doomed()) advance();
     poll();  // librdkafka serves the last reports inside the commit
     if (stale()) return fenced_answer();
     // librdkafka's abortable error, with the failed record's code.
@@ -280,6 +283,10 @@ class SimSink final : public kafka::Sink {
   }
 
   bool transactional() const { return !options_.transactional_id.empty(); }
+  // A record of the open transaction failed: librdkafka's transaction is in its abortable state,
+  // in which it sends none of the records it still holds (rd_kafka_txn_may_send_msg); they wait
+  // for abort_transaction, which purges them.
+  bool doomed() const { return transactional() && txn_failed_; }
   // A newer producer of the same transactional id was initialised: this one is fenced.
   bool stale() {
     if (transactional() && !fenced_ && epoch_ != kafka_.epoch(options_.transactional_id)) fenced_ = true;
@@ -292,7 +299,7 @@ class SimSink final : public kafka::Sink {
     notify();
   }
   void schedule() {
-    if (scheduled_ || queue_.empty()) return;
+    if (scheduled_ || queue_.empty() || doomed()) return;
     scheduled_ = true;
     const auto latency = std::chrono::microseconds(std::uniform_int_distribution<int>(200, 4000)(kafka_.rng()));
     kafka_.clock().schedule_world(kafka_.up_again() + latency, [alive = alive_, this] {
@@ -374,7 +381,7 @@ class SimSink final : public kafka::Sink {
       return;
     }
     std::size_t n = std::min<std::size_t>(queue_.size(), 256);
-    while (n-- > 0 && !queue_.empty()) {
+    while (n-- > 0 && !queue_.empty() && !doomed()) {
       if (!queue_.front().accepted) {
         BatchSize size;
         if (const auto refused = verdict(0, size)) {
@@ -396,7 +403,7 @@ class SimSink final : public kafka::Sink {
         if (open.id == batch) open.id = 0;
       }
       // Without it, librdkafka bumps the epoch after a refused batch and writes the later ones
-      // (what this loop does when it goes on).
+      // (what this loop does when it goes on), unless they belong to a transaction, now doomed.
       auto q = std::move(queue_.front());
       queue_.pop_front();
       kafka_.write(q.record, txn_);

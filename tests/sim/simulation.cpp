@@ -564,6 +564,12 @@ class Run {
           fail(fmt::format("the relay exited with code {}: {}", relay::exit_code(outcome.cause), outcome.reason));
           return;
         case relay::Outcome::Kind::reconnect:
+          // Kafka and Postgres stayed up and answered every call: nothing heals by a new session,
+          // so one that ends there is a stall the next session may meet again.
+          if (s_.faults.empty() && s_.commit_aborts == 0 && !outcome.at_once) {
+            fail("a session ended for a new one with no fault to cause it: " + outcome.reason);
+            return;
+          }
           advance_to(clock_.now() + kReconnectDelay);
           break;
       }
