@@ -202,9 +202,8 @@ std::vector<Entry<Draft>> make_global_entries() {
   auto dsn = text<Draft>(
       "postgres.dsn", "string",
       "libpq connection string, key=value or postgresql:// URI. replication=database is added by pgoutbox. A password "
-      "in "
-      "it is allowed but better kept in PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file; it is redacted "
-      "everywhere.",
+      "(or sslpassword) in it is refused in the file: give it in PGOUTBOX_POSTGRES_PASSWORD or postgres.password_file "
+      "(or the whole DSN in PGOUTBOX_POSTGRES_DSN); it is redacted everywhere.",
       [](auto& d) -> auto& { return d.config.postgres.dsn; }, check_dsn);
   dsn.required = true;
   dsn.show = [](const Draft& d) { return redact_dsn(d.config.postgres.dsn); };
@@ -261,7 +260,8 @@ std::vector<Entry<Draft>> make_global_entries() {
       "When postgres.dsn names a hot standby (PostgreSQL 16+): a libpq connection string of its primary, over which "
       "pgoutbox calls pg_log_standby_snapshot() while it creates its slot on the standby, so the creation takes "
       "milliseconds instead of waiting for the primary's next running-transactions record. Optional; the role needs "
-      "EXECUTE on pg_log_standby_snapshot() (a superuser, or a grant). Uses postgres.password too.",
+      "EXECUTE on pg_log_standby_snapshot() (a superuser, or a grant). Uses postgres.password too; a password in it is "
+      "refused in the file, as in postgres.dsn.",
       [](auto& d) -> auto& { return d.config.postgres.primary_dsn; },
       [](std::string_view text) {
         if (!text.empty()) check_dsn(text);

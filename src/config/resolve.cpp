@@ -136,14 +136,20 @@ void Loader::resolve_password() {
          fmt::format("holds a password and {} gives one too; keep only one",
                      from_env != origins_.end() ? "PGOUTBOX_POSTGRES_PASSWORD" : "postgres.password_file"));
   }
-  // Secrets never come from the configuration file (docs/security.md "Secrets"), wherever they sit in it.
-  const Origin& dsn_origin = origins_.at("postgres.dsn");
-  if (const auto keyword = dsn_secret_keyword(postgres.dsn); keyword && !dsn_origin.from_env) {
-    fail(dsn_origin, "postgres.dsn",
-         fmt::format(
-             "holds a {} (a secret), and secrets are not read from the configuration file; remove it and {}", *keyword,
-             *keyword == "password" ? "set PGOUTBOX_POSTGRES_PASSWORD (or name a file in postgres.password_file)"
-                                    : "give the whole DSN in PGOUTBOX_POSTGRES_DSN"));
+  // Secrets never come from the configuration file (docs/security.md "Secrets"), wherever they sit in it:
+  // in either connection string (primary_dsn connects with the same postgres.password).
+  for (const std::string key : {"postgres.dsn", "postgres.primary_dsn"}) {
+    const auto origin = origins_.find(key);
+    if (origin == origins_.end() || origin->second.from_env) continue;
+    const std::string& dsn = key == "postgres.dsn" ? postgres.dsn : postgres.primary_dsn;
+    if (const auto keyword = dsn_secret_keyword(dsn)) {
+      fail(origin->second, key,
+           fmt::format("holds a {} (a secret), and secrets are not read from the configuration file; remove it and {}",
+                       *keyword,
+                       *keyword == "password"
+                           ? "set PGOUTBOX_POSTGRES_PASSWORD (or name a file in postgres.password_file)"
+                           : fmt::format("give the whole DSN in {}", env_name(key))));
+    }
   }
 }
 

@@ -82,6 +82,32 @@ TEST_F(ConfigValidate, AMisspeltKeyIsInvalid) {
   EXPECT_TRUE(has(r.output, "shutdown_timout")) << r.output;
 }
 
+// A password written in the file would sit in a ConfigMap or a repository: refused in either DSN
+// (postgres.primary_dsn uses the same password as postgres.dsn), naming the key and where the
+// password goes instead, and never printed.
+TEST_F(ConfigValidate, APasswordInEitherDsnOfTheFileIsInvalidAndNamesWhereItGoes) {
+  for (const std::string key : {"dsn", "primary_dsn"}) {
+    for (const std::string dsn : {"host=127.0.0.1 port=1 user=pgoutbox password=hunter2-41",
+                                  "postgresql://pgoutbox:hunter2-41@127.0.0.1:1/app"}) {
+      // kValid without its password file, with the key's line: its dsn replaced, or a
+      // primary_dsn added after it.
+      std::string text = kValid;
+      const std::string password_file = "  password_file: secrets/password\n";
+      text.erase(text.find(password_file), password_file.size());
+      const std::string line = "  dsn: \"host=127.0.0.1 port=1 dbname=app user=pgoutbox\"\n";
+      text.replace(text.find(line), line.size(),
+                   key == "dsn" ? "  dsn: \"" + dsn + "\"\n" : line + "  primary_dsn: \"" + dsn + "\"\n");
+      const std::string file = write("pgoutbox.yaml", text);
+      const auto r = pgoutbox("config validate " + file);
+      EXPECT_EQ(r.exit_code, 2) << key << ": " << dsn << "\n" << r.output;
+      EXPECT_TRUE(has(r.output, "postgres." + key + ": holds a password")) << r.output;
+      EXPECT_TRUE(has(r.output, "PGOUTBOX_POSTGRES_PASSWORD")) << r.output;
+      EXPECT_TRUE(has(r.output, "postgres.password_file")) << r.output;
+      EXPECT_FALSE(has(r.output, "hunter2-41")) << r.output;
+    }
+  }
+}
+
 TEST_F(ConfigValidate, NoFileIsAWrongCommandLine) {
   EXPECT_EQ(pgoutbox("config validate").exit_code, 64);
   EXPECT_EQ(pgoutbox("config validate " + dir_.path() + "/absent.yaml").exit_code, 2);

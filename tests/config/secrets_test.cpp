@@ -115,6 +115,31 @@ TEST(ConfigSecrets, APasswordInTheFilesDsnIsRefusedNamingTheVariable) {
   EXPECT_NE(ssl.problem().find("holds a sslpassword"), std::string::npos) << ssl.problem();
 }
 
+// postgres.primary_dsn is a second connection string in the same file, with the same password
+// (postgres.password): a secret in it is refused as in postgres.dsn.
+TEST(ConfigSecrets, APasswordInTheFilesPrimaryDsnIsRefusedNamingTheVariable) {
+  for (const std::string dsn : {"postgresql://relay:dsn-secret@primary/app", "host=primary password=dsn-secret"}) {
+    const ConfigError e =
+        error_of("postgres:\n  dsn: host=db\n  primary_dsn: " + dsn + "\nkafka: {brokers: k}\ntables: [{table: t}]\n");
+    EXPECT_EQ(e.key(), "postgres.primary_dsn") << dsn;
+    EXPECT_EQ(e.line(), 3) << dsn;
+    EXPECT_NE(e.problem().find("set PGOUTBOX_POSTGRES_PASSWORD (or name a file in postgres.password_file)"),
+              std::string::npos)
+        << e.problem();
+    EXPECT_EQ(std::string(e.what()).find("dsn-secret"), std::string::npos) << e.what();
+  }
+  const ConfigError ssl = error_of(
+      "postgres:\n  dsn: host=db\n  primary_dsn: host=p sslkey=/k sslpassword=x\nkafka: {brokers: k}\ntables: [{table: "
+      "t}]\n");
+  EXPECT_EQ(ssl.key(), "postgres.primary_dsn");
+  EXPECT_NE(ssl.problem().find("holds a sslpassword"), std::string::npos) << ssl.problem();
+  EXPECT_NE(ssl.problem().find("PGOUTBOX_POSTGRES_PRIMARY_DSN"), std::string::npos) << ssl.problem();
+
+  const Config c = load_yaml("postgres: {dsn: host=db}\nkafka: {brokers: k}\ntables: [{table: t}]\n",
+                             {{"PGOUTBOX_POSTGRES_PRIMARY_DSN", "postgresql://relay:dsn-secret@primary/app"}});
+  EXPECT_EQ(c.postgres.primary_dsn, "postgresql://relay:dsn-secret@primary/app");
+}
+
 TEST(ConfigSecrets, APasswordInADsnFromTheEnvironmentIsAllowed) {
   const Config c = load_yaml("kafka: {brokers: k}\ntables: [{table: t}]\n",
                              {{"PGOUTBOX_POSTGRES_DSN", "postgresql://relay:dsn-secret@db/app"}});

@@ -8,6 +8,8 @@
 
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "child_process.h"
 #include "command.h"
@@ -68,6 +70,35 @@ TEST_F(HelmChart, AConfigurationOnlyTheLoaderRefusesFails) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_TRUE(has(r.output, "FAIL  " + values + ": pgoutbox config validate")) << r.output;
   EXPECT_TRUE(has(r.output, "reconnect")) << r.output;
+}
+
+// A password in either DSN would be rendered into the ConfigMap, readable by whoever may read
+// ConfigMaps in the namespace, before pgoutbox refused it at start: the schema refuses it at
+// `helm install`, in each form libpq reads one; a DSN without one still renders.
+TEST_F(HelmChart, APasswordInADsnIsRefusedBeforeItReachesAConfigMap) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"config:\n  postgres:\n    dsn: \"host=db user=pgoutbox password=hunter2\"\n", "at '/config/postgres/dsn'"},
+      {"config:\n  postgres:\n    dsn: \"password = 'hunter 2' host=db\"\n", "at '/config/postgres/dsn'"},
+      {"config:\n  postgres:\n    dsn: \"postgresql://pgoutbox:hunter2@db/app\"\n", "at '/config/postgres/dsn'"},
+      {"config:\n  postgres:\n    dsn: \"postgres://pgoutbox@db/app?sslmode=require&password=hunter2\"\n",
+       "at '/config/postgres/dsn'"},
+      {"config:\n  postgres:\n    primary_dsn: \"host=primary sslkey=/k sslpassword=hunter2\"\n",
+       "at '/config/postgres/primary_dsn'"},
+      {"relays:\n  - slot: orders\n    config:\n      postgres:\n        dsn: \"host=db password=hunter2\"\n",
+       "at '/relays/0/config/postgres/dsn'"},
+  };
+  for (std::size_t i = 0; i < refused.size(); ++i) {
+    const auto& [values, expect] = refused[i];
+    const auto r = chart("-values " + write("dsn-" + std::to_string(i) + ".yaml", values));
+    EXPECT_EQ(r.status, 1) << values << r.output;
+    EXPECT_TRUE(has(r.output, expect)) << values << r.output;
+    EXPECT_FALSE(has(r.output, "ok    helm template")) << "rendered:\n" << values << r.output;
+  }
+  const auto kept = chart("-values " + write("dsn-kept.yaml",
+                                             "config:\n  postgres:\n    dsn: \"host=db dbname=passwords "
+                                             "user=pgoutbox passfile=/nonexistent\"\n    primary_dsn: "
+                                             "\"postgresql://pgoutbox@primary:5432/app?sslmode=verify-full\"\n"));
+  EXPECT_EQ(kept.status, 0) << kept.output;
 }
 
 TEST_F(HelmChart, AlertRulesThatDriftedFromTheChartsCopyFail) {
