@@ -101,6 +101,43 @@ TEST_F(HelmChart, APasswordInADsnIsRefusedBeforeItReachesAConfigMap) {
   EXPECT_EQ(kept.status, 0) << kept.output;
 }
 
+// extraEnv renders into the Deployment's spec, which more people and tools read than Secrets: a
+// variable that holds a secret must come from a Secret (valueFrom), and a DSN given whole in
+// PGOUTBOX_POSTGRES_DSN (where pgoutbox accepts a password) may have none in a plain value.
+TEST_F(HelmChart, ASecretsVariableInExtraEnvMustComeFromASecret) {
+  for (const std::string variable :
+       {"PGOUTBOX_POSTGRES_PASSWORD", "PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD", "PGOUTBOX_CHECKPOINT_SIGNING_KEY",
+        "PGOUTBOX_KAFKA_PROPERTY_SASL_OAUTHBEARER_CLIENT_SECRET", "PGOUTBOX_KAFKA_PROPERTY_SSL_KEY_PEM",
+        "PGOUTBOX_KAFKA_PROPERTY_SASL_OAUTHBEARER_CONFIG", "PGPASSWORD"}) {
+    const auto r = chart("-values " + write(variable + ".yaml",
+                                            "extraEnv:\n  - name: PGOUTBOX_LOG_LEVEL\n    "
+                                            "value: debug\n  - name: " +
+                                                variable + "\n    value: hunter2\n"));
+    EXPECT_EQ(r.status, 1) << variable << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "at '/extraEnv/1'")) << variable << "\n" << r.output;
+  }
+  for (const std::string dsn : {"host=db password=hunter2", "postgresql://pgoutbox:hunter2@db/app"}) {
+    for (const std::string variable : {"PGOUTBOX_POSTGRES_DSN", "PGOUTBOX_POSTGRES_PRIMARY_DSN"}) {
+      const auto r = chart(
+          "-values " + write("env-dsn.yaml", "extraEnv:\n  - name: " + variable + "\n    value: \"" + dsn + "\"\n"));
+      EXPECT_EQ(r.status, 1) << variable << "=" << dsn << "\n" << r.output;
+      EXPECT_TRUE(has(r.output, "at '/extraEnv/0")) << variable << "=" << dsn << "\n" << r.output;
+    }
+  }
+  // From a Secret; a plain DSN without a password; a secret file's path.
+  const auto kept = chart("-values " + write("env-kept.yaml",
+                                             "extraEnv:\n"
+                                             "  - name: PGOUTBOX_POSTGRES_PASSWORD\n"
+                                             "    valueFrom:\n      secretKeyRef: {name: pg, key: password}\n"
+                                             "  - name: PGOUTBOX_POSTGRES_DSN\n"
+                                             "    value: \"host=db dbname=app user=pgoutbox\"\n"));
+  EXPECT_EQ(kept.status, 0) << kept.output;
+  const auto path = chart("-values " + write("env-file.yaml",
+                                             "extraEnv:\n  - name: PGOUTBOX_KAFKA_PROPERTY_SASL_PASSWORD_FILE\n"
+                                             "    value: /etc/pgoutbox/secrets/kafka/password\n"));
+  EXPECT_FALSE(has(path.output, "at '/extraEnv")) << path.output;
+}
+
 TEST_F(HelmChart, AlertRulesThatDriftedFromTheChartsCopyFail) {
   const auto alerts = write("alerts.yaml", file_text(kRoot + "/deploy/prometheus/alerts.yaml") + "# one more line\n");
   const auto r = chart("-alerts " + alerts + " -values " + kRoot + "/deploy/helm/pgoutbox/ci/tls-sasl-values.yaml");
