@@ -138,6 +138,20 @@ TEST_F(HelmChart, ASecretsVariableInExtraEnvMustComeFromASecret) {
   EXPECT_FALSE(has(path.output, "at '/extraEnv")) << path.output;
 }
 
+// The chart's defaults render a NetworkPolicy: in to the relays' pods only on the metrics port,
+// and only from pods labelled as Prometheus (the kubelet's probes come from the node, which
+// NetworkPolicy does not filter).
+TEST_F(HelmChart, TheDefaultsAdmitOnlyTheMetricsScraper) {
+  const auto r = chart("-values " + kRoot + "/deploy/helm/pgoutbox/ci/default-values.yaml");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "1 NetworkPolicy")) << r.output;
+  EXPECT_TRUE(has(r.output, "ok    " + kRoot +
+                                "/deploy/helm/pgoutbox/ci/default-values.yaml: NetworkPolicy pgoutbox admits only "
+                                "the metrics port of every relay's pods, from [pods app.kubernetes.io/name=prometheus "
+                                "in every namespace]"))
+      << r.output;
+}
+
 TEST_F(HelmChart, AlertRulesThatDriftedFromTheChartsCopyFail) {
   const auto alerts = write("alerts.yaml", file_text(kRoot + "/deploy/prometheus/alerts.yaml") + "# one more line\n");
   const auto r = chart("-alerts " + alerts + " -values " + kRoot + "/deploy/helm/pgoutbox/ci/tls-sasl-values.yaml");

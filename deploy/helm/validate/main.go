@@ -8,7 +8,7 @@
 //     misspelt field, a duplicate key or a value of the wrong type fails;
 //   - what a user relies on, read from the decoded objects: two replicas and Recreate, the
 //     probes, the security context, terminationGracePeriodSeconds above shutdown_timeout, the
-//     labels, no secret in a ConfigMap;
+//     labels, no secret in a ConfigMap, a NetworkPolicy that lets in only the metrics port;
 //   - each relay's rendered configuration loaded by `pgoutbox config validate`, in a folder laid
 //     out as the pod's /etc/pgoutbox (the ConfigMap's file, and a stand-in file for every key of
 //     every mounted Secret), so that a configuration naming a file no volume mounts fails;
@@ -302,6 +302,11 @@ func checkValueSet(t *tally, chartDir, file, binary, alerts string, printManifes
 			t.check(fmt.Sprintf("%s: pgoutbox config validate, Deployment %s's files", file, d.Name), validateInPodLayout(d, configMaps, binary))
 		}
 	}
+	for _, o := range objects["NetworkPolicy"] {
+		np := o.(*networkingv1.NetworkPolicy)
+		from, errs := checkNetworkPolicy(np, objects)
+		t.check(fmt.Sprintf("%s: NetworkPolicy %s admits only the metrics port of every relay's pods, from %s", file, np.Name, from), errs)
+	}
 	for _, o := range objects["PrometheusRule"] {
 		t.check(fmt.Sprintf("%s: PrometheusRule holds %s", file, alerts), checkRules(o.(*monitoringv1.PrometheusRule), alerts))
 	}
@@ -552,6 +557,66 @@ func checkSelected(d *appsv1.Deployment, objects map[string][]any) []error {
 		errs = append(errs, fmt.Errorf("no PodDisruptionBudget selects its pods"))
 	}
 	return errs
+}
+
+// checkNetworkPolicy: the policy selects every relay's pods and lets in nothing but their metrics
+// port (pgoutbox listens on no other); it returns the peers it lets in, for the report.
+func checkNetworkPolicy(np *networkingv1.NetworkPolicy, objects map[string][]any) (string, []error) {
+	var errs []error
+	selector, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		return "", []error{err}
+	}
+	for _, o := range objects["Deployment"] {
+		d := o.(*appsv1.Deployment)
+		if !selector.Matches(labels.Set(d.Spec.Template.Labels)) {
+			errs = append(errs, fmt.Errorf("does not select Deployment %s's pods", d.Name))
+		}
+	}
+	ingress := false
+	for _, t := range np.Spec.PolicyTypes {
+		ingress = ingress || t == networkingv1.PolicyTypeIngress
+	}
+	if !ingress {
+		errs = append(errs, fmt.Errorf("policyTypes lacks Ingress: every port is open to every peer"))
+	}
+	var from []string
+	for i, rule := range np.Spec.Ingress {
+		if len(rule.Ports) == 0 {
+			errs = append(errs, fmt.Errorf("ingress[%d] admits every port", i))
+		}
+		for _, p := range rule.Ports {
+			if p.Port == nil || p.Port.String() != "metrics" || p.EndPort != nil {
+				errs = append(errs, fmt.Errorf("ingress[%d] admits port %v, not only the metrics port", i, p.Port))
+			}
+		}
+		if len(rule.From) == 0 {
+			from = append(from, "anywhere")
+		}
+		for _, peer := range rule.From {
+			from = append(from, describePeer(peer))
+		}
+	}
+	return "[" + strings.Join(from, ", ") + "]", errs
+}
+
+// describePeer: "pods a=b in every namespace", "all pods in namespaces c=d", "addresses 10.0.0.0/8".
+func describePeer(p networkingv1.NetworkPolicyPeer) string {
+	if p.IPBlock != nil {
+		return "addresses " + p.IPBlock.CIDR
+	}
+	pods := "all pods"
+	if p.PodSelector != nil && (len(p.PodSelector.MatchLabels) > 0 || len(p.PodSelector.MatchExpressions) > 0) {
+		pods = "pods " + metav1.FormatLabelSelector(p.PodSelector)
+	}
+	switch {
+	case p.NamespaceSelector == nil:
+		return pods + " in the release's namespace"
+	case len(p.NamespaceSelector.MatchLabels) == 0 && len(p.NamespaceSelector.MatchExpressions) == 0:
+		return pods + " in every namespace"
+	default:
+		return pods + " in namespaces " + metav1.FormatLabelSelector(p.NamespaceSelector)
+	}
 }
 
 // validateInPodLayout lays out the pod's /etc/pgoutbox in a temporary folder — the ConfigMap's
