@@ -193,7 +193,8 @@ int run(const std::string& config_path, const RunOptions& options) {
   std::unique_ptr<metrics::HttpServer> http;
   if (!cfg.metrics_address.empty()) {
     try {
-      http = std::make_unique<metrics::HttpServer>(cfg.metrics_address, metrics::endpoints(registry, relay_probe));
+      http = std::make_unique<metrics::HttpServer>(cfg.metrics_address, metrics::endpoints(registry, relay_probe),
+                                                   metrics::HttpLimits{}, cfg.metrics_allowed_hosts);
     } catch (const std::runtime_error& e) {
       spdlog::error("{} ({}); stop what listens there, or choose another port in metrics_address", e.what(),
                     cfg.metrics_address_origin);

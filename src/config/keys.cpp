@@ -156,6 +156,47 @@ void check_brokers(std::string_view text) {
   }
 }
 
+// metrics_allowed_hosts: comma-separated host names as a Host header carries them, without the
+// port (every port is the server's) and compared without case or final dot (RFC 1034 3.1).
+// Letters, digits, '-', '.' and '_' (Docker's service names); IP addresses need no listing.
+std::vector<std::string> parse_host_names(std::string_view text) {
+  std::vector<std::string> names;
+  if (text.find_first_not_of(' ') == std::string_view::npos) return names;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const auto first = item.find_first_not_of(' ');
+    item = first == std::string_view::npos ? std::string_view{}
+                                           : item.substr(first, item.find_last_not_of(' ') - first + 1);
+    if (item.empty()) throw Invalid(fmt::format("has an empty entry; write name[,name...] (got {})", quote(text)));
+    if (item.find(':') != std::string_view::npos) {
+      throw Invalid(
+          fmt::format("lists host names without a port (every port is answered) and no IPv6 address (every "
+                      "address is answered) (got {})",
+                      quote(item)));
+    }
+    std::string name;
+    for (const char c : item) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                      c == '.' || c == '_';
+      if (!ok) {
+        throw Invalid(fmt::format("may list only host names: letters, digits, '-', '.' and '_', no wildcard (got {})",
+                                  quote(item)));
+      }
+      name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    if (name.back() == '.') name.pop_back();
+    if (name.empty() || name.size() > 253)
+      throw Invalid(fmt::format("has a name of 0 or over 253 characters (got {})", quote(item)));
+    names.push_back(std::move(name));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return names;
+}
+
 // Kafka's rules for topic names: 1 to 249 of [a-zA-Z0-9._-].
 void check_topic_name(std::string_view text) {
   if (text.empty() || text.size() > 249)
@@ -518,6 +559,17 @@ std::vector<Entry<Draft>> make_global_entries() {
   const auto set_metrics = metrics.set;
   metrics.set = [set_metrics](Draft& d, const Scalar& s) { set_metrics(d, s.null ? Scalar{} : s); };
   v.push_back(std::move(metrics));
+
+  auto allowed_hosts = base<Draft>(
+      "metrics_allowed_hosts", "host names",
+      "Comma-separated host names (no port) that /metrics, /healthz and /readyz answer as the request's Host, besides "
+      "IP addresses and localhost, e.g. the name Prometheus scrapes (a compose service, a Kubernetes Service's DNS "
+      "name). A request with any other Host gets 421: a web page cannot read the port by DNS rebinding.");
+  allowed_hosts.set = [](Draft& d, const Scalar& s) { d.config.metrics_allowed_hosts = parse_host_names(s.text); };
+  allowed_hosts.show = [](const Draft& d) {
+    return fmt::format("{}", fmt::join(d.config.metrics_allowed_hosts, ", "));
+  };
+  v.push_back(std::move(allowed_hosts));
 
   v.push_back(count<Draft>(
       "metrics_topic_labels",

@@ -14,6 +14,8 @@
 // request within milliseconds. Each connection has a deadline for its request and bounded
 // buffers, a descriptor reserve is left to the relay's own connections, and accept failures
 // (EMFILE, ENFILE) back off instead of spinning. No exception leaves the server's thread.
+// A request whose Host is not an IP address, localhost or a listed name is answered 421 (DNS
+// rebinding: SECURITY.md "The metrics port").
 #include "pgoutbox/metrics/http_server.h"
 
 #include <sys/resource.h>
@@ -26,11 +28,14 @@
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <list>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 namespace pgoutbox::metrics {
 namespace {
@@ -61,6 +66,55 @@ std::pair<std::string, std::string> split_address(const std::string& address) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (host.empty()) host = "0.0.0.0";
   return {host, address.substr(colon + 1)};
+}
+
+// A port in a Host header: 1 to 5 digits (RFC 3986 3.2.3, its value not checked: any is ours).
+bool is_port(std::string_view text) {
+  return !text.empty() && text.size() <= 5 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string lower_name(std::string_view name) {
+  std::string out(name);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // "localhost." is "localhost": a fully qualified name's final dot (RFC 1034 3.1).
+  if (!out.empty() && out.back() == '.') out.pop_back();
+  return out;
+}
+
+// DNS rebinding: a page in a browser that can reach this port makes a name of its own resolve
+// to the port's address, and then reads it as that name's origin; the browser sends the name as
+// Host (RFC 9110 7.2). Prometheus, the kubelet's probes and curl send the address they connect
+// to, so an IP address (v4, or v6 in brackets), localhost or a name the operator listed is
+// answered, each with or without a port. A request without Host (HTTP/1.0) is answered too: no
+// browser sends one.
+bool host_allowed(std::string_view host, const std::vector<std::string>& names) {
+  if (host.empty()) return true;
+  beast::error_code ec;
+  if (host.front() == '[') {
+    const auto close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    const auto rest = host.substr(close + 1);
+    if (!rest.empty() && (rest.front() != ':' || !is_port(rest.substr(1)))) return false;
+    asio::ip::make_address_v6(std::string(host.substr(1, close - 1)), ec);
+    return !ec;
+  }
+  std::string_view name = host;
+  if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
+    if (!is_port(host.substr(colon + 1))) return false;
+    name = host.substr(0, colon);
+  }
+  // Dotted decimal only (inet_pton): 127.1 and 0x7f.0.0.1 are names, and refused.
+  asio::ip::make_address_v4(std::string(name), ec);
+  if (!ec) return true;
+  const std::string lowered = lower_name(name);
+  return lowered == "localhost" || std::find(names.begin(), names.end(), lowered) != names.end();
+}
+
+std::string_view host_of(const http::request<http::string_body>& request) {
+  const auto host = request[http::field::host];
+  return {host.data(), host.size()};
 }
 
 // True when a descriptor numbered `fd` leaves fewer than `reserve` free under the soft limit.
@@ -102,8 +156,9 @@ class Connections {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const Routes& routes, Connections& connections)
-      : stream_(std::move(socket)), routes_(routes), connections_(connections) {}
+  Session(tcp::socket socket, const Routes& routes, const std::vector<std::string>& allowed_hosts,
+          Connections& connections)
+      : stream_(std::move(socket)), routes_(routes), allowed_hosts_(allowed_hosts), connections_(connections) {}
   ~Session() { forget(); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -173,7 +228,12 @@ class Session : public std::enable_shared_from_this<Session> {
     if (const auto q = target.find('?'); q != std::string::npos) target.resize(q);
     const auto route = routes_.find(target);
     HttpResponse answer;
-    if (route == routes_.end()) {
+    if (request_.count(http::field::host) > 1 || !host_allowed(host_of(request_), allowed_hosts_)) {
+      // 421: this server does not answer for that name (RFC 9110 15.5.20). The name is not echoed.
+      answer = HttpResponse{421, "text/plain; charset=utf-8",
+                            "pgoutbox answers an IP address, localhost or a name listed in metrics_allowed_hosts as "
+                            "Host\n"};
+    } else if (route == routes_.end()) {
       answer = HttpResponse{404, "text/plain; charset=utf-8", "not found\n"};
     } else if (method != http::verb::get && method != http::verb::head) {
       answer = HttpResponse{405, "text/plain; charset=utf-8", "only GET and HEAD\n"};
@@ -206,6 +266,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   const Routes& routes_;
+  const std::vector<std::string>& allowed_hosts_;
   Connections& connections_;
   Connections::List::iterator at_;
   Connections::State state_ = Connections::State::waiting;
@@ -220,8 +281,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
 class HttpServer::Impl {
  public:
-  Impl(const std::string& address, Routes routes, HttpLimits limits)
-      : routes_(std::move(routes)), limits_(limits), acceptor_(io_), retry_(io_) {
+  Impl(const std::string& address, Routes routes, HttpLimits limits, std::vector<std::string> allowed_hosts)
+      : routes_(std::move(routes)),
+        limits_(limits),
+        allowed_hosts_(lower_names(std::move(allowed_hosts))),
+        acceptor_(io_),
+        retry_(io_) {
     limits_.max_connections = std::max<std::size_t>(limits_.max_connections, 1);
     const auto [host, port] = split_address(address);
     beast::error_code ec;
@@ -248,6 +313,11 @@ class HttpServer::Impl {
   std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
 
  private:
+  static std::vector<std::string> lower_names(std::vector<std::string> names) {
+    for (auto& name : names) name = lower_name(name);
+    return names;
+  }
+
   // A handler that throws (a route's builder, an allocation) costs that connection, never the
   // process: the loop goes on with the next handler.
   void serve() {
@@ -290,7 +360,7 @@ class HttpServer::Impl {
     }
     accept_failing_ = false;
     backoff_ = kAcceptBackoffMin / 2;
-    std::make_shared<Session>(std::move(socket), routes_, connections_)->start();
+    std::make_shared<Session>(std::move(socket), routes_, allowed_hosts_, connections_)->start();
     accept();
   }
 
@@ -309,6 +379,7 @@ class HttpServer::Impl {
   // Declared before io_: sessions destroyed with io_ still reach them.
   Routes routes_;
   HttpLimits limits_;
+  std::vector<std::string> allowed_hosts_;
   Connections connections_;
   bool accept_failing_ = false;
   std::chrono::milliseconds backoff_ = kAcceptBackoffMin / 2;
@@ -318,8 +389,9 @@ class HttpServer::Impl {
   std::thread thread_;
 };
 
-HttpServer::HttpServer(const std::string& address, Routes routes, HttpLimits limits)
-    : impl_(std::make_unique<Impl>(address, std::move(routes), limits)) {}
+HttpServer::HttpServer(const std::string& address, Routes routes, HttpLimits limits,
+                       std::vector<std::string> allowed_hosts)
+    : impl_(std::make_unique<Impl>(address, std::move(routes), limits, std::move(allowed_hosts))) {}
 HttpServer::~HttpServer() = default;
 std::uint16_t HttpServer::port() const { return impl_->port(); }
 

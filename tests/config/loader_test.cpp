@@ -128,6 +128,7 @@ checkpoint:
   interval: 2s
 shutdown_timeout: 45s
 metrics_address: "0.0.0.0:9300"
+metrics_allowed_hosts: "pgoutbox.shop.svc"
 metrics_topic_labels: 20
 log_format: json
 log_level: debug
@@ -195,6 +196,7 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_FALSE(c.kafka.alternate_producers);
   EXPECT_EQ(c.shutdown_timeout, 45s);
   EXPECT_EQ(c.metrics_address, "0.0.0.0:9300");
+  EXPECT_EQ(c.metrics_allowed_hosts, std::vector<std::string>{"pgoutbox.shop.svc"});
   EXPECT_EQ(c.metrics_topic_labels, 20U);
   EXPECT_EQ(c.tables[0].topic_pattern, "shop\\.[a-z]+\\.[A-Za-z]+");
   EXPECT_EQ(c.log_format, "json");
@@ -671,7 +673,7 @@ INSTANTIATE_TEST_SUITE_P(
             "nothing_close", "colour: red\n", "colour",
             "unknown key; the top level takes postgres, kafka, tables, messages, provenance_headers, limits, "
             "reconnect, poison, delivery, checkpoint, shutdown_timeout, "
-            "metrics_address, metrics_topic_labels, log_format, log_level"},
+            "metrics_address, metrics_allowed_hosts, metrics_topic_labels, log_format, log_level"},
         UnknownKeyCase{"nothing_close_in_section", "reconnect:\n  jitter: 1\n", "reconnect.jitter",
                        "unknown key; reconnect takes min, max, factor"}),
     [](const auto& test_case) { return test_case.param.label; });
@@ -694,6 +696,25 @@ TEST(ConfigLoader, LoadReadsAFile) {
   const Config c = load(path, Environment{});
   EXPECT_EQ(c.source, path);
   EXPECT_EQ(c.log_level, "warn");
+}
+
+// The names the metrics server answers as Host besides addresses and localhost (DNS rebinding,
+// SECURITY.md): compared without case and without a final dot, so kept that way; a port, a
+// wildcard or an empty entry is refused.
+TEST(ConfigLoader, MetricsAllowedHostsAreNamesWithoutAPort) {
+  EXPECT_TRUE(load_yaml(kMinimal).metrics_allowed_hosts.empty());
+  const Config c = load_yaml(std::string(kMinimal) + "metrics_allowed_hosts: \"Pgoutbox, pgoutbox.monitoring.svc.\"\n");
+  EXPECT_EQ(c.metrics_allowed_hosts, (std::vector<std::string>{"pgoutbox", "pgoutbox.monitoring.svc"}));
+  EXPECT_NE(describe(c).find("metrics_allowed_hosts: pgoutbox, pgoutbox.monitoring.svc"), std::string::npos)
+      << describe(c);
+  const Config env = load_yaml(kMinimal, {{"PGOUTBOX_METRICS_ALLOWED_HOSTS", "pgoutbox_relay"}});
+  EXPECT_EQ(env.metrics_allowed_hosts, (std::vector<std::string>{"pgoutbox_relay"}));
+  for (const std::string value : {"pgoutbox:8432", "*.example.com", "a,,b", "http://pgoutbox", "[::1]"}) {
+    const ConfigError e = error_of(std::string(kMinimal) + "metrics_allowed_hosts: \"" + value + "\"\n");
+    EXPECT_EQ(e.key(), "metrics_allowed_hosts") << value;
+  }
+  EXPECT_NE(error_of(std::string(kMinimal) + "metrics_allowed_hosts: \"pgoutbox:8432\"\n").problem().find("port"),
+            std::string::npos);
 }
 
 TEST(ConfigLoader, ExampleConfigLoads) {

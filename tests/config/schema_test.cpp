@@ -100,6 +100,7 @@ std::optional<std::string> sample(const KeyInfo& key) {
       key.type == "column or null" || key.type == "field" || key.type == "field or null")
     return "sample_7";
   if (key.type == "host:port") return "127.0.0.1:7";
+  if (key.type == "host names") return "sample-7.example";
   if (key.type == "table name") return "app.sample_7";
   if (key.type == "topic template") return "sample.${sample_7}";
   if (key.type == "topic") return "sample.dlq_7";

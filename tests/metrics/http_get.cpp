@@ -16,7 +16,7 @@ using tcp = boost::asio::ip::tcp;
 // Asynchronous calls: beast::tcp_stream's deadline applies to those only, and a test that waits
 // on a server that never answers must end at `timeout`.
 HttpResult http_request(const std::string& host, int port, const std::string& method, const std::string& target,
-                        std::chrono::milliseconds timeout) {
+                        std::chrono::milliseconds timeout, const std::optional<std::string>& host_header) {
   boost::asio::io_context io;
   beast::tcp_stream stream(io);
   beast::error_code ec;
@@ -24,7 +24,9 @@ HttpResult http_request(const std::string& host, int port, const std::string& me
   const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
   if (ec) return {};
   http::request<http::empty_body> req(http::string_to_verb(method), target, 11);
-  req.set(http::field::host, host);
+  const bool v6 = host.find(':') != std::string::npos;
+  const std::string host_value = host_header.value_or((v6 ? "[" + host + "]" : host) + ":" + std::to_string(port));
+  if (!host_value.empty()) req.set(http::field::host, host_value);  // "": no Host header, as HTTP/1.0 allows
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   if (method == "HEAD") parser.skip(true);

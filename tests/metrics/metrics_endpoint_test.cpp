@@ -259,6 +259,22 @@ TEST_F(MetricsEndpointTest, SecretsAppearInNeitherLogsNorMetrics) {
   }
 }
 
+// metrics_allowed_hosts reaches the server: the relay answers its address and the listed name as
+// Host, and refuses a name a DNS-rebinding page would send.
+TEST_F(MetricsEndpointTest, OnlyTheAddressOrAListedNameIsAnsweredAsHost) {
+  start(write_config("m_host", "metrics_allowed_hosts: \"pgoutbox.monitoring.svc, relay-0\"\n"));
+  const auto as = [&](const std::string& host) {
+    return http_request("127.0.0.1", port, "GET", "/healthz", 10s, host + ":" + std::to_string(port)).status;
+  };
+  PGOUTBOX_ASSERT_EVENTUALLY(as("127.0.0.1") == 200, 60s);
+  EXPECT_EQ(as("localhost"), 200U);
+  EXPECT_EQ(as("pgoutbox.monitoring.svc"), 200U);
+  EXPECT_EQ(as("relay-0"), 200U);
+  EXPECT_EQ(as("rebind.attacker.example"), 421U);
+  EXPECT_EQ(as("relay-1"), 421U);
+  stop_and_expect_exit_zero();
+}
+
 TEST_F(MetricsEndpointTest, EveryLogLineIsAJsonObject) {
   start(write_config("m_json", "log_level: debug\n"));
   wait_ready();

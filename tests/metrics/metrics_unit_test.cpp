@@ -510,7 +510,7 @@ TEST(HttpServer, ANewClientClosesTheOldestIdleOneAtTheCap) {
   EXPECT_EQ(ec, boost::asio::error::eof) << ec.message();
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
   // The newer idle connection is still open: a keep-alive client that sends its request now is served.
-  const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   boost::asio::write(newer, boost::asio::buffer(request), ec);
   ASSERT_FALSE(ec) << ec.message();
   std::string answer(64, '\0');
@@ -539,6 +539,39 @@ TEST(HttpServer, ListensOnIpv6Literals) {
   } catch (const std::runtime_error& e) {
     GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
   }
+}
+
+// DNS rebinding: a page the operator's browser opens resolves a name of its own to 127.0.0.1 (or
+// to the pod's private address) and reads the metrics port through it, as the same origin. The
+// browser sends that name as Host, so only an IP address, localhost and the names listed
+// (metrics_allowed_hosts) are answered: the kubelet's probes send the pod's IP and port, and
+// Prometheus the target's address.
+TEST(HttpServer, AnswersOnlyAnAddressLocalhostOrAListedNameAsHost) {
+  const auto metrics = [] { return HttpResponse{200, "text/plain", "pgoutbox_up 1\n"}; };
+  HttpServer server("127.0.0.1:0", {{"/metrics", metrics}}, {}, {"pgoutbox.monitoring.svc", "relay-0"});
+  const auto get = [&](const std::string& host) {
+    return test::http_request("127.0.0.1", server.port(), "GET", "/metrics", 10s, host);
+  };
+  const std::string port = std::to_string(server.port());
+  for (const std::string& host :
+       std::vector<std::string>{"127.0.0.1:" + port, "127.0.0.1", "10.244.1.17:8432", "[::1]:" + port, "[::1]",
+                                "localhost:" + port, "LocalHost", "localhost.", "pgoutbox.monitoring.svc:8432",
+                                "PGOUTBOX.Monitoring.svc.", "relay-0", std::string()}) {
+    const auto res = get(host);
+    EXPECT_EQ(res.status, 200U) << "Host: " << host;
+    EXPECT_EQ(res.body, "pgoutbox_up 1\n") << "Host: " << host;
+  }
+  for (const std::string& host : std::vector<std::string>{
+           "rebind.attacker.example:" + port, "rebind.attacker.example", "127.0.0.1.nip.io:" + port,
+           "localhost.attacker.example", "pgoutbox.monitoring.svc.attacker.example", "relay-1", "127.0.0.1:80:80",
+           "127.0.0.1:http", "[::1", "[relay-0]:8432", "0x7f.1:8432", "127.1", "relay-0:"}) {
+    const auto res = get(host);
+    EXPECT_EQ(res.status, 421U) << "Host: " << host;
+    EXPECT_EQ(res.body.find("pgoutbox_up"), std::string::npos) << "Host: " << host;
+    EXPECT_NE(res.body.find("metrics_allowed_hosts"), std::string::npos) << res.body;
+  }
+  EXPECT_EQ(test::http_request("127.0.0.1", server.port(), "HEAD", "/metrics", 10s, "rebind.attacker.example").status,
+            421U);
 }
 
 }  // namespace

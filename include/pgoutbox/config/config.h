@@ -177,6 +177,9 @@ struct Config {
   // Where metrics_address was set, for messages: "FILE:LINE:COLUMN: metrics_address" or
   // "environment variable PGOUTBOX_METRICS_ADDRESS"; empty when it was not set.
   std::string metrics_address_origin;
+  // Host names the metrics server answers besides IP addresses and localhost (lower case, no final
+  // dot); any other Host header is refused against DNS rebinding.
+  std::vector<std::string> metrics_allowed_hosts;
   std::uint64_t metrics_topic_labels = 100;  // topics with series of their own; the rest are "other"
   std::string log_format = "auto";           // auto (json unless a terminal), json, text
   std::string log_level = "info";

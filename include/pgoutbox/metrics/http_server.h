@@ -7,13 +7,16 @@
 // are held, and a new one closes the one that has waited longest for a request, so idle clients
 // cannot hold a probe back. A connection whose descriptor would leave fewer than
 // `reserved_descriptors` free under RLIMIT_NOFILE also closes the oldest (or, when the server
-// holds none, is closed itself): the relay's own connections come first.
+// holds none, is closed itself): the relay's own connections come first. A request is answered
+// only when its Host header is an IP address, localhost or one of `allowed_hosts` (any port);
+// any other gets 421 Misdirected Request, so a DNS-rebinding page cannot read the routes.
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace pgoutbox::metrics {
 
@@ -35,8 +38,10 @@ struct HttpLimits {
 class HttpServer {
  public:
   // Listens on `address`, "host:port" ("[v6]:port" for IPv6 literals; port 0 picks a free
-  // one). Throws std::runtime_error naming the address when it cannot listen.
-  HttpServer(const std::string& address, Routes routes, HttpLimits limits = {});
+  // one). Throws std::runtime_error naming the address when it cannot listen. `allowed_hosts`:
+  // host names (no port; compared without case) answered besides IP addresses and localhost.
+  HttpServer(const std::string& address, Routes routes, HttpLimits limits = {},
+             std::vector<std::string> allowed_hosts = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
