@@ -121,6 +121,17 @@ TEST_F(ContainerImage, TheRuntimeStageHasNoCompilerAndNoDevelopmentPackage) {
       << packages.output;
 }
 
+// No file in the image is setuid or setgid. Debian's base ships su, passwd, chsh, mount, newgrp,
+// unix_chkpwd... so a process that got a shell in a container run without no-new-privileges (the
+// chart sets it; `docker run` and `podman run` do not) could run them as root or as group shadow.
+// find runs as root so that no directory is unreadable to it.
+TEST_F(ContainerImage, NoFileIsSetuidOrSetgid) {
+  const auto found =
+      podman("run --rm --network none --user 0 --entrypoint find " + kImage + " / -xdev -type f -perm /6000");
+  EXPECT_EQ(found.status, 0) << found.output;
+  EXPECT_EQ(found.output, "") << "setuid or setgid files in the image:\n" << found.output;
+}
+
 TEST_F(ContainerImage, ChecksStreamsAndStopsCleanlyAsNonRootOnAReadOnlyRoot) {
   PgCluster& pg = shared_postgres();
   KafkaBroker& kafka = shared_kafka();
