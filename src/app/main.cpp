@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
   config_option(run);
   pgoutbox::app::RunOptions run_options;
   run->add_flag("--accept-lost-checkpoint", run_options.accept_lost_checkpoint,
-                "exactly-once: start although the checkpoint topic is new and the slot older, publishing again what "
-                "Kafka may already hold after the slot's position (exit 25 without it)");
+                "exactly-once: start although the slot's checkpoint is lost (the checkpoint topic is new, or holds "
+                "only records under the slot's key it cannot use) and the slot older, publishing again what Kafka may "
+                "already hold after the slot's position (exit 25 without it)");
   run->footer(
       "Exit codes: 0 stopped by a signal after Kafka's acks were confirmed; 2 invalid configuration, or "
       "metrics_address cannot listen; 3 internal error; 4 poison record (poison.policy: stop); 8 stopped by a signal "
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
       "the slot decodes two-phase transactions; 20 TLS certificate verification failed; 21 PostgreSQL too old for "
       "pgoutbox or a configured feature; 22 exactly-once: fenced by a newer instance; 23 exactly-once: an open Kafka "
       "transaction hides the end of the checkpoint topic; 24 the checkpoint topic refuses the checkpoint for good; 25 "
-      "exactly-once: the checkpoint topic is new though the slot is older (--accept-lost-checkpoint); 64 wrong command "
+      "exactly-once: the slot's checkpoint is lost though the slot is older (--accept-lost-checkpoint); 64 wrong "
+      "command "
       "line; 130 a second signal.");
 
   int kafka_timeout_s = 5;

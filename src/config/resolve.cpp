@@ -369,6 +369,12 @@ void Loader::check_delivery() {
     fail(origin_of("checkpoint.topic"), "checkpoint.topic",
          fmt::format("must differ from poison.dead_letter_topic (both {})", quote(cfg.checkpoint.topic)));
   }
+  if (cfg.checkpoint.enabled && !in_checkpoint_namespace(cfg.checkpoint.topic)) {
+    draft_.config.warnings.push_back(fmt::format(
+        "checkpoint.topic {} is not named under {}: other pgoutbox relays on the cluster do not reserve it, so "
+        "their rows could be routed into it. Name a slot's own checkpoint topic {}.<name> (docs/security.md)",
+        quote(cfg.checkpoint.topic), kCheckpointTopicPrefix, kCheckpointTopicPrefix));
+  }
   const auto positive = [&](const char* key, std::chrono::milliseconds value, std::chrono::milliseconds ceiling) {
     if (value.count() > 0 && value <= ceiling) return;
     fail(origin_of(key), key,

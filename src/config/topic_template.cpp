@@ -141,9 +141,15 @@ bool topic_names_collide(std::string_view a, std::string_view b) {
   return true;
 }
 
+bool in_checkpoint_namespace(std::string_view topic) {
+  return topic.size() >= kCheckpointTopicPrefix.size() &&
+         topic_names_collide(topic.substr(0, kCheckpointTopicPrefix.size()), kCheckpointTopicPrefix);
+}
+
 bool is_reserved_topic(const std::vector<std::string>& reserved, std::string_view topic) {
-  return std::any_of(reserved.begin(), reserved.end(),
-                     [&](const std::string& name) { return topic_names_collide(name, topic); });
+  return in_checkpoint_namespace(topic) || std::any_of(reserved.begin(), reserved.end(), [&](const std::string& name) {
+           return topic_names_collide(name, topic);
+         });
 }
 
 namespace {
@@ -163,19 +169,25 @@ std::vector<std::string> colliding_names(const std::string& topic) {
   return names;
 }
 
+// A regular expression for `name` and its twins.
+std::string twins_pattern(std::string_view name) {
+  std::string pattern;
+  for (const char c : name) {
+    if (c == '.' || c == '_') {
+      pattern += "[._]";  // and its twin: Kafka takes '.' and '_' for one
+    } else {
+      pattern += c;
+    }
+  }
+  return pattern;
+}
+
 }  // namespace
 
 std::string reserved_topic_exclusion(const Config& config) {
-  std::string excluded;
+  std::string excluded = twins_pattern(kCheckpointTopicPrefix) + ".*";
   for (const auto& name : reserved_topics(config)) {
-    if (!excluded.empty()) excluded += '|';
-    for (const char c : name) {
-      if (c == '.' || c == '_') {
-        excluded += "[._]";  // and its twin: Kafka takes '.' and '_' for one
-      } else {
-        excluded += c;
-      }
-    }
+    if (!in_checkpoint_namespace(name)) excluded += '|' + twins_pattern(name);
   }
   return "(?!(?:" + excluded + ")$)[A-Za-z0-9._-]+";
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -27,6 +28,7 @@
 namespace pgoutbox::kafka {
 namespace {
 
+constexpr auto kProgressReport = std::chrono::seconds(10);
 constexpr int kUnsignedVersion = 1;  // read: written before checkpoints were signed
 constexpr int kUnmarkedVersion = 2;  // read: signed, without the transaction it covers
 
@@ -91,6 +93,14 @@ KafkaHandle open_consumer(const CheckpointSettings& settings, Login& login, Cons
   props["isolation.level"] = role == ConsumerRole::watermarks ? "read_uncommitted" : "read_committed";
   props["enable.partition.eof"] = "true";
   props["auto.offset.reset"] = "earliest";
+  // Anyone who may write the topic may fill it with large records: what the reader holds
+  // prefetched stays a few MB whatever they wrote (librdkafka's defaults: 64 MB queued, 50 MB
+  // a fetch).
+  props["queued.max.messages.kbytes"] = "4096";
+  std::uint64_t fetch_bytes = 4 << 20;  // at least the largest record the client may take
+  if (const auto it = props.find("message.max.bytes"); it != props.end())
+    fetch_bytes = std::max<std::uint64_t>(fetch_bytes, std::strtoull(it->second.c_str(), nullptr, 10));
+  props["fetch.max.bytes"] = std::to_string(fetch_bytes);
   // The end of a partition is known when a fetch comes back with nothing more; the broker holds
   // such a fetch this long (librdkafka's default: 500 ms, each start).
   props["fetch.wait.max.ms"] = "100";
@@ -398,8 +408,18 @@ void scan_record(CheckpointScan& scan, const SlotIdentity& identity, const std::
     scan.refused.push_back({partition, offset, std::move(reason)});
   };
   if (!value) {
-    // A tombstone deletes the slot's checkpoint: it can only make pgoutbox skip less.
-    if (under_mine) scan.mine.reset();
+    // pgoutbox never writes one: a tombstone under this slot's key is someone's attempt to erase
+    // its checkpoint (once compaction runs, the record it supersedes is gone). Counted and kept
+    // from the scan: the checkpoint before it stays the newest (issue 38 item 1).
+    refuse(
+        "it is a tombstone (a null value), which pgoutbox never writes: it would erase this slot's checkpoint, "
+        "and compaction deletes the checkpoint it supersedes");
+    return;
+  }
+  // A checkpoint is a few hundred bytes: a larger record is not decoded, so a flood of large
+  // records costs the reader their transfer only.
+  if (value->size() > kMaxCheckpointBytes) {
+    refuse(fmt::format("it is {} bytes, larger than a checkpoint can be ({})", value->size(), kMaxCheckpointBytes));
     return;
   }
   const auto checkpoint = decode(*value);
@@ -477,9 +497,19 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
 
   std::map<int, std::int64_t> held;  // partitions read to their last stable offset, short of their high watermark
   std::optional<std::chrono::steady_clock::time_point> held_since;
-  const auto deadline = std::chrono::steady_clock::now() + settings.timeout;
+  // The read may take as long as the topic's volume needs, as long as it moves: it ends with an
+  // error only after settings.timeout without a record, and says how far it got every 10 s.
+  auto last_progress = std::chrono::steady_clock::now();
+  auto next_report = last_progress + kProgressReport;
+  std::uint64_t records_read = 0;
+  std::uint64_t bytes_read = 0;
   while (static_cast<int>(at_end.size()) < partitions) {
     const auto now = std::chrono::steady_clock::now();
+    if (now > next_report) {
+      next_report = now + kProgressReport;
+      spdlog::info("checkpoint topic {}: {} record(s), {} MB read so far; {} of {} partition(s) at their end",
+                   settings.topic, records_read, bytes_read >> 20, at_end.size(), partitions);
+    }
     const bool only_held = static_cast<int>(at_end.size() + held.size()) == partitions;
     if (only_held && now > *held_since + settings.hidden_wait) {
       const auto& [p, stable] = *held.begin();
@@ -493,10 +523,11 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
       scan.hidden_offset = stable;
       break;
     }
-    if (!only_held && now > deadline) {
+    if (!only_held && now > last_progress + settings.timeout) {
       rd_kafka_assign(rk, nullptr);
-      throw std::runtime_error(fmt::format("reading checkpoint topic {} to its end took longer than {} ms",
-                                           settings.topic, settings.timeout.count()));
+      throw std::runtime_error(
+          fmt::format("reading checkpoint topic {} to its end: no record came for {} ms ({} record(s), {} MB read)",
+                      settings.topic, settings.timeout.count(), records_read, bytes_read >> 20));
     }
     throw_if_refused(rk, login);
     rd_kafka_message_t* msg = rd_kafka_consumer_poll(rk, 200);
@@ -504,6 +535,7 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
     const std::unique_ptr<rd_kafka_message_t, decltype(&rd_kafka_message_destroy)> owned(msg,
                                                                                          &rd_kafka_message_destroy);
     if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      last_progress = now;
       if (msg->offset >= marks[static_cast<std::size_t>(msg->partition)].high) {
         at_end.insert(msg->partition);
         held.erase(msg->partition);
@@ -529,10 +561,16 @@ CheckpointScan read_checkpoints(const CheckpointSettings& settings, const SlotId
       continue;
     }
     held.erase(msg->partition);  // it moves again: its end is read anew
+    last_progress = now;
     const std::string_view record_key(msg->key != nullptr ? static_cast<const char*>(msg->key) : "", msg->key_len);
     std::optional<std::string_view> value;
     if (msg->payload != nullptr) value = std::string_view(static_cast<const char*>(msg->payload), msg->len);
     scan_record(scan, identity, transactional_id, key, record_key, value, msg->partition, msg->offset);
+    ++records_read;
+    bytes_read += msg->len + msg->key_len;
+    // What was written after the read began is not waited for: a writer who keeps writing
+    // cannot keep the read from its end.
+    if (msg->offset + 1 >= marks[static_cast<std::size_t>(msg->partition)].high) at_end.insert(msg->partition);
   }
   rd_kafka_assign(rk, nullptr);
   if (!scan.hidden.empty() || held_since) {

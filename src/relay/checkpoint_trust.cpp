@@ -116,6 +116,28 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
     resume.warnings.push_back(fmt::format("{}: events after the slot's position {} may be published again", what,
                                           facts.slot_confirmed.to_string()));
   }
+  if (!scan.mine && scan.refused_count > 0 && !facts.slot_created) {
+    // Records under this slot's key, and none of them a checkpoint it can use: a tombstone or a
+    // forgery after which compaction deleted the genuine checkpoint, or an unreadable one. The
+    // slot existed before this start, so exactly-once would publish again what Kafka holds.
+    const auto what = fmt::format(
+        "the checkpoint topic holds {} record(s) under this slot's key and no checkpoint it can use (the newest at "
+        "partition {} offset {}: {})",
+        scan.refused_count, scan.refused.back().partition, scan.refused.back().offset, scan.refused.back().reason);
+    if (facts.delivery == config::Delivery::exactly_once && !facts.accept_lost_checkpoint) {
+      resume.refused = Outcome::fatal(
+          Fatal::checkpoint_lost,
+          fmt::format("exactly-once cannot start: {}; the events after the slot's position {} that Kafka already "
+                      "holds would be published again, which read_committed consumers would read twice. Find who "
+                      "can write to {} (grant WRITE to pgoutbox's principal only, docs/security.md); then accept "
+                      "the duplicates once with `pgoutbox run --accept-lost-checkpoint`, or drop the slot (pgoutbox "
+                      "slot drop) so that a new one starts at the current position",
+                      what, facts.slot_confirmed.to_string(), facts.checkpoint_topic));
+      return resume;
+    }
+    resume.warnings.push_back(fmt::format("{}: events after the slot's position {} may be published again", what,
+                                          facts.slot_confirmed.to_string()));
+  }
   if (!scan.mine) {
     resume.note = "no checkpoint for this slot yet: nothing to skip";
     return resume;

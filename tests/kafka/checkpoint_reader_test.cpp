@@ -4,10 +4,13 @@
 // slot's newer checkpoint. The reader must get to the high watermark it saw when it began, wait
 // for the transaction to end, and say so when it does not.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <string>
 #include <thread>
@@ -56,7 +59,9 @@ void produce(rd_kafka_t* rk, const SlotIdentity& slot, std::uint64_t lsn, const 
 class CheckpointReader : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    broker_ = new test::KafkaBroker();
+    test::KafkaBroker::Options options;
+    options.properties = "log.cleaner.backoff.ms=200\n";  // compaction runs within a test's time
+    broker_ = new test::KafkaBroker(options);
     broker_->start();
   }
   static void TearDownTestSuite() {
@@ -178,6 +183,96 @@ TEST_F(CheckpointReader, ATopicThatCannotKeepACheckpointIsFoundUnfitAtEveryRead)
   EXPECT_NE(spread.unfit.find("3 partitions"), std::string::npos) << spread.unfit;
   ASSERT_TRUE(spread.mine) << "an unfit topic is still read";
   EXPECT_EQ(read_checkpoints(settings(1s, "fit.compact"), kSlot, "", &kKey).unfit, "");
+}
+
+// Compaction really running (issue 38 item 1): a tombstone under this slot's key supersedes its
+// checkpoint, and the log cleaner deletes the checkpoint. The reader must count and name the
+// tombstone (partition, offset), not take it for "no checkpoint yet": that is what makes
+// exactly-once refuse to start for an older slot (CheckpointScan.ATombstoneIsCounted...).
+TEST_F(CheckpointReader, ATombstoneThatCompactionLeftAloneIsCountedAndNamed) {
+  constexpr const char* kCompacted = "pgoutbox.checkpoints.compacted";
+  test::create_topic(broker_->bootstrap(), kCompacted, 1,
+                     {{"cleanup.policy", "compact"},
+                      {"min.cleanable.dirty.ratio", "0.01"},
+                      {"segment.ms", "100"},
+                      {"delete.retention.ms", "3600000"}});
+  auto writer = test::make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", broker_->bootstrap()}});
+  produce(writer.get(), kSlot, 0x2000, kCompacted);  // offset 0
+  const auto key = kSlot.key();
+  ASSERT_EQ(rd_kafka_producev(writer.get(), RD_KAFKA_V_TOPIC(kCompacted), RD_KAFKA_V_KEY(key.data(), key.size()),
+                              RD_KAFKA_V_VALUE(nullptr, 0), RD_KAFKA_V_END),
+            RD_KAFKA_RESP_ERR_NO_ERROR);  // offset 1
+  ASSERT_EQ(rd_kafka_flush(writer.get(), 30'000), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+  // The active segment is never cleaned: records of another slot roll it until the cleaner has
+  // removed the checkpoint.
+  CheckpointScan scan;
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  for (std::uint64_t lsn = 0x3000;; lsn += 0x100) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the log cleaner never removed the checkpoint";
+    std::this_thread::sleep_for(300ms);
+    produce(writer.get(), kOtherSlot, lsn, kCompacted);
+    scan = read_checkpoints(settings(1s, kCompacted), kSlot, "", &kKey);
+    if (!scan.mine) break;
+    EXPECT_EQ(scan.mine->lsn, Lsn{0x2000}) << "the tombstone is kept from the scan while the checkpoint is there";
+  }
+  EXPECT_EQ(scan.refused_count, 1U);
+  ASSERT_EQ(scan.refused.size(), 1U);
+  EXPECT_EQ(scan.refused[0].partition, 0);
+  EXPECT_EQ(scan.refused[0].offset, 1);
+  EXPECT_NE(scan.refused[0].reason.find("tombstone"), std::string::npos) << scan.refused[0].reason;
+}
+
+// Whoever may write the checkpoint topic may fill it (issue 38 item 2): 1 MB records under
+// random keys ahead of this slot's checkpoint. The read must take as long as the volume needs
+// (settings.timeout bounds a wait without a record, not the read), decode none of them, and find
+// the checkpoint. PGOUTBOX_FLOOD_MB sets the flood (CI: 256 MB; the long test: 2 GB).
+TEST_F(CheckpointReader, AFloodOfLargeRecordsUnderOtherKeysIsReadToTheCheckpointAfterIt) {
+  const char* env = std::getenv("PGOUTBOX_FLOOD_MB");
+  const int megabytes = env != nullptr ? std::atoi(env) : 256;
+  constexpr const char* kFlooded = "flooded.checkpoints";
+  test::create_topic(broker_->bootstrap(), kFlooded, 1,
+                     {{"cleanup.policy", "compact"}, {"max.message.bytes", "2097152"}});
+  auto writer = test::make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", broker_->bootstrap()},
+                                                      {"linger.ms", "50"},
+                                                      {"compression.type", "none"},
+                                                      {"message.max.bytes", "2000000"}});
+  produce(writer.get(), kSlot, 0x1000, kFlooded);
+  std::string junk(1 << 20, 'x');
+  for (int i = 0; i < megabytes; ++i) {
+    const auto key = fmt::format("flood-{}", i);
+    junk[0] = static_cast<char>('a' + i % 26);
+    rd_kafka_resp_err_t err;
+    while ((err = rd_kafka_producev(writer.get(), RD_KAFKA_V_TOPIC(kFlooded), RD_KAFKA_V_KEY(key.data(), key.size()),
+                                    RD_KAFKA_V_VALUE(junk.data(), junk.size()),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+           RD_KAFKA_RESP_ERR__QUEUE_FULL)
+      rd_kafka_poll(writer.get(), 100);
+    ASSERT_EQ(err, RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_poll(writer.get(), 0);
+  }
+  ASSERT_EQ(rd_kafka_flush(writer.get(), 300'000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  // One under this slot's key too large to be a checkpoint, then the newest genuine one.
+  const auto key = kSlot.key();
+  ASSERT_EQ(rd_kafka_producev(writer.get(), RD_KAFKA_V_TOPIC(kFlooded), RD_KAFKA_V_KEY(key.data(), key.size()),
+                              RD_KAFKA_V_VALUE(junk.data(), junk.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_END),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  produce(writer.get(), kSlot, 0x2000, kFlooded);
+
+  auto s = settings(1s, kFlooded);
+  s.timeout = 2s;  // far shorter than the read, far longer than a fetch
+  const auto started = std::chrono::steady_clock::now();
+  CheckpointScan scan;
+  ASSERT_NO_THROW(scan = read_checkpoints(s, kSlot, "", &kKey));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  std::printf("read %d MB of flood and the checkpoint in %lld ms\n", megabytes, static_cast<long long>(took.count()));
+  ASSERT_TRUE(scan.mine);
+  EXPECT_EQ(scan.mine->lsn, Lsn{0x2000});
+  EXPECT_EQ(scan.refused_count, 1U) << "the oversized record under this slot's key is counted";
+  ASSERT_FALSE(scan.refused.empty());
+  EXPECT_NE(scan.refused.back().reason.find("larger than a checkpoint can be"), std::string::npos)
+      << scan.refused.back().reason;
 }
 
 TEST(CheckpointReaderMetadata, ATopicTheBrokerDoesNotKnowForAMomentIsAskedAgainNotTakenAsEmpty) {

@@ -109,6 +109,45 @@ TEST(CheckpointScan, AForgedRecordUnderTheSlotsKeyIsRefusedAndTheGenuineOneKept)
   EXPECT_NE(resume.warnings[0].find("partition 0 offset 11"), std::string::npos) << resume.warnings[0];
 }
 
+// A tombstone under the slot's key (issue 38 item 1): pgoutbox never writes one, so it is
+// counted and named with its partition and offset, and the checkpoint before it stays the
+// newest. Once compaction has deleted that checkpoint, exactly-once refuses to start for a slot
+// that existed before (exit 25, as for a lost topic) unless the operator accepts it.
+TEST(CheckpointScan, ATombstoneIsCountedAndNamedAndOnceAloneStopsExactlyOnceUnlessAccepted) {
+  kafka::CheckpointScan scan;
+  feed(scan, kSlot.key(), kafka::encode(signed_at(0x2000)), &kKey, 10);
+  kafka::scan_record(scan, kSlot, "", &kKey, kSlot.key(), std::nullopt, 0, 11);
+  kafka::scan_record(scan, kSlot, "", &kKey, "7000000000000000001/shop/other_slot", std::nullopt, 0, 12);
+  ASSERT_TRUE(scan.mine) << "the tombstone erased the checkpoint before it";
+  EXPECT_EQ(scan.mine->lsn, Lsn{0x2000});
+  EXPECT_EQ(scan.refused_count, 1U) << "another slot's tombstone is not this slot's business";
+  const auto kept = trust_checkpoint(scan, facts());
+  EXPECT_EQ(kept.refused_records, 1U);
+  ASSERT_EQ(kept.warnings.size(), 1U);
+  EXPECT_NE(kept.warnings[0].find("partition 0 offset 11"), std::string::npos) << kept.warnings[0];
+  EXPECT_NE(kept.warnings[0].find("tombstone"), std::string::npos) << kept.warnings[0];
+
+  // Compaction ran: only the tombstone is left.
+  kafka::CheckpointScan compacted;
+  kafka::scan_record(compacted, kSlot, "", &kKey, kSlot.key(), std::nullopt, 0, 11);
+  auto eos = facts();
+  eos.delivery = config::Delivery::exactly_once;
+  const auto refused = trust_checkpoint(compacted, eos);
+  ASSERT_TRUE(refused.refused);
+  EXPECT_EQ(exit_code(refused.refused->cause), 25);
+  EXPECT_NE(refused.refused->reason.find("partition 0 offset 11"), std::string::npos) << refused.refused->reason;
+  EXPECT_NE(refused.refused->reason.find("--accept-lost-checkpoint"), std::string::npos) << refused.refused->reason;
+  auto accepted = eos;
+  accepted.accept_lost_checkpoint = true;
+  EXPECT_FALSE(trust_checkpoint(compacted, accepted).refused);
+  auto created = eos;
+  created.slot_created = true;
+  EXPECT_FALSE(trust_checkpoint(compacted, created).refused) << "a slot created now has nothing to lose";
+  const auto at_least_once = trust_checkpoint(compacted, facts());
+  EXPECT_FALSE(at_least_once.refused);
+  EXPECT_EQ(at_least_once.refused_records, 1U);
+}
+
 TEST(CheckpointScan, AValueMustNameTheSlotItIsFiledUnder) {
   kafka::CheckpointScan scan;
   auto elsewhere = checkpoint_at(0x8000);
@@ -578,7 +617,8 @@ TEST(ReservedTopics, ATemplateThatCanReachOneIsRefusedUnlessItsPatternExcludesIt
   EXPECT_EQ(config::reserved_topic_problem(c, "${aggregatetype}", pattern), "") << pattern;
   const std::regex re(pattern);
   EXPECT_TRUE(std::regex_match("orders", re));
-  EXPECT_TRUE(std::regex_match("pgoutbox.checkpointsX", re));
+  EXPECT_TRUE(std::regex_match("pgoutbox.checkpoint", re));
+  EXPECT_FALSE(std::regex_match("pgoutbox.checkpoints.other-slot", re)) << "every relay's checkpoint topics";
   EXPECT_FALSE(std::regex_match("pgoutbox.checkpoints", re));
   EXPECT_FALSE(std::regex_match("pgoutbox.dead-letter", re));
   // Kafka takes '.' and '_' for one character when it checks for colliding names: the twin of a
@@ -587,6 +627,30 @@ TEST(ReservedTopics, ATemplateThatCanReachOneIsRefusedUnlessItsPatternExcludesIt
   EXPECT_FALSE(std::regex_match("pgoutbox_dead-letter", re));
   EXPECT_NE(config::reserved_topic_problem(c, "pgoutbox_${a}", ""), "");
   EXPECT_NE(config::reserved_topic_problem(c, "${a}_dead-letter", "pgoutbox_.*"), "");
+}
+
+// One checkpoint topic per slot is what the docs advise; the topics are named under
+// "pgoutbox.checkpoints" and every relay reserves every name there, so the rows of relay A cannot
+// reach relay B's checkpoints, whatever A's own checkpoint.topic (issue 38 item 1).
+TEST(ReservedTopics, EveryRelayReservesEveryCheckpointTopicOfTheNamingRule) {
+  config::Config a;
+  a.checkpoint.topic = "pgoutbox.checkpoints.relay-a";
+  const auto reserved = config::reserved_topics(a);
+  EXPECT_TRUE(config::is_reserved_topic(reserved, "pgoutbox.checkpoints.relay-b"));
+  EXPECT_TRUE(config::is_reserved_topic(reserved, "pgoutbox_checkpoints.relay-b")) << "a twin of the prefix";
+  EXPECT_TRUE(config::is_reserved_topic(reserved, "pgoutbox.checkpoints"));
+  EXPECT_FALSE(config::is_reserved_topic(reserved, "pgoutbox.checkpoint"));
+  EXPECT_FALSE(config::is_reserved_topic(reserved, "orders.checkpoints"));
+  // A template that could reach a name under it loads (refusing "${aggregatetype}.events" would
+  // refuse most configurations); such a row is poison RESERVED_TOPIC at run time, and the
+  // topic_pattern a refusal proposes excludes the whole prefix.
+  EXPECT_EQ(config::reserved_topic_problem(a, "${aggregatetype}.events", ""), "");
+  const auto problem = config::reserved_topic_problem(a, "${aggregatetype}", "");
+  const auto start = problem.find("topic_pattern: \"") + 16;
+  const std::regex proposed(problem.substr(start, problem.rfind('"') - start));
+  EXPECT_FALSE(std::regex_match("pgoutbox.checkpoints.relay-b", proposed));
+  EXPECT_FALSE(std::regex_match("pgoutbox_checkpoints.relay-b", proposed));
+  EXPECT_TRUE(std::regex_match("orders.events", proposed));
 }
 
 TEST(ReservedTopics, TopicNamesThatKafkaTakesForOneCollide) {
@@ -619,6 +683,24 @@ void expect_every_row_poison_with_checkpoint_topic(const std::string& checkpoint
 // Whatever the configuration, a row whose topic is a reserved one (or its twin, a name Kafka
 // takes for the same) is poison, never a record there: here every row routes into the checkpoint
 // topic, and policy dead-letter applies.
+// Relay A's row routed into relay B's checkpoint topic (issue 38 item 1): poison, whatever A's
+// own checkpoint.topic, never written there.
+TEST(ReservedTopics, ARowRoutedIntoAnotherRelaysCheckpointTopicIsPoison) {
+  for (const char* other : {"pgoutbox.checkpoints.relay-b", "pgoutbox_checkpoints.relay-b"}) {
+    SCOPED_TRACE(other);
+    Harness h;
+    h.config.checkpoint.topic = "pgoutbox.checkpoints.relay-a";
+    h.config.tables.front().topic = other;
+    h.config.poison.policy = config::PoisonPolicy::dead_letter;
+    h.source.push(relation());
+    h.txn(0x1000, 2, 1);
+    EXPECT_EQ(h.run().kind, Outcome::Kind::stopped);
+    ASSERT_EQ(h.script.produced.size(), 2U);
+    for (const auto& p : h.script.produced) EXPECT_EQ(p.record.topic, "dlq");
+    EXPECT_EQ(h.counters.dead_lettered, 2U);
+  }
+}
+
 TEST(ReservedTopics, ARowRoutedIntoTheCheckpointTopicIsPoison) {
   for (const char* checkpoint_topic : {"outbox.event.E", "outbox_event.E"}) {  // the rows' template: outbox.event.E
     SCOPED_TRACE(checkpoint_topic);

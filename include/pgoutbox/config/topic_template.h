@@ -47,7 +47,16 @@ std::vector<std::string> reserved_topics(const Config& config);
 // Kafka refuses to create a topic whose name differs from an existing one only by '.' against
 // '_' (its metrics would collide): such twins are one topic here.
 bool topic_names_collide(std::string_view a, std::string_view b);
-// Whether `topic` is one of `reserved` (reserved_topics) or a twin of one.
+// Checkpoint topics are named under this prefix (the default checkpoint.topic, or
+// "pgoutbox.checkpoints.<name>" for a slot's own), and every relay reserves every name under it
+// (and its twins), whatever its own checkpoint.topic: no relay's rows can reach another relay's
+// checkpoints (docs/security.md "The checkpoint topic").
+inline constexpr std::string_view kCheckpointTopicPrefix = "pgoutbox.checkpoints";
+// Whether `topic` starts with kCheckpointTopicPrefix or a twin of it.
+bool in_checkpoint_namespace(std::string_view topic);
+
+// Whether `topic` is one of `reserved` (reserved_topics), a twin of one, or under
+// kCheckpointTopicPrefix.
 bool is_reserved_topic(const std::vector<std::string>& reserved, std::string_view topic);
 
 // A topic_pattern that allows every topic name but the reserved ones and their twins.

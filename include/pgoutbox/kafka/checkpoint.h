@@ -147,6 +147,8 @@ struct CheckpointSettings {
   std::string brokers;
   std::map<std::string, std::string> properties;  // the user's librdkafka properties (TLS, SASL)
   std::string topic;
+  // How long a step may take without an answer: the topic's metadata, and the read, which ends
+  // with an error only after this long without a record (it takes as long as the volume needs).
   std::chrono::milliseconds timeout{30'000};
   // A topic the cluster does not know is created (compacted, one partition). Off where a missing
   // topic stops the start (exactly-once, the slot older than it): the next start must find it
@@ -168,6 +170,9 @@ std::chrono::milliseconds hidden_end_wait(const std::map<std::string, std::strin
 // Sorts one record of the checkpoint topic into `scan` (the reading loop's step, apart so that
 // it can be tested without a broker). `key`: the signing key; null when none is configured, and
 // then unsigned records are kept (trust_checkpoint never skips on them).
+// No checkpoint is larger (a few hundred bytes; its names are bounded by Postgres's and Kafka's).
+inline constexpr std::size_t kMaxCheckpointBytes = 8192;
+
 void scan_record(CheckpointScan& scan, const SlotIdentity& identity, const std::string& transactional_id,
                  const CheckpointKey* key, std::string_view record_key, std::optional<std::string_view> value,
                  int partition, std::int64_t offset);
@@ -179,7 +184,7 @@ void scan_record(CheckpointScan& scan, const SlotIdentity& identity, const std::
 // read_committed stops at the last stable offset, before any transaction still open (another
 // slot's instance killed in a transaction), and a newer checkpoint of this slot may lie past it.
 // While one does, it waits up to settings.hidden_wait, saying why, then sets scan.hidden. Throws
-// std::runtime_error when Kafka cannot be reached or the topic cannot be read within the timeout.
+// std::runtime_error when Kafka cannot be reached, or no record comes for settings.timeout.
 // Creates the checkpoint topic unless Kafka says it exists; throws std::runtime_error when no
 // definite answer comes within settings.timeout or the creation is refused. Called before a
 // replication slot is created, so that a slot without its checkpoint topic is one whose topic

@@ -26,7 +26,7 @@ enum class Fatal : int {
   fenced = 22,              // exactly-once: another instance with the same transactional.id took over
   checkpoint_hidden = 23,   // exactly-once: an open Kafka transaction hides the end of the checkpoint topic
   checkpoint_refused = 24,  // the checkpoint topic refuses pgoutbox's writes (ACL, max.message.bytes)
-  checkpoint_lost = 25,     // exactly-once: the checkpoint topic is new, though the slot is older
+  checkpoint_lost = 25,     // exactly-once: the slot's checkpoint is lost (topic new, or erased), the slot older
 };
 
 struct Outcome {
