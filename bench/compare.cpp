@@ -182,11 +182,21 @@ double percentile(const std::vector<double>& sorted, double p) {
   return sorted[std::min(index, sorted.size() - 1)];
 }
 
-LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, double seconds,
-                           const std::string& dump_dir) {
-  progress(fmt::format("latency {} at {:.0f} events/s for {:.0f} s", label_of(kind, bench.build), rate, seconds));
+// Oversized rows in a latency run (--topic-limits, issue 38 item 4): one transaction in
+// 1/share holds one row of `bytes` over the topic's limit, which pgoutbox sends to a dead-letter
+// topic of the run's own; it is left out of the latency figures.
+struct OversizedRows {
+  double share = 0;
+  int bytes = 0;
+};
+
+LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, double seconds, const std::string& dump_dir,
+                           const OversizedRows& oversized = {}) {
+  progress(fmt::format(
+      "latency {} at {:.0f} events/s for {:.0f} s{}", label_of(kind, bench.build), rate, seconds,
+      oversized.share > 0 ? fmt::format(", one oversized row every {:.0f} events", 1 / oversized.share) : ""));
   bench.pg.exec("TRUNCATE orders, outbox, outbox_polled");
-  const std::string tag = fmt::format("l{:.0f}", rate);
+  const std::string tag = oversized.share > 0 ? fmt::format("l{:.0f}o", rate) : fmt::format("l{:.0f}", rate);
   const std::string slot = fmt::format("{}_{}", tag, bench.tag(kind));
   const std::string topic = fmt::format("bench.{}.{}", tag, bench.tag(kind));
   const std::string table = table_of(kind);
@@ -198,21 +208,31 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   // the JVMs' (Kafka's, Connect's) compilation of the hot path are in place for every contender.
   const auto warmup = std::max<std::int64_t>(100, static_cast<std::int64_t>(rate * 2));
   const auto events = static_cast<std::int64_t>(rate * seconds);
-  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions, warmup + events);
-
   WorkloadSpec spec;
+  spec.events_per_txn = rate >= 5000 ? 10 : 1;
+  const auto is_oversized = [&](std::int64_t seq) {
+    return oversized.share > 0 && seq >= warmup && oversized_event(seq - warmup, spec.events_per_txn, oversized.share);
+  };
+  TopicWatch watch(bench.kafka.bootstrap(), topic, kPartitions, warmup + events,
+                   oversized.share > 0 ? Belongs([&](std::int64_t seq) { return !is_oversized(seq); }) : Belongs{});
+  const std::string dead_letter_topic = oversized.share > 0 ? topic + ".dlq" : "";
+  std::optional<TopicWatch> dead_letters;
+  if (!dead_letter_topic.empty()) {
+    create_bench_topic(bench, dead_letter_topic);
+    dead_letters.emplace(bench.kafka.bootstrap(), dead_letter_topic, kPartitions, warmup + events, is_oversized);
+  }
+
   spec.dsn = bench.pg.dsn();
   spec.outbox_table = table;
   // 1-event transactions; from 5,000 events/s on, 10-event ones (500 synchronous commits/s is
-  // what this machine's disk and cores sustain beside everything else).
-  spec.events_per_txn = rate >= 5000 ? 10 : 1;
+  // what this machine's disk and cores sustain beside everything else): set above.
   spec.payload_bytes = 200;
   // Synchronous commits wait for the WAL flush; enough sessions that the offered rate is met.
   spec.connections = std::max(2, static_cast<int>(rate / spec.events_per_txn / 250));
   spec.synchronous_commit = true;
 
   DbProbe probe(bench.pg, role_of(kind), table);
-  RelayProcess relay(bench, kind, topic, slot);
+  RelayProcess relay(bench, kind, topic, slot, dead_letter_topic);
   spec.events = warmup;
   spec.events_per_second = rate;
   run_workload(spec);
@@ -227,12 +247,14 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   spec.first_seq = warmup;
   spec.events = events;
   spec.events_per_second = rate;
+  spec.oversized_share = oversized.share;
+  spec.oversized_bytes = oversized.bytes;
   const auto written = run_workload(spec);
   // Waits as long as events keep arriving (exactly-once may be minutes behind the load), up to
   // 10 minutes.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   for (std::int64_t before = -1;
-       !watch.wait_for(warmup + spec.events, std::chrono::seconds(30), [&] { return relay.running(); });) {
+       !watch.wait_for(watch.expected(), std::chrono::seconds(30), [&] { return relay.running(); });) {
     if (!relay.running() || watch.distinct() == before || std::chrono::steady_clock::now() > give_up) {
       throw std::runtime_error(fmt::format("{} of {} events arrived:\n{}", watch.distinct() - warmup, spec.events,
                                            test::tail_of(relay.log_path())));
@@ -248,7 +270,17 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
   row.contender = kind;
   row.build = bench.build;
   row.events = spec.events;
-  if (is_pgoutbox(kind)) row.stages = stages.end();
+  if (dead_letters) {
+    if (!dead_letters->wait_for(dead_letters->expected(), std::chrono::minutes(2), [&] { return relay.running(); }))
+      throw std::runtime_error(fmt::format("{} of {} oversized rows reached the dead-letter topic:\n{}",
+                                           dead_letters->distinct(), dead_letters->expected(),
+                                           test::tail_of(relay.log_path())));
+    row.oversized = dead_letters->expected();
+  }
+  if (is_pgoutbox(kind)) {
+    row.stages = stages.end();
+    row.sessions = metric_value(relay.metrics_port(), "pgoutbox_sessions_started_total");
+  }
   row.process = relay.finish();
   row.process.cpu_s -= cpu_before;
   row.seconds = run_seconds;
@@ -269,6 +301,7 @@ LatencyRow measure_latency(const Bench& bench, Contender kind, double rate, doub
     dump << "seq,commit_us,visible_us,append_ms\n";
   }
   for (std::int64_t seq = spec.first_seq; seq < spec.first_seq + events; ++seq) {
+    if (is_oversized(seq)) continue;
     const auto i = static_cast<std::size_t>(seq);
     const auto commit_us = written.commit_us[static_cast<std::size_t>(seq - spec.first_seq)];
     latencies.push_back(static_cast<double>(watch.visible_us()[i] - commit_us) / 1000.0);
@@ -348,6 +381,10 @@ int main(int argc, char** argv) {
                  "--topic-limits: share of the transactions holding one oversized row")
       ->check(CLI::Range(0.0001, 1.0));
   app.add_option("--oversized-bytes", limits.oversized_bytes, "--topic-limits: an oversized row's payload size");
+  app.add_option("--oversized-every", limits.oversized_every_s,
+                 "--topic-limits: seconds between two oversized rows in the latency runs beside a steady load");
+  app.add_option("--limits-latency-seconds", limits.latency_seconds,
+                 "--topic-limits: seconds of load per latency run (0: none)");
   app.add_flag("--reverse", limits.reverse,
                "--topic-limits: the cases in the reverse order (a second run with it puts each case in the other "
                "place)");
@@ -474,8 +511,20 @@ int main(int argc, char** argv) {
       for (const auto c : {Contender::pgoutbox_exactly_once, Contender::pgoutbox}) {
         if (selected(only, c)) limits.modes.push_back(c);
       }
+      if (smoke) {
+        limits.latency_seconds = 3;
+        limits.oversized_every_s = 1;
+      }
       report.topic_limits_spec = limits;
       report.topic_limits = measure_topic_limits(bench, limits);
+      const OversizedRows rows{.share = 1 / (limits.latency_rate * limits.oversized_every_s),
+                               .bytes = limits.latency_oversized_bytes};
+      for (const auto mode : limits.latency_seconds > 0 ? limits.modes : std::vector<Contender>{}) {
+        for (const auto& with : {OversizedRows{}, rows}) {
+          report.topic_limits_latency.push_back(
+              measure_latency(bench, mode, limits.latency_rate, limits.latency_seconds, dump_dir, with));
+        }
+      }
     } else {
       std::vector<Scenario> scenarios = {{1, 200, events_1}, {10, 200, events_10}, {1000, 200, events_1000}};
       if (large_share > 0) {

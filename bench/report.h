@@ -52,6 +52,8 @@ struct LatencyRow {
   // commit → visible latency over time.
   StageFigures stages;
   std::vector<TimelinePoint> timeline;
+  std::int64_t oversized = 0;      // rows over the topic's limit, dead-lettered, left out of the figures
+  std::optional<double> sessions;  // pgoutbox_sessions_started_total at the end (pgoutbox only)
 };
 
 struct Report {
@@ -68,6 +70,8 @@ struct Report {
   // --topic-limits: that run's cases alone, and what they were run with.
   std::vector<TopicLimitsRow> topic_limits;
   TopicLimitsSpec topic_limits_spec;
+  // --topic-limits: the latency runs beside a steady load, with and without oversized rows.
+  std::vector<LatencyRow> topic_limits_latency;
 };
 
 std::string to_markdown(const Report& report);

@@ -28,6 +28,14 @@ struct TopicLimitsSpec {
   // with it puts every case in the other place, so what going first or last costs (a broker
   // still writing out the last backlog) is not read as the case's.
   bool reverse = false;
+  // Beside a steady load (issue 38 item 4): for each mode, a latency run at latency_rate events/s
+  // (1-event transactions) for latency_seconds, then the same with one row of
+  // latency_oversized_bytes (over the broker's default limit, 1 MB) every oversized_every_s
+  // seconds. A row Kafka would refuse must cost one dead-letter write, not a session.
+  double latency_rate = 1000;
+  double latency_seconds = 60;
+  double oversized_every_s = 10;
+  int latency_oversized_bytes = 1'100'000;
 };
 
 struct TopicLimitsRow {
