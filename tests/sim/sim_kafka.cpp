@@ -289,7 +289,9 @@ class SimSink final : public kafka::Sink {
   bool doomed() const { return transactional() && txn_failed_; }
   // A newer producer of the same transactional id was initialised: this one is fenced.
   bool stale() {
-    if (transactional() && !fenced_ && epoch_ != kafka_.epoch(options_.transactional_id)) fenced_ = true;
+    if (!transactional() || fenced_) return fenced_;
+    kafka_.expire(options_.transactional_id);
+    if (epoch_ != kafka_.epoch(options_.transactional_id)) fenced_ = true;
     return fenced_;
   }
   void break_idempotence() {
@@ -509,8 +511,20 @@ void SimKafka::write(const outbox::Record& record, std::uint64_t txn) {
 }
 
 std::uint64_t SimKafka::begin_txn(const std::string& transactional_id, std::uint32_t /*epoch*/) {
-  txns_.push_back({transactional_id, TxnState::open, {}});
+  txns_.push_back({transactional_id, TxnState::open, {}, clock_.now()});
+  open_txns_[transactional_id] = txns_.size();
   return txns_.size();
+}
+
+void SimKafka::expire(const std::string& transactional_id) {
+  const auto it = open_txns_.find(transactional_id);
+  if (it == open_txns_.end()) return;
+  const auto& txn = txns_[it->second - 1];
+  if (txn.state != TxnState::open || clock_.now() - txn.began < faults_.transaction_timeout) return;
+  spdlog::trace("sim kafka: the coordinator aborts txn {} of {}, open longer than transaction.timeout.ms", it->second,
+                transactional_id);
+  ++coordinator_aborts_;
+  bump_epoch(transactional_id);
 }
 
 void SimKafka::end_txn(std::uint64_t txn, bool commit) {
@@ -519,6 +533,8 @@ void SimKafka::end_txn(std::uint64_t txn, bool commit) {
   if (t.state != TxnState::open) return;
   spdlog::trace("sim kafka: txn {} {}", txn, commit ? "committed" : "aborted");
   t.state = commit ? TxnState::committed : TxnState::aborted;
+  if (const auto open = open_txns_.find(t.transactional_id); open != open_txns_.end() && open->second == txn)
+    open_txns_.erase(open);
   if (!commit) return;
   for (const auto& [topic, index] : t.entries) count_visible(logs_[topic][index], 1);
   if (!on_commit) return;

@@ -15,10 +15,13 @@
 // A transactional call and flush block the relay's thread for virtual time (a round trip to the
 // coordinator; while the brokers are down, until they are back or the call's timeout), during
 // which only the world's callbacks run (VirtualClock::block): the relay's timers fire late, as in
-// the daemon. Not modelled: the last stable offset (a read_committed reader here never waits for
-// an open transaction; with one process at a time, each fencing every id of the slot before it
-// reads, none is open there), the coordinator's own transaction timeout, and metadata errors
-// (unknown topics, leader changes). Everything happens on the simulation's virtual clock
+// the daemon. A transaction a failed record doomed sends none of the records it still holds
+// until it is aborted (librdkafka's abortable state), so a flush inside it waits out its timeout.
+// The coordinator aborts a transaction open longer than transaction.timeout.ms and bumps its
+// id's epoch, fencing its producer. Not modelled: the last stable offset (a read_committed
+// reader here never waits for an open transaction; with one process at a time, each fencing
+// every id of the slot before it reads, none is open there), and metadata errors (unknown
+// topics, leader changes). Everything happens on the simulation's virtual clock
 // (tests/support/virtual_clock.h); a seeded generator makes every choice, so a seed replays
 // exactly.
 
@@ -59,6 +62,9 @@ struct KafkaFaults {
   // set; Simulation sets it at a fault and clears it when an operator has granted it again.
   bool checkpoint_refuses = false;
   std::string checkpoint_topic;
+  // The producers' transaction.timeout.ms: a transaction open longer is aborted by the
+  // coordinator, which bumps its id's epoch (Kafka 4's transactions): its producer is fenced.
+  std::chrono::milliseconds transaction_timeout{60'000};
 };
 
 // A batch Kafka refused for its size (MSG_SIZE_TOO_LARGE), for the simulation's checks.
@@ -147,6 +153,10 @@ class SimKafka {
   void commit_never_learned(std::uint64_t txn) { unlearned_txns_.insert(txn); }
   std::set<std::string> never_learned(const std::string& topic) const;
   std::uint32_t bump_epoch(const std::string& transactional_id);  // aborts the id's open transaction
+  // The coordinator's timeout: the id's open transaction, once older than transaction_timeout, is
+  // aborted and the id's epoch bumped (checked whenever one of its producers calls Kafka).
+  void expire(const std::string& transactional_id);
+  std::uint64_t coordinator_aborts() const { return coordinator_aborts_; }
   std::uint32_t epoch(const std::string& transactional_id) const;
   // The refusal a broker policy gives the record whatever its size (poison rows, a dead-letter
   // topic that refuses everything), or nullopt.
@@ -165,6 +175,7 @@ class SimKafka {
     std::string transactional_id;
     TxnState state = TxnState::open;
     std::vector<std::pair<std::string, std::size_t>> entries;  // topic, index
+    Time began{};
   };
   void count_visible(const Entry& entry, int delta);
 
@@ -176,6 +187,8 @@ class SimKafka {
   std::set<std::uint64_t> unlearned_txns_;
   std::vector<Txn> txns_;  // txn id - 1
   std::map<std::string, std::uint32_t> epochs_;
+  std::map<std::string, std::uint64_t> open_txns_;  // transactional id → its open transaction
+  std::uint64_t coordinator_aborts_ = 0;
   std::map<std::string, std::size_t> limits_;     // max.message.bytes by topic
   std::unordered_map<std::string, int> visible_;  // topic + '\0' + event id → copies
   bool fatal_fired_ = false;

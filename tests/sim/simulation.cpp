@@ -156,6 +156,7 @@ class Run {
     }
     if (verdict_.ok) check_final();
     verdict_.virtual_time = std::chrono::duration_cast<milliseconds>(clock_.now() - start_);
+    verdict_.coordinator_aborts = kafka_.coordinator_aborts();
     return verdict_;
   }
 
@@ -169,6 +170,7 @@ class Run {
     f.dead_letter_refuses = s.dead_letter_refuses;
     f.dead_letter_topic = kDeadLetterTopic;
     f.checkpoint_topic = kCheckpointTopic;
+    f.transaction_timeout = s.transaction_timeout;
     return f;
   }
   static config::Config configure(const Schedule& s) {
@@ -189,6 +191,7 @@ class Run {
     c.shutdown_timeout = 5s;
     // The simulated broker measures batches uncompressed: so does the relay (kafka::batch_bytes).
     c.kafka.properties["compression.type"] = "none";
+    c.kafka.properties["transaction.timeout.ms"] = std::to_string(s.transaction_timeout.count());
     config::MessageConfig m;
     m.prefix = "outbox";
     c.messages.push_back(m);
@@ -505,7 +508,12 @@ class Run {
       start.identity = identity_;
       start.timeline = 1;
       start.server_position = slot_.wal_end;
-      if (s_.delivery == config::Delivery::exactly_once) start.transactional_id = "pgoutbox-sim";
+      if (s_.delivery == config::Delivery::exactly_once) {
+        start.transactional_id = "pgoutbox-sim";
+        // One process at a time streams from the slot: a fence it meets is the coordinator's
+        // (a transaction that outlived transaction.timeout.ms), never a newer instance's.
+        start.holds_slot = [] { return true; };
+      }
       start.read_checkpoints = [this, tid = start.transactional_id] {
         const kafka::CheckpointKey key(config_.checkpoint.signing_key);
         return kafka_.read_checkpoints(kCheckpointTopic, identity_, tid, &key);
@@ -983,6 +991,12 @@ Schedule Schedule::from_seed(std::uint64_t seed, config::Delivery delivery) {
     s.faults.push_back(
         Fault{Fault::Kind::checkpoint_refusal, milliseconds(uniform(0, 5000)), milliseconds(uniform(100, 3000))});
   }
+  // A transaction.timeout.ms shorter than the longest Kafka outage (issue 37: the coordinator's
+  // abort of a transaction that outlived it), drawn last again.
+  // Not with transactions of thousands of rows: published one refused record at a time, one
+  // can take longer than that, and is then aborted in every session (named, docs/operating.md
+  // "Transaction timeout", but never done).
+  if (chance(0.2) && s.huge == 0) s.transaction_timeout = milliseconds(uniform(3000, 8000));
   return s;
 }
 
@@ -1011,6 +1025,8 @@ std::string Schedule::describe() const {
       queue_bytes > 0 ? fmt::format("{} records or {} bytes", queue_capacity, queue_bytes)
                       : fmt::format("{} records", queue_capacity),
       commit_aborts, dead_letter_refuses ? ", the dead-letter topic refuses" : "");
+  if (transaction_timeout != std::chrono::milliseconds(60'000))
+    out += fmt::format(", transaction.timeout.ms {}", transaction_timeout.count());
   if (limits != std::array<std::size_t, 2>{kDefaultLimit, kDefaultLimit} || dead_letter_limit != kDefaultLimit ||
       lowered) {
     out += fmt::format("\n  max.message.bytes: outbox.event.A {}, outbox.event.B {}, dead-letter topic {}{}{}",
@@ -1062,6 +1078,7 @@ void Campaign::add(const Campaign& later) {
   refused_before_sending += later.refused_before_sending;
   size_refusals += later.size_refusals;
   checkpoint_refusals += later.checkpoint_refusals;
+  coordinator_aborts += later.coordinator_aborts;
   virtual_time += later.virtual_time;
   failed = later.failed;
   failure = later.failure;
@@ -1080,6 +1097,7 @@ Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::
     c.refused_before_sending += verdict.refused_before_sending;
     c.size_refusals += verdict.size_refusals;
     c.checkpoint_refusals += verdict.checkpoint_refusals;
+    c.coordinator_aborts += verdict.coordinator_aborts;
     c.virtual_time += verdict.virtual_time;
     if (!verdict.ok) {
       c.failed = shrink(schedule);
@@ -1097,9 +1115,10 @@ Campaign run_campaign(config::Delivery delivery, std::uint64_t first_seed, std::
 std::string report(const Campaign& c) {
   std::string out = fmt::format(
       "{} schedule(s): {} row(s), {} process(es), {} session(s), {} duplicate(s) read, {} record(s) refused before "
-      "sending, {} batch(es) refused for their size, {} exit(s) 24 for a refused checkpoint, {} s of virtual time",
+      "sending, {} batch(es) refused for their size, {} exit(s) 24 for a refused checkpoint, {} transaction(s) the "
+      "coordinator aborted for outliving transaction.timeout.ms, {} s of virtual time",
       c.schedules, c.rows, c.processes, c.sessions, c.duplicates, c.refused_before_sending, c.size_refusals,
-      c.checkpoint_refusals, c.virtual_time.count() / 1000);
+      c.checkpoint_refusals, c.coordinator_aborts, c.virtual_time.count() / 1000);
   if (c.failed) {
     out += fmt::format("\nFAILED: {}\nminimal schedule: {}\nreplay: scripts/simulate.sh {}", c.failure.failure,
                        c.failed->describe(), c.failed->replay_arguments());

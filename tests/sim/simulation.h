@@ -78,6 +78,9 @@ struct Schedule {
   std::size_t queue_bytes = 0;  // librdkafka's queue limit in bytes (0: none); its rows padded to 0-1,200 bytes
   double commit_aborts = 0;
   bool dead_letter_refuses = false;
+  // The producers' transaction.timeout.ms: the coordinator aborts a transaction open longer
+  // (librdkafka's default 60 s unless drawn shorter, so Kafka outages outlast it).
+  std::chrono::milliseconds transaction_timeout{60'000};
   // Topic limits (docs/spec.md I13): max.message.bytes of outbox.event.A and .B and of the
   // dead-letter topic (Kafka's default unless drawn), one of them perhaps lowered while the relay
   // runs, and rows sized against them.
@@ -108,6 +111,7 @@ struct Verdict {
   std::uint64_t refused_before_sending = 0;  // records the relay knew Kafka would refuse (I13)
   std::uint64_t size_refusals = 0;           // batches Kafka refused for their size
   std::uint64_t checkpoint_refusals = 0;     // exits 24: the checkpoint topic refused pgoutbox's writes
+  std::uint64_t coordinator_aborts = 0;      // transactions that outlived transaction.timeout.ms
   std::chrono::milliseconds virtual_time{0};
 };
 
@@ -124,6 +128,7 @@ struct Campaign {
   std::uint64_t refused_before_sending = 0;
   std::uint64_t size_refusals = 0;
   std::uint64_t checkpoint_refusals = 0;
+  std::uint64_t coordinator_aborts = 0;
   std::chrono::milliseconds virtual_time{0};
   std::optional<Schedule> failed;  // shrunk
   Verdict failure;                 // of the shrunk schedule
