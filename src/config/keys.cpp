@@ -516,7 +516,8 @@ std::vector<Entry<Draft>> make_global_entries() {
       "kafka.transactional_id", "string",
       "Exactly-once: the producer's transactional.id; empty derives pgoutbox-<system identifier>-<database>-<slot> "
       "(with '-' and '%' in the database name percent-encoded). Every instance of one slot must use the same, and no "
-      "two slots one; an explicit id may not begin with pgoutbox- and a digit, nor end with -alt or -check.",
+      "two slots one; an explicit id may not begin with pgoutbox- and a digit, nor end with -alt or -check, and is at "
+      "most 1,024 bytes (it goes into every checkpoint).",
       [](auto& d) -> auto& { return d.config.kafka.transactional_id; },
       [](std::string_view value) {
         if (const auto why = transactional_id_collision(value))

@@ -35,6 +35,9 @@ std::string legacy_transactional_id(std::string_view system_id, std::string_view
 std::string alternate_transactional_id(std::string_view id) { return fmt::format("{}{}", id, kAlternateSuffix); }
 
 std::optional<std::string> transactional_id_collision(std::string_view id) {
+  if (id.size() > kMaxTransactionalIdBytes) {
+    return fmt::format("is {} bytes, longer than the {} a checkpoint may carry", id.size(), kMaxTransactionalIdBytes);
+  }
   constexpr std::string_view derived = "pgoutbox-";
   if (id.starts_with(derived) && id.size() > derived.size() && id[derived.size()] >= '0' && id[derived.size()] <= '9') {
     return "begins like the ids pgoutbox derives from a slot (pgoutbox-<system identifier>-…), so it could be "

@@ -54,5 +54,14 @@ TEST(TransactionalIds, AnExplicitIdCannotBeADerivedOneNorAnothersAlternateOrProb
     EXPECT_FALSE(transactional_id_collision(id)) << id;
 }
 
+// Every checkpoint carries the id, and the reader decodes no record over 8 KiB (issue 38 item 2):
+// an explicit id is at most 1,024 bytes.
+TEST(TransactionalIds, AnExplicitIdLongerThanACheckpointMayCarryIsRefused) {
+  EXPECT_FALSE(transactional_id_collision(std::string(kMaxTransactionalIdBytes, 'x')));
+  const auto why = transactional_id_collision(std::string(kMaxTransactionalIdBytes + 1, 'x'));
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("1025 bytes"), std::string::npos) << *why;
+}
+
 }  // namespace
 }  // namespace pgoutbox::config

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/config/transactional_id.h"
 #include "pgoutbox/kafka/checkpoint.h"
 #include "pgoutbox/relay/checkpoint_trust.h"
 #include "relay_fakes.h"
@@ -146,6 +147,26 @@ TEST(CheckpointScan, ATombstoneIsCountedAndNamedAndOnceAloneStopsExactlyOnceUnle
   const auto at_least_once = trust_checkpoint(compacted, facts());
   EXPECT_FALSE(at_least_once.refused);
   EXPECT_EQ(at_least_once.refused_records, 1U);
+}
+
+// The largest checkpoint pgoutbox can write (a 63-byte database name and an explicit
+// transactional id at its limit, every byte of both escaped in JSON) stays under the size above
+// which the reader refuses a record without decoding it (issue 38 item 2).
+TEST(CheckpointScan, TheLargestCheckpointPgoutboxCanWriteIsRead) {
+  auto c = checkpoint_at(0x2000);
+  c.slot.database = std::string(63, '\x01');
+  c.slot.slot = std::string(63, 's');
+  c.delivery = "exactly-once";
+  c.transactional_id = std::string(config::kMaxTransactionalIdBytes, '\x02');
+  c.messages_end = Lsn{0xFFFFFFFFFFFFFFFFULL};
+  kKey.sign(c);
+  const auto value = kafka::encode(c);
+  EXPECT_LT(value.size(), kafka::kMaxCheckpointBytes);
+  const kafka::SlotIdentity identity = c.slot;
+  kafka::CheckpointScan scan;
+  kafka::scan_record(scan, identity, c.transactional_id, &kKey, identity.key(), std::string_view(value), 0, 0);
+  EXPECT_EQ(scan.refused_count, 0U);
+  EXPECT_TRUE(scan.mine);
 }
 
 TEST(CheckpointScan, AValueMustNameTheSlotItIsFiledUnder) {

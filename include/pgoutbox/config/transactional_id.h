@@ -14,6 +14,7 @@
 // of that namespace or be another's alternate or probe: load refuses one that begins with
 // pgoutbox- and a digit, or ends with -alt or -check (`check`'s probe, diagnostics/transaction_rate.h).
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,7 +30,12 @@ std::string derived_transactional_id(std::string_view system_id, std::string_vie
 // still this slot's (relay/checkpoint_trust.h); empty where it does not differ.
 std::string legacy_transactional_id(std::string_view system_id, std::string_view database, std::string_view slot);
 std::string alternate_transactional_id(std::string_view id);
-// Why an explicit kafka.transactional_id could be another's id; nullopt when it cannot.
+// An explicit id is at most this long: it goes into every checkpoint, and the checkpoint reader
+// decodes no record over kafka::kMaxCheckpointBytes (8 KiB), which an id of this length cannot
+// reach even with every byte JSON-escaped.
+inline constexpr std::size_t kMaxTransactionalIdBytes = 1024;
+// Why an explicit kafka.transactional_id is refused: it could be another's id, or it is longer
+// than kMaxTransactionalIdBytes; nullopt when neither.
 std::optional<std::string> transactional_id_collision(std::string_view id);
 
 }  // namespace pgoutbox::config
