@@ -219,10 +219,15 @@ TEST_F(CheckCommandTest, ExactlyOnceMeasuresTheTransactionRateInAKafkaTransactio
       result.output, "ok    kafka transaction rate: at that rate a single Postgres transaction of up to about ");
   EXPECT_GT(number_after(largest, "up to about "), 0) << result.output;
 
+  // The coordinator writes the abort's marker after it answers the abort: until it is in, the
+  // partition's end is one short of where read_committed will end (a local run met 5000 vs 5001).
+  PGOUTBOX_EXPECT_EVENTUALLY(read_partition(kafka.bootstrap(), "chk_rate.checkpoints", "read_committed").end ==
+                                 read_partition(kafka.bootstrap(), "chk_rate.checkpoints", "read_uncommitted").end,
+                             10s)
+      << "the probe's transaction is still open";
   const auto uncommitted = read_partition(kafka.bootstrap(), "chk_rate.checkpoints", "read_uncommitted");
   const auto committed = read_partition(kafka.bootstrap(), "chk_rate.checkpoints", "read_committed");
   EXPECT_GT(uncommitted.records, 100U) << "the probe wrote no records";
-  EXPECT_EQ(committed.end, uncommitted.end) << "the probe's transaction is still open";
   EXPECT_EQ(committed.records, 0U) << "a read_committed reader sees the probe's records";
 }
 
