@@ -23,6 +23,19 @@ std::string disagreement(const kafka::Checkpoint& c, const ResumeFacts& facts) {
   return {};
 }
 
+// A slot that existed before this start whose checkpoints are lost (docs/operating.md, exit
+// 25): exactly-once would publish again what Kafka holds, so it refuses with `refusal` unless the
+// operator accepts that once; at-least-once warns. True when it refused.
+bool refuse_lost_checkpoint(Resume& resume, const ResumeFacts& facts, const std::string& what, std::string refusal) {
+  if (facts.delivery == config::Delivery::exactly_once && !facts.accept_lost_checkpoint) {
+    resume.refused = Outcome::fatal(Fatal::checkpoint_lost, std::move(refusal));
+    return true;
+  }
+  resume.warnings.push_back(fmt::format("{}: events after the slot's position {} may be published again", what,
+                                        facts.slot_confirmed.to_string()));
+  return false;
+}
+
 }  // namespace
 
 Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& facts) {
@@ -102,19 +115,15 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
         "checkpoint topic did not exist, though replication slot {} existed before this start: the topic that "
         "held its checkpoints is gone (deleted, or Kafka is another cluster)",
         facts.identity.slot);
-    if (facts.delivery == config::Delivery::exactly_once && !facts.accept_lost_checkpoint) {
-      resume.refused = Outcome::fatal(
-          Fatal::checkpoint_lost,
-          fmt::format("exactly-once cannot start: {}, and the events after the slot's position {} that Kafka already "
-                      "holds would be published again, which read_committed consumers would read twice. Fix: point "
-                      "kafka.brokers and checkpoint.topic at the cluster and topic that hold them; or accept the "
-                      "duplicates once with `pgoutbox run --accept-lost-checkpoint`; or drop the slot (pgoutbox slot "
-                      "drop) so that a new one starts at the current position",
-                      what, facts.slot_confirmed.to_string()));
+    if (refuse_lost_checkpoint(
+            resume, facts, what,
+            fmt::format("exactly-once cannot start: {}, and the events after the slot's position {} that Kafka "
+                        "already holds would be published again, which read_committed consumers would read twice. "
+                        "Fix: point kafka.brokers and checkpoint.topic at the cluster and topic that hold them; or "
+                        "accept the duplicates once with `pgoutbox run --accept-lost-checkpoint`; or drop the slot "
+                        "(pgoutbox slot drop) so that a new one starts at the current position",
+                        what, facts.slot_confirmed.to_string())))
       return resume;
-    }
-    resume.warnings.push_back(fmt::format("{}: events after the slot's position {} may be published again", what,
-                                          facts.slot_confirmed.to_string()));
   }
   if (!scan.mine && scan.refused_count > 0 && !facts.slot_created) {
     // Records under this slot's key, and none of them a checkpoint it can use: a tombstone or a
@@ -124,19 +133,15 @@ Resume trust_checkpoint(const kafka::CheckpointScan& scan, const ResumeFacts& fa
         "the checkpoint topic holds {} record(s) under this slot's key and no checkpoint it can use (the newest at "
         "partition {} offset {}: {})",
         scan.refused_count, scan.refused.back().partition, scan.refused.back().offset, scan.refused.back().reason);
-    if (facts.delivery == config::Delivery::exactly_once && !facts.accept_lost_checkpoint) {
-      resume.refused = Outcome::fatal(
-          Fatal::checkpoint_lost,
-          fmt::format("exactly-once cannot start: {}; the events after the slot's position {} that Kafka already "
-                      "holds would be published again, which read_committed consumers would read twice. Find who "
-                      "can write to {} (grant WRITE to pgoutbox's principal only, docs/security.md); then accept "
-                      "the duplicates once with `pgoutbox run --accept-lost-checkpoint`, or drop the slot (pgoutbox "
-                      "slot drop) so that a new one starts at the current position",
-                      what, facts.slot_confirmed.to_string(), facts.checkpoint_topic));
+    if (refuse_lost_checkpoint(
+            resume, facts, what,
+            fmt::format("exactly-once cannot start: {}; the events after the slot's position {} that Kafka already "
+                        "holds would be published again, which read_committed consumers would read twice. Find who "
+                        "can write to {} (grant WRITE to pgoutbox's principal only, docs/security.md); then accept "
+                        "the duplicates once with `pgoutbox run --accept-lost-checkpoint`, or drop the slot "
+                        "(pgoutbox slot drop) so that a new one starts at the current position",
+                        what, facts.slot_confirmed.to_string(), facts.checkpoint_topic)))
       return resume;
-    }
-    resume.warnings.push_back(fmt::format("{}: events after the slot's position {} may be published again", what,
-                                          facts.slot_confirmed.to_string()));
   }
   if (!scan.mine) {
     resume.note = "no checkpoint for this slot yet: nothing to skip";
