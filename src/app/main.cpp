@@ -111,6 +111,7 @@ int main(int argc, char** argv) {
       "record; 17 a mapped column is missing or unusable; 18 librdkafka refused a property; 64 wrong command line, "
       "an unknown --table or a --where PostgreSQL refuses.");
   std::string connector_path;
+  std::string worker_path;
   auto* config_cmd = app.add_subcommand(
       "config", "check a configuration (config validate) or convert another relay's (config from-debezium)");
   config_cmd->require_subcommand(1, 1);
@@ -129,6 +130,9 @@ int main(int argc, char** argv) {
   from_debezium
       ->add_option("CONNECTOR.json", connector_path, "Kafka Connect JSON: {\"name\", \"config\"} or the bare map")
       ->required();
+  from_debezium->add_option("--worker", worker_path,
+                            "the Connect worker's properties file: its key.converter and value.converter (and their "
+                            "schemas.enable) apply where the connector sets none");
   from_debezium->footer(
       "Exit codes: 0 written (settings not carried over are on stderr); 2 the connector configuration is unreadable "
       "or unusable (not JSON, not the Postgres connector, no EventRouter); 64 wrong command line.");
@@ -162,7 +166,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (validate->parsed()) return config_validate(validate_path);
-  if (from_debezium->parsed()) return config_from_debezium(connector_path);
+  if (from_debezium->parsed()) return config_from_debezium(connector_path, worker_path);
   if (reference->parsed()) {
     std::fputs(configuration_reference().c_str(), stdout);
     return kExitOk;
@@ -173,7 +177,7 @@ int main(int argc, char** argv) {
       "       pgoutbox slot drop -c FILE [--yes]\n"
       "       pgoutbox republish -c FILE --table T --where PREDICATE [--dry-run]\n"
       "       pgoutbox config validate FILE\n"
-      "       pgoutbox config from-debezium CONNECTOR.json\n"
+      "       pgoutbox config from-debezium CONNECTOR.json [--worker WORKER.properties]\n"
       "       pgoutbox config-reference | --version | --help\n",
       stderr);
   return kExitUsage;

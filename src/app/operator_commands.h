@@ -32,7 +32,7 @@ int slot_drop(const std::string& config_path, bool confirmed);
 int config_validate(const std::string& config_path);
 
 // `pgoutbox config from-debezium CONNECTOR.json`: the equivalent pgoutbox YAML on stdout.
-int config_from_debezium(const std::string& connector_path);
+int config_from_debezium(const std::string& connector_path, const std::string& worker_path);
 
 // `pgoutbox republish -c FILE --table T --where PREDICATE [--dry-run]`.
 struct RepublishOptions {

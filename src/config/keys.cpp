@@ -631,15 +631,21 @@ std::vector<Entry<TableConfig>> make_table_entries() {
         }
       }));
 
-  auto null_payload = base<TableConfig>("null_payload", "one of poison, tombstone",
-                                        "A row whose payload is NULL: poison sends it through the poison policy "
-                                        "(SPEC I8), tombstone publishes a record with a null value.");
+  auto null_payload = base<TableConfig>(
+      "null_payload", "one of poison, tombstone, json-null",
+      "A row whose payload is NULL: poison sends it through the poison policy (SPEC I8), tombstone publishes a "
+      "record with a null value, json-null (format.type debezium-json) publishes the format's null value as "
+      "Debezium's router does unless route.tombstone.on.empty.payload.");
   null_payload.set = [](TableConfig& t, const Scalar& s) {
-    check_choice(s.text, {"poison", "tombstone"});
-    t.null_payload = s.text == "tombstone" ? NullPayload::tombstone : NullPayload::poison;
+    check_choice(s.text, {"poison", "tombstone", "json-null"});
+    t.null_payload = s.text == "tombstone"   ? NullPayload::tombstone
+                     : s.text == "json-null" ? NullPayload::json_null
+                                             : NullPayload::poison;
   };
   null_payload.show = [](const TableConfig& t) {
-    return std::string(t.null_payload == NullPayload::tombstone ? "tombstone" : "poison");
+    return std::string(t.null_payload == NullPayload::tombstone   ? "tombstone"
+                       : t.null_payload == NullPayload::json_null ? "json-null"
+                                                                  : "poison");
   };
   v.push_back(std::move(null_payload));
 
@@ -648,6 +654,31 @@ std::vector<Entry<TableConfig>> make_table_entries() {
       "Check that each payload is valid JSON (for text and bytea payload columns; json and "
       "jsonb are valid by construction). A payload that is not is poison.",
       [](auto& t) -> auto& { return t.validate_json; }));
+
+  auto format = base<TableConfig>(
+      "format.type", "one of string, debezium-json",
+      "The bytes of each record's key and value (docs/migrating.md, Record formats). string: the key column's text and "
+      "the payload as "
+      "stored. debezium-json: what Debezium's outbox event router writes through Kafka Connect's JsonConverter, the "
+      "key and the value each typed by its column.");
+  format.set = [](TableConfig& t, const Scalar& s) {
+    check_choice(s.text, {"string", "debezium-json"});
+    t.format.type = s.text == "debezium-json" ? Format::debezium_json : Format::string;
+  };
+  format.show = [](const TableConfig& t) {
+    return std::string(t.format.type == Format::debezium_json ? "debezium-json" : "string");
+  };
+  v.push_back(std::move(format));
+  v.push_back(flag<TableConfig>(
+      "format.schemas",
+      "debezium-json: JsonConverter's schemas.enable. true: each key and value is {\"schema\": …, \"payload\": …}; "
+      "false: the payload alone.",
+      [](auto& t) -> auto& { return t.format.schemas; }));
+  v.push_back(flag<TableConfig>(
+      "format.expand_json_payload",
+      "debezium-json: the router's table.expand.json.payload. A payload that is a JSON object is written as a "
+      "struct with the schema Debezium infers from it; anything else stays a string.",
+      [](auto& t) -> auto& { return t.format.expand_json_payload; }));
 
   v.push_back(column(
       "columns.id", "Column with the event id; becomes header id (consumers deduplicate by it).",

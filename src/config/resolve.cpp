@@ -291,6 +291,19 @@ void Loader::check_tables() {
                        kMaxNameBytes - kBackfillingSuffix.size(), key, slot, kBackfillingSuffix, slot,
                        kBackfilledSuffix, slot.size()));
     }
+    // The format's options and the null it writes belong to debezium-json.
+    if (tables[i].format.type == Format::string) {
+      const auto only_debezium = [&](const std::string& field, const std::string& why) {
+        const std::string key = fmt::format("{}[{}].{}", kTablesPath, i, field);
+        const auto it = origins_.find(key);
+        fail(it != origins_.end() ? it->second : file_origin(), key,
+             fmt::format("{} needs format.type debezium-json (the table's format is string)", why));
+      };
+      if (tables[i].null_payload == NullPayload::json_null) {
+        only_debezium("null_payload", "json-null is the format's null value:");
+      }
+      if (tables[i].format.expand_json_payload) only_debezium("format.expand_json_payload", "expanding the payload");
+    }
     for (std::size_t j = 0; j < i; ++j) {
       if (tables[i].schema == tables[j].schema && tables[i].name == tables[j].name) {
         const std::string key = fmt::format("{}[{}].table", kTablesPath, i);

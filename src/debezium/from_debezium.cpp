@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "pgoutbox/config/config.h"
 #include "pgoutbox/config/topic_template.h"
 
 namespace pgoutbox::debezium {
@@ -17,6 +18,7 @@ namespace {
 
 constexpr std::string_view kEventRouter = "io.debezium.transforms.outbox.EventRouter";
 constexpr std::string_view kStringConverter = "org.apache.kafka.connect.storage.StringConverter";
+constexpr std::string_view kJsonConverter = "org.apache.kafka.connect.json.JsonConverter";
 // Debezium's defaults where they differ from pgoutbox's (PostgresConnectorConfig, EventRouterConfigDefinition).
 constexpr std::string_view kDefaultSlot = "debezium";
 constexpr std::string_view kDefaultPublication = "dbz_publication";
@@ -169,7 +171,8 @@ std::optional<std::string> literal_table(std::string_view pattern) {
 
 class Converter {
  public:
-  explicit Converter(std::map<std::string, std::string> settings) : settings_(std::move(settings)) {}
+  Converter(std::map<std::string, std::string> settings, std::map<std::string, std::string> worker)
+      : settings_(std::move(settings)), worker_(std::move(worker)) {}
 
   Conversion convert() {
     check_connector();
@@ -363,21 +366,83 @@ class Converter {
     out << YAML::EndMap << YAML::EndMap;
   }
 
-  // The converters decide the bytes Debezium writes; pgoutbox writes what StringConverter would.
-  void check_converter(const std::string& key, const char* what) {
-    const auto converter = take(key);
+  // The converters decide the bytes Debezium writes: StringConverter's are format string's,
+  // JsonConverter's format debezium-json's, with its schemas.enable (true unless set false),
+  // when the key's and the value's agree. A connector's own setting wins over the worker's.
+  struct Converted {
+    std::string converter;
+    bool schemas = true;
+    bool from_worker = false;
+  };
+  std::optional<Converted> converter_of(const std::string& side) {
+    const std::string key = side + ".converter";
     for (const auto& [k, v] : settings_) {
       if (k.starts_with(key + ".")) used_.insert(k);
     }
-    if (!converter) {
-      leave(key, fmt::format("not in this configuration, so the worker's applies; pgoutbox writes the {} as "
-                             "StringConverter does: if the worker's is another, consumers see other bytes",
-                             what));
-    } else if (*converter != kStringConverter) {
-      leave(key, fmt::format("is {}: pgoutbox writes the {} as StringConverter does (the column's text), so "
-                             "consumers see other bytes{}",
-                             *converter, what, std::string_view(what) == "key" ? " and keys move partition" : ""));
+    Converted c;
+    if (auto own = take(key)) {
+      c.converter = *own;
+      const auto schemas = take(key + ".schemas.enable");
+      c.schemas = schemas.value_or("true") != "false";
+      return c;
     }
+    const auto it = worker_.find(key);
+    if (it == worker_.end()) return std::nullopt;
+    c.converter = it->second;
+    const auto schemas = worker_.find(key + ".schemas.enable");
+    c.schemas = schemas == worker_.end() || schemas->second != "false";
+    c.from_worker = true;
+    return c;
+  }
+
+  // The table's format, or nullopt with the reason left out when pgoutbox cannot write the
+  // same bytes (string is then emitted, and the reason says what consumers would see).
+  config::FormatConfig decide_format() {
+    const auto key = converter_of("key");
+    const auto value = converter_of("value");
+    config::FormatConfig format;
+    if (!key || !value) {
+      const std::string missing = !key ? "key.converter" : "value.converter";
+      leave(missing,
+            "neither this configuration nor the worker's (--worker) sets it, so the worker's applies: "
+            "pgoutbox writes format string (StringConverter's bytes); if the worker's is JsonConverter, pass "
+            "its file with --worker");
+      const auto& present = key ? key : value;
+      if (present && present->converter != kStringConverter) {
+        leave(std::string(key ? "key" : "value") + ".converter",
+              fmt::format("is {}, but {} is not known: format string is emitted (StringConverter's bytes), so "
+                          "consumers see other bytes until both are given",
+                          present->converter, missing));
+      }
+      return format;
+    }
+    const auto supported = [](const Converted& c) {
+      return c.converter == kStringConverter || c.converter == kJsonConverter;
+    };
+    for (const auto* c : {&*key, &*value}) {
+      if (supported(*c)) continue;
+      const std::string side = c == &*key ? "key" : "value";
+      leave(side + ".converter",
+            fmt::format("is {}: pgoutbox writes StringConverter's or JsonConverter's bytes only (a schema-registry "
+                        "converter needs a registry: docs/migrating.md \"Converters with a schema registry\"), so "
+                        "consumers see other bytes{}",
+                        c->converter, side == "key" ? " and keys move partition" : ""));
+    }
+    if (!supported(*key) || !supported(*value)) return format;
+    if (key->converter != value->converter || (key->converter == kJsonConverter && key->schemas != value->schemas)) {
+      leave("value.converter",
+            fmt::format("the key is written by {}{} and the value by {}{}: pgoutbox's format covers both alike, so "
+                        "format string is emitted and consumers see other bytes",
+                        key->converter, key->converter == kJsonConverter && !key->schemas ? " without schemas" : "",
+                        value->converter,
+                        value->converter == kJsonConverter && !value->schemas ? " without schemas" : ""));
+      return format;
+    }
+    if (key->converter == kJsonConverter) {
+      format.type = config::Format::debezium_json;
+      format.schemas = key->schemas;
+    }
+    return format;
   }
 
   void emit_tables(YAML::Emitter& out, const std::string& router) {
@@ -449,12 +514,28 @@ class Converter {
     }
     const bool expand = option("table.expand.json.payload").value_or("false") == "true";
     const bool tombstone = option("route.tombstone.on.empty.payload").value_or("false") == "true";
-    check_converter("key.converter", "key");
-    check_converter("value.converter", "value");
-    if (expand) {
+    auto format = decide_format();
+    const bool json = format.type == config::Format::debezium_json;
+    if (expand && json) {
+      format.expand_json_payload = true;
+    } else if (expand) {
       leave("transforms." + router + ".table.expand.json.payload",
-            "carried over as validate_json: true (a payload that is not JSON is poison); pgoutbox sends the JSON as "
-            "stored, so with JsonConverter the bytes (spacing) differ but the JSON is the same");
+            "carried over as validate_json: true (a payload that is not JSON is poison): with StringConverter "
+            "Debezium writes the expanded struct's toString(), which no consumer parses; pgoutbox sends the JSON as "
+            "stored");
+    }
+    if (json) {
+      const auto binary = take("binary.handling.mode");
+      if (binary && *binary != "bytes") {
+        leave("binary.handling.mode",
+              fmt::format("is {}: format debezium-json writes a bytea payload as Connect bytes (Base64), as the "
+                          "default bytes does",
+                          *binary));
+      }
+      if (const auto adjust = take("field.name.adjustment.mode"); adjust && *adjust != "none" && expand) {
+        leave("field.name.adjustment.mode",
+              fmt::format("is {}: format debezium-json keeps an expanded payload's field names as they are", *adjust));
+      }
     }
 
     std::vector<std::string> tables;
@@ -479,8 +560,15 @@ class Converter {
       out << YAML::Key << "table" << YAML::Value << table;
       out << YAML::Key << "topic" << YAML::Value << YAML::DoubleQuoted << topic;
       if (topic_pattern) out << YAML::Key << "topic_pattern" << YAML::Value << YAML::DoubleQuoted << *topic_pattern;
-      out << YAML::Key << "null_payload" << YAML::Value << (tombstone ? "tombstone" : "poison");
-      out << YAML::Key << "validate_json" << YAML::Value << expand;
+      out << YAML::Key << "null_payload" << YAML::Value << (tombstone ? "tombstone" : json ? "json-null" : "poison");
+      out << YAML::Key << "validate_json" << YAML::Value << (expand && !json);
+      if (json) {
+        out << YAML::Key << "format" << YAML::Value << YAML::BeginMap;
+        out << YAML::Key << "type" << YAML::Value << "debezium-json";
+        out << YAML::Key << "schemas" << YAML::Value << format.schemas;
+        out << YAML::Key << "expand_json_payload" << YAML::Value << format.expand_json_payload;
+        out << YAML::EndMap;
+      }
       out << YAML::Key << "columns" << YAML::Value << YAML::BeginMap;
       out << YAML::Key << "id" << YAML::Value << option("table.field.event.id").value_or("id");
       out << YAML::Key << "aggregate_type" << YAML::Value << route_by;
@@ -501,6 +589,7 @@ class Converter {
   }
 
   std::map<std::string, std::string> settings_;
+  std::map<std::string, std::string> worker_;  // the Connect worker's properties (--worker)
   std::set<std::string> used_;
   std::vector<std::string> left_out_;
   std::string name_;
@@ -508,7 +597,63 @@ class Converter {
 
 }  // namespace
 
-Conversion from_debezium(std::string_view json) {
+std::map<std::string, std::string> parse_properties(std::string_view text) {
+  // java.util.Properties' line format, as far as a worker file uses it: '#' and '!' comments,
+  // key=value, key:value or key value, a trailing '\\' joining the next line, and \\ escapes.
+  std::map<std::string, std::string> out;
+  std::string logical;
+  std::size_t at = 0;
+  const auto trim_left = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\f')) s.remove_prefix(1);
+    return s;
+  };
+  while (at <= text.size()) {
+    const auto end = std::min(text.find('\n', at), text.size());
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    line = trim_left(line);
+    if (logical.empty() && (line.empty() || line.front() == '#' || line.front() == '!')) {
+      if (end == text.size()) break;
+      continue;
+    }
+    std::size_t backslashes = 0;
+    while (backslashes < line.size() && line[line.size() - 1 - backslashes] == '\\') ++backslashes;
+    if (backslashes % 2 == 1 && end != text.size()) {
+      logical += line.substr(0, line.size() - 1);
+      continue;
+    }
+    logical += line;
+    std::string key, value;
+    bool in_value = false, separated = false;
+    for (std::size_t i = 0; i < logical.size(); ++i) {
+      char c = logical[i];
+      if (c == '\\' && i + 1 < logical.size()) {
+        c = logical[++i];
+        c = c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c == 'f' ? '\f' : c;
+        (in_value ? value : key).push_back(c);
+        continue;
+      }
+      if (!in_value && (c == '=' || c == ':' || c == ' ' || c == '\t')) {
+        in_value = true;
+        separated = c != ' ' && c != '\t';
+        while (i + 1 < logical.size() && (logical[i + 1] == ' ' || logical[i + 1] == '\t' ||
+                                          (!separated && (logical[i + 1] == '=' || logical[i + 1] == ':')))) {
+          separated = separated || logical[i + 1] == '=' || logical[i + 1] == ':';
+          ++i;
+        }
+        continue;
+      }
+      (in_value ? value : key).push_back(c);
+    }
+    if (!key.empty()) out[key] = value;
+    logical.clear();
+    if (end == text.size()) break;
+  }
+  return out;
+}
+
+Conversion from_debezium(std::string_view json, std::string_view worker_properties) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   const simdjson::padded_string text(json);
@@ -536,7 +681,7 @@ Conversion from_debezium(std::string_view json) {
       throw Unusable(fmt::format("setting {} is not a string, number or boolean", field.key));
     }
   }
-  Converter converter(std::move(settings));
+  Converter converter(std::move(settings), parse_properties(worker_properties));
   converter.set_name(std::move(name));
   return converter.convert();
 }

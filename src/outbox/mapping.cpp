@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/outbox/debezium_json.h"
 #include "pgoutbox/outbox/header_guard.h"
 #include "row_text.h"
 
@@ -14,6 +15,9 @@ namespace {
 // Built-in type OIDs (pg_type.dat). The payload's value is "the bytes as stored": text for the
 // text-like types (jsonb as its normalised text), raw bytes for bytea.
 constexpr pgoutput::Oid kBytea = 17;
+constexpr pgoutput::Oid kInt8 = 20;
+constexpr pgoutput::Oid kInt2 = 21;
+constexpr pgoutput::Oid kInt4 = 23;
 constexpr pgoutput::Oid kText = 25;
 constexpr pgoutput::Oid kJson = 114;
 constexpr pgoutput::Oid kBpchar = 1042;
@@ -21,6 +25,7 @@ constexpr pgoutput::Oid kVarchar = 1043;
 constexpr pgoutput::Oid kTimestamp = 1114;
 constexpr pgoutput::Oid kTimestamptz = 1184;
 constexpr pgoutput::Oid kJsonb = 3802;
+constexpr pgoutput::Oid kUuid = 2950;
 
 std::string table_label(const config::TableConfig& t) { return t.schema + "." + t.name; }
 
@@ -178,8 +183,47 @@ std::vector<MappedColumn> mapped_columns(const config::TableConfig& table) {
   return out;
 }
 
+namespace {
+
+// The Connect schema Debezium's Postgres connector gives a key or payload column (its
+// PostgresValueConverter with the defaults: binary.handling.mode bytes); nullopt for a type
+// debezium-json does not reproduce.
+std::optional<debezium::ColumnSchema> connect_schema(pgoutput::Oid oid, bool optional) {
+  switch (oid) {
+    case kText:
+    case kVarchar:
+    case kBpchar:
+      return debezium::ColumnSchema{"string", optional, "", 0};
+    case kUuid:
+      return debezium::ColumnSchema{"string", optional, "io.debezium.data.Uuid", 1};
+    case kJson:
+    case kJsonb:
+      return debezium::ColumnSchema{"string", optional, "io.debezium.data.Json", 1};
+    case kInt2:
+      return debezium::ColumnSchema{"int16", optional, "", 0};
+    case kInt4:
+      return debezium::ColumnSchema{"int32", optional, "", 0};
+    case kInt8:
+      return debezium::ColumnSchema{"int64", optional, "", 0};
+    case kBytea:
+      return debezium::ColumnSchema{"bytes", optional, "", 0};
+    default:
+      return std::nullopt;
+  }
+}
+
+// Java's String.trim(): what the router's "empty payload" test strips.
+bool blank_to_java(std::string_view text) {
+  for (const char c : text) {
+    if (static_cast<unsigned char>(c) > 0x20) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::Relation& relation,
-                             bool provenance_headers)
+                             bool provenance_headers, const std::vector<std::string>& not_null)
     : table_(&table), label_(table_label(table)), generation_(relation.generation), provenance_(provenance_headers) {
   const auto& cols = table.columns;
   id_ = require_column(table, relation, "event id", cols.id);
@@ -192,6 +236,24 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
                    relation.columns[static_cast<std::size_t>(payload_)].type_oid != kJsonb;
   payload_kind_ =
       relation.columns[static_cast<std::size_t>(payload_)].type_oid == kBytea ? PayloadKind::bytea : PayloadKind::text;
+  if (table.format.type == config::Format::debezium_json) {
+    const auto schema_of = [&](int index, const char* role) {
+      const auto& column = relation.columns[static_cast<std::size_t>(index)];
+      const bool optional = std::find(not_null.begin(), not_null.end(), column.name) == not_null.end();
+      const auto schema = connect_schema(column.type_oid, optional);
+      if (!schema) {
+        throw MappingError(fmt::format(
+            "outbox table {}: column \"{}\" (the {}) has type oid {}, and format debezium-json reproduces Debezium's "
+            "bytes for text, varchar, char, uuid, smallint, integer, bigint, json, jsonb and bytea only",
+            table_label(table), column.name, role, column.type_oid));
+      }
+      return *schema;
+    };
+    const auto key = schema_of(key_, "key");
+    debezium_ =
+        DebeziumForm{debezium::schema_json(key), key.type == "int16" || key.type == "int32" || key.type == "int64",
+                     debezium::schema_json(schema_of(payload_, "payload"))};
+  }
   if (cols.type) {
     // The default "type" column is optional; one the user named must exist.
     type_ = table.type_column_explicit ? require_column(table, relation, "event type", *cols.type)
@@ -277,7 +339,7 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
   if (!payload) {
     if (table_->null_payload == config::NullPayload::poison) {
       fail("NULL_PAYLOAD", "the payload column \"" + table_->columns.payload + "\" is NULL");
-    } else {
+    } else if (table_->null_payload == config::NullPayload::tombstone) {
       rec.tombstone = true;
     }
   } else if (payload_kind_ == PayloadKind::bytea) {
@@ -298,6 +360,8 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
       fail("INVALID_JSON", fmt::format("the payload is not valid JSON ({})", simdjson::error_message(error)));
     }
   }
+
+  if (debezium_ && !problem) to_debezium_json(rec, text_of(tuple, key_), payload, fail);
 
   if (!rec.event_id.empty() || !problem) rec.headers.push_back({"id", rec.event_id});
   if (const auto type = text_of(tuple, type_)) rec.headers.push_back({"type", std::string(*type)});
@@ -363,8 +427,55 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
   return rec;
 }
 
-Mapping::Mapping(std::vector<config::TableConfig> tables, bool provenance_headers, AncestryLookup ancestry)
-    : tables_(std::move(tables)), provenance_(provenance_headers), ancestry_(std::move(ancestry)) {}
+// The key and the value as JsonConverter writes what the router makes of the row: the key
+// column typed (a NULL key is JSON null, never a null Kafka key), the payload as a string
+// (json and jsonb under the name io.debezium.data.Json), bytes as Base64, or expanded.
+void ResolvedTable::to_debezium_json(Record& rec, const std::optional<std::string_view>& key,
+                                     const std::optional<std::string_view>& payload,
+                                     const std::function<void(std::string, std::string)>& fail) const {
+  const bool schemas = table_->format.schemas;
+  std::string key_payload = !key                       ? std::string("null")
+                            : debezium_->key_is_number ? std::string(*key)
+                                                       : debezium::json_string(*key);
+  rec.key.emplace(debezium::envelope(schemas, debezium_->key_schema, key_payload));
+  if (!payload) {
+    if (table_->null_payload == config::NullPayload::json_null) {
+      rec.value = debezium::envelope(schemas, debezium_->value_schema, "null");
+    }
+    return;
+  }
+  // route.tombstone.on.empty.payload: a payload blank to Java's trim() is a tombstone too.
+  if (table_->null_payload == config::NullPayload::tombstone && payload_kind_ == PayloadKind::text &&
+      blank_to_java(rec.value)) {
+    rec.tombstone = true;
+    rec.value.clear();
+    return;
+  }
+  if (payload_kind_ == PayloadKind::bytea) {
+    rec.value =
+        debezium::envelope(schemas, debezium_->value_schema, debezium::json_string(debezium::base64(rec.value)));
+    return;
+  }
+  if (table_->format.expand_json_payload) {
+    auto expanded = debezium::expand(rec.value, table_->columns.payload);
+    if (auto* e = std::get_if<debezium::Expanded>(&expanded)) {
+      rec.value = debezium::envelope(schemas, e->schema, e->payload);
+      return;
+    }
+    if (const auto* u = std::get_if<debezium::Unpublishable>(&expanded)) {
+      fail("UNEXPANDABLE_PAYLOAD", u->why);
+      return;
+    }
+  }
+  rec.value = debezium::envelope(schemas, debezium_->value_schema, debezium::json_string(rec.value));
+}
+
+Mapping::Mapping(std::vector<config::TableConfig> tables, bool provenance_headers, AncestryLookup ancestry,
+                 NotNullLookup not_null)
+    : tables_(std::move(tables)),
+      provenance_(provenance_headers),
+      ancestry_(std::move(ancestry)),
+      not_null_(std::move(not_null)) {}
 
 const config::TableConfig* Mapping::configured(const std::string& schema, const std::string& name) const {
   for (const auto& t : tables_) {
@@ -422,11 +533,15 @@ const ResolvedTable* Mapping::resolve(const pgoutput::Relation& relation) {
   // Ancestry too: ATTACH/DETACH PARTITION and ALTER TABLE … [NO] INHERIT invalidate the
   // relation, and pgoutput sends a new description before its next change.
   ancestors_.erase(relation.relid);
+  const auto not_null = [&](const config::TableConfig& t) {
+    return t.format.type == config::Format::debezium_json && not_null_ ? not_null_(relation.relid)
+                                                                       : std::vector<std::string>{};
+  };
   if (const auto* t = configured(relation.nspname, relation.relname)) {
-    entry.table.emplace(*t, relation, provenance_);
+    entry.table.emplace(*t, relation, provenance_, not_null(*t));
   } else if (const auto* family = family_of(relation)) {
     try {
-      entry.table.emplace(*family, relation, provenance_);
+      entry.table.emplace(*family, relation, provenance_, not_null(*family));
     } catch (const MappingError& e) {
       throw MappingError(fmt::format(
           "relation {}.{} is a partition or inheritance child of outbox table {}, and its rows cannot be mapped: {}. "

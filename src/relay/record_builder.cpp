@@ -10,9 +10,9 @@
 
 namespace pgoutbox::relay {
 
-RecordBuilder::RecordBuilder(const config::Config& config, outbox::AncestryLookup ancestry)
+RecordBuilder::RecordBuilder(const config::Config& config, outbox::CatalogLookups catalog)
     : max_message_bytes_(outbox::max_message_bytes(config.kafka.properties)),
-      mapping_(config.tables, config.provenance_headers, std::move(ancestry)),
+      mapping_(config.tables, config.provenance_headers, std::move(catalog.ancestry), std::move(catalog.not_null)),
       messages_(config.messages, config.provenance_headers),
       reserved_topics_(config::reserved_topics(config)) {}
 
@@ -24,7 +24,7 @@ std::optional<Built> RecordBuilder::row(const pgoutput::InsertData& insert, cons
     table = mapping_.resolve(*relation);
   } catch (const replication::PgError& e) {
     throw replication::PgError(
-        fmt::format("looking up the ancestry of relation {}.{}: {}", relation->nspname, relation->relname, e.what()),
+        fmt::format("looking up relation {}.{} in the catalog: {}", relation->nspname, relation->relname, e.what()),
         e.sqlstate());
   }
   if (table == nullptr) return std::nullopt;

@@ -17,13 +17,13 @@ namespace pgoutbox::relay {
 using namespace std::chrono_literals;
 
 Relay::Relay(const config::Config& config, boost::asio::io_context& io, Clock& clock, kafka::SinkFactory sinks,
-             Observer& observer, outbox::AncestryLookup ancestry)
+             Observer& observer, outbox::CatalogLookups catalog)
     : config_(config),
       io_(io),
       clock_(clock),
       sinks_(std::move(sinks)),
       observer_(observer),
-      builder_(config, std::move(ancestry)),
+      builder_(config, std::move(catalog)),
       compression_(kafka::producer_compression(config.kafka.properties)),
       poll_timer_(clock.timer()),
       stop_deadline_(clock.timer()) {}

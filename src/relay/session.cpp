@@ -111,11 +111,12 @@ class StreamSource final : public ChangeSource, private replication::StreamHandl
 };
 
 // Partitions and inheritance children arrive under their own names; the catalog says whose
-// family they belong to (replication/catalog.h), on a SQL connection opened at the first
-// relation that is not named like a configured table.
-outbox::AncestryLookup ancestry_lookup(const config::PostgresConfig& pg) {
+// family they belong to, and which columns are NOT NULL for debezium-json's schemas
+// (replication/catalog.h), on a SQL connection opened at the first look-up.
+outbox::CatalogLookups catalog_lookups(const config::PostgresConfig& pg) {
   auto catalog = std::make_shared<replication::Catalog>(pg.dsn, pg.application_name, pg.password, pg.publication);
-  return [catalog](pgoutput::Oid relid) { return catalog->ancestors(relid); };
+  return {[catalog](pgoutput::Oid relid) { return catalog->ancestors(relid); },
+          [catalog](pgoutput::Oid relid) { return catalog->not_null_columns(relid); }};
 }
 
 std::vector<replication::TableName> table_names(const config::Config& config) {
@@ -548,7 +549,7 @@ Session::Session(const config::Config& config, Observer* observer, SessionOption
                             : kafka::producer_sink_factory(sink_settings(
                                   config, options_.topic_limits ? options_.topic_limits->smallest().value_or(0) : 0))),
       observer_(observer != nullptr ? observer : &no_observer_),
-      relay_(config, io_, clock_, sinks_, *observer_, ancestry_lookup(config.postgres)) {}
+      relay_(config, io_, clock_, sinks_, *observer_, catalog_lookups(config.postgres)) {}
 
 Session::~Session() = default;
 

@@ -44,8 +44,30 @@ std::optional<std::vector<std::pair<std::string, std::string>>> Catalog::ancesto
   }
 }
 
-std::optional<std::vector<std::pair<std::string, std::string>>> Catalog::query(std::uint32_t relid) {
+Connection& Catalog::connection() {
   if (!conn_) conn_.emplace(Connection::open(dsn_, false, application_name_ + "-catalog", password_));
+  return *conn_;
+}
+
+std::vector<std::string> Catalog::not_null_columns(std::uint32_t relid) {
+  const auto read = [&] {
+    auto res =
+        connection().exec("SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = " + std::to_string(relid) +
+                          " AND attnum > 0 AND NOT attisdropped AND attnotnull ORDER BY attnum");
+    std::vector<std::string> out;
+    for (int r = 0; r < PQntuples(res.get()); ++r) out.emplace_back(PQgetvalue(res.get(), r, 0));
+    return out;
+  };
+  try {
+    return read();
+  } catch (const PgError&) {
+    conn_.reset();  // as in ancestors(): reopen once
+    return read();
+  }
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> Catalog::query(std::uint32_t relid) {
+  connection();
   const std::string oid = std::to_string(relid);
   auto exists = conn_->exec("SELECT count(*) FROM pg_catalog.pg_class WHERE oid = " + oid);
   if (std::string(PQgetvalue(exists.get(), 0, 0)) == "0") return std::nullopt;

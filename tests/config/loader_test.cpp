@@ -83,6 +83,10 @@ tables:
     null_payload: tombstone
     validate_json: true
     topic_pattern: "shop\\.[a-z]+\\.[A-Za-z]+"
+    format:
+      type: debezium-json
+      schemas: false
+      expand_json_payload: true
     columns:
       id: event_id
       aggregate_type: aggregate
@@ -470,7 +474,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"log_format", kHead + "log_format: xml\n", 7, 13, "log_format",
                   "must be one of auto, json, text (got 'xml')"},
         ErrorCase{"null_payload", kHead + "    null_payload: drop\n", 7, 19, "tables[0].null_payload",
-                  "one of poison, tombstone (got 'drop')"},
+                  "one of poison, tombstone, json-null (got 'drop')"},
         ErrorCase{"bool", kHead + "provenance_headers: maybe\n", 7, 21, "provenance_headers",
                   "must be true or false (got 'maybe')"},
         ErrorCase{"metrics_no_port", kHead + "metrics_address: localhost\n", 7, 18, "metrics_address", "has no port"},

@@ -139,6 +139,10 @@ TEST(ConfigSchema, EveryEnvironmentVariableOverridesItsKey) {
     }
     // A signing key is at least 32 bytes, and exactly-once needs one.
     if (key.path == "delivery") others["PGOUTBOX_CHECKPOINT_SIGNING_KEY"] = std::string(40, 'k');
+    // Expanding the payload and the format's own null belong to format debezium-json.
+    if (key.path == "tables[].format.expand_json_payload" || key.path == "tables[].null_payload") {
+      others["PGOUTBOX_TABLES_0_FORMAT_TYPE"] = "debezium-json";
+    }
     auto value = sample(key);
     ASSERT_TRUE(value) << key.path << " has type " << key.type << ", which this test has no sample for";
     if (key.path == "checkpoint.signing_key") value = std::string(40, 's');

@@ -321,6 +321,89 @@ TEST(FromDebezium, ConnectorValuesCannotInjectDsnKeywords) {
                Unusable);
 }
 
+// A connector with the outbox router and `extra` settings (JSON members, each followed by a comma).
+std::string connector_with(const std::string& extra) {
+  return R"json({"config": {
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "postgres", "database.dbname": "orders", "database.user": "debezium",
+      "topic.prefix": "dbserver1", "table.include.list": "public.outbox",)json" +
+         extra + R"json(
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}})json";
+}
+
+constexpr const char* kJson = "org.apache.kafka.connect.json.JsonConverter";
+
+TEST(FromDebezium, JsonConvertersBecomeFormatDebeziumJsonWithTheirSchemasEnable) {
+  const std::string both = std::string(R"("key.converter": ")") + kJson + R"(", "value.converter": ")" + kJson + "\",";
+  {
+    const auto c = from_debezium(connector_with(both));
+    const auto t = load(c).tables.at(0);
+    EXPECT_EQ(t.format.type, config::Format::debezium_json);
+    EXPECT_TRUE(t.format.schemas);  // JsonConverter's default
+    EXPECT_FALSE(t.format.expand_json_payload);
+    EXPECT_EQ(t.null_payload, config::NullPayload::json_null);  // the router writes {"payload": null}
+    EXPECT_EQ(left_out(c, "key.converter"), "");
+  }
+  {
+    const auto c = from_debezium(connector_with(both + R"("key.converter.schemas.enable": "false",
+        "value.converter.schemas.enable": false, "transforms.outbox.table.expand.json.payload": "true",
+        "transforms.outbox.route.tombstone.on.empty.payload": "true",)"));
+    const auto t = load(c).tables.at(0);
+    EXPECT_EQ(t.format.type, config::Format::debezium_json);
+    EXPECT_FALSE(t.format.schemas);
+    EXPECT_TRUE(t.format.expand_json_payload);
+    EXPECT_FALSE(t.validate_json);
+    EXPECT_EQ(t.null_payload, config::NullPayload::tombstone);
+  }
+}
+
+TEST(FromDebezium, TheWorkersConvertersApplyWhereTheConnectorSetsNone) {
+  const std::string worker = std::string("# worker\nbootstrap.servers=kafka:9092\nkey.converter = ") + kJson +
+                             "\nvalue.converter:" + kJson + "\nvalue.converter.schemas.enable=false\n" +
+                             "key.converter.schemas.enable=false\n";
+  const auto from_worker = load(from_debezium(connector_with(""), worker)).tables.at(0);
+  EXPECT_EQ(from_worker.format.type, config::Format::debezium_json);
+  EXPECT_FALSE(from_worker.format.schemas);
+  // The connector's own setting wins.
+  const auto own =
+      load(from_debezium(connector_with(R"("key.converter": "org.apache.kafka.connect.storage.StringConverter",
+      "value.converter": "org.apache.kafka.connect.storage.StringConverter",)"),
+                         worker))
+          .tables.at(0);
+  EXPECT_EQ(own.format.type, config::Format::string);
+  // Without either, the worker's converter is unknown: string, and the output says so.
+  const auto unknown = from_debezium(connector_with(""));
+  EXPECT_EQ(load(unknown).tables.at(0).format.type, config::Format::string);
+  EXPECT_NE(left_out(unknown, "key.converter").find("--worker"), std::string::npos);
+}
+
+TEST(FromDebezium, ConvertersPgoutboxCannotReproduceAreNamedWithTheReason) {
+  const auto mixed = from_debezium(connector_with(
+      std::string(R"("key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": ")") +
+      kJson + "\","));
+  EXPECT_EQ(load(mixed).tables.at(0).format.type, config::Format::string);
+  EXPECT_NE(left_out(mixed, "value.converter").find("covers both alike"), std::string::npos);
+  const auto avro = from_debezium(connector_with(
+      R"("key.converter": "io.confluent.connect.avro.AvroConverter", "value.converter": "io.confluent.connect.avro.AvroConverter",)"));
+  EXPECT_NE(left_out(avro, "value.converter").find("schema registry"), std::string::npos);
+  const auto half_schemas =
+      from_debezium(connector_with(std::string(R"("key.converter": ")") + kJson + R"(", "value.converter": ")" + kJson +
+                                   R"(", "value.converter.schemas.enable": "false",)"));
+  EXPECT_EQ(load(half_schemas).tables.at(0).format.type, config::Format::string);
+  EXPECT_NE(left_out(half_schemas, "value.converter").find("without schemas"), std::string::npos);
+}
+
+TEST(FromDebezium, WorkerPropertiesAreReadAsJavaReadsThem) {
+  const auto p = parse_properties("# c\n! c\n  a = 1\nb:2\nc 3\nd=x\\\n   y\ne=\\u\\=\\:\\\\\r\nf\n");
+  EXPECT_EQ(p.at("a"), "1");
+  EXPECT_EQ(p.at("b"), "2");
+  EXPECT_EQ(p.at("c"), "3");
+  EXPECT_EQ(p.at("d"), "xy");
+  EXPECT_EQ(p.at("e"), "u=:\\");
+  EXPECT_EQ(p.at("f"), "");
+}
+
 TEST(FromDebezium, UnusableInputIsRefused) {
   EXPECT_THROW(from_debezium("{not json"), Unusable);
   EXPECT_THROW(from_debezium("[1, 2]"), Unusable);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "child_process.h"
+#include "connect_standalone.h"
 #include "kafka_client.h"
 #include "pgoutbox/debezium/from_debezium.h"
 #include "pgoutbox_process.h"
@@ -30,11 +31,6 @@ constexpr const char* kSlot = "dbz_handover";
 constexpr const char* kTopic = "handover.Order";
 constexpr int kPartitions = 6;
 constexpr int kKeys = 12;
-
-std::string debezium_libs() {
-  if (const char* dir = std::getenv("PGOUTBOX_DEBEZIUM_LIBS"); dir != nullptr && *dir != '\0') return dir;
-  return PGOUTBOX_DEBEZIUM_LIBS;
-}
 
 // The connector as a user would have it, one map for both Connect (as properties) and the converter (as JSON).
 std::map<std::string, std::string> connector(const PgCluster& pg) {
@@ -57,14 +53,6 @@ std::map<std::string, std::string> connector(const PgCluster& pg) {
           {"transforms", "outbox"},
           {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"},
           {"transforms.outbox.route.topic.replacement", "handover.${routedByValue}"}};
-}
-
-std::string as_json(const std::map<std::string, std::string>& settings) {
-  std::string out = "{\"name\": \"handover\", \"config\": {";
-  for (const auto& [key, value] : settings) {
-    out += (out.back() == '{' ? "" : ", ") + ("\"" + key + "\": \"" + value + "\"");
-  }
-  return out + "}}";
 }
 
 void write(const std::string& path, const std::string& text) {
@@ -100,37 +88,20 @@ TEST(DebeziumHandover, PgoutboxTakesOverTheSlotAndConsumersSeeNoDifference) {
   const auto settings = connector(pg);
 
   // 1. Debezium publishes the first events.
-  std::string properties;
-  for (const auto& [key, value] : settings) properties += key + "=" + value + "\n";
-  write(scratch.path() + "/connector.properties", properties);
-  write(scratch.path() + "/worker.properties",
-        "bootstrap.servers=" + kafka.bootstrap() +
-            "\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n"
-            "value.converter=org.apache.kafka.connect.storage.StringConverter\n"
-            "offset.storage.file.filename=" +
-            scratch.path() +
-            "/offsets\noffset.flush.interval.ms=1000\nplugin.discovery=service_load\n"
-            "listeners=http://127.0.0.1:0\nproducer.acks=all\nproducer.enable.idempotence=true\n");
-  write(scratch.path() + "/log4j2.properties",
-        "rootLogger.level=warn\nrootLogger.appenderRef.out.ref=out\nappender.out.type=Console\n"
-        "appender.out.name=out\nappender.out.layout.type=PatternLayout\nappender.out.layout.pattern=%p %c{1}: %m%n\n");
-  const std::string connect_log = scratch.path() + "/connect.log";
-  ChildProcess connect(
-      {.argv = {PGOUTBOX_JAVA, "-Xmx512M", "-Dlog4j2.configurationFile=" + scratch.path() + "/log4j2.properties",
-                "-Djava.io.tmpdir=" + scratch.path(), "-cp", libs + "/*",
-                "org.apache.kafka.connect.cli.ConnectStandalone", scratch.path() + "/worker.properties",
-                scratch.path() + "/connector.properties"},
-       .log_path = connect_log,
-       .run_as = std::nullopt,
-       .extra_env = {}});
+  ConnectStandalone connect(scratch.path(), kafka.bootstrap(),
+                            {{"key.converter", "org.apache.kafka.connect.storage.StringConverter"},
+                             {"value.converter", "org.apache.kafka.connect.storage.StringConverter"},
+                             {"producer.acks", "all"},
+                             {"producer.enable.idempotence", "true"}},
+                            {settings});
+  const std::string connect_log = connect.log();
   constexpr int kBefore = 40, kAfter = 40;
   insert_events(pg, 0, kBefore);
   const auto by_debezium = read_topic(kafka.bootstrap(), kTopic, kBefore, std::chrono::minutes(3));
   ASSERT_GE(by_debezium.size(), static_cast<std::size_t>(kBefore)) << tail_of(connect_log);
 
   // 2. Debezium stops; events keep being committed; its slot is free.
-  connect.signal_leader(SIGTERM);
-  ASSERT_TRUE(connect.wait(std::chrono::seconds(60)).has_value()) << tail_of(connect_log);
+  ASSERT_TRUE(connect.stop()) << tail_of(connect_log);
   for (int i = 0; i < 100 && slot_active_pid(pg.dsn(), kSlot); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -138,7 +109,7 @@ TEST(DebeziumHandover, PgoutboxTakesOverTheSlotAndConsumersSeeNoDifference) {
   insert_events(pg, kBefore, kAfter);
 
   // 3. pgoutbox on the converted configuration, the brokers from the environment.
-  const auto conversion = debezium::from_debezium(as_json(settings));
+  const auto conversion = debezium::from_debezium(connector_json(settings));
   write(scratch.path() + "/pgoutbox.yaml", conversion.yaml);
   const std::string pgoutbox_log = scratch.path() + "/pgoutbox.log";
   PgoutboxProcess relay(

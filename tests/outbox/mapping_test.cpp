@@ -179,6 +179,91 @@ TEST(Mapping, NullPayloadIsPoisonUnlessTombstonesAreConfigured) {
   EXPECT_EQ(rec.key, "k");
 }
 
+// format debezium-json: Debezium 3.6.1's bytes through JsonConverter for these columns (the
+// run with the pinned jars is tests/debezium/formats_test.cpp).
+config::TableConfig debezium_json(bool schemas) {
+  auto t = table("djson");
+  t.format.type = config::Format::debezium_json;
+  t.format.schemas = schemas;
+  t.null_payload = config::NullPayload::json_null;
+  t.columns.type.reset();
+  return t;
+}
+
+TEST(Mapping, DebeziumJsonTypesTheKeyAndThePayloadByTheirColumns) {
+  const auto& rel = relation(9100, "public", "djson",
+                             {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kInt8}, {"payload", kJsonb}});
+  Mapping m({debezium_json(true)}, false, {}, [](pgoutput::Oid) {
+    return std::vector<std::string>{"id", "aggregateid"};  // NOT NULL: the key's schema is not optional
+  });
+  const auto rec = build_ok(*m.resolve(rel), tuple({"e1", "Order", "42", R"({"n": 1, "s": "é\""})"}));
+  EXPECT_EQ(rec.key, R"({"schema":{"type":"int64","optional":false},"payload":42})");
+  EXPECT_EQ(
+      rec.value,
+      R"({"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"n\": 1, \"s\": \"é\\\"\"}"})");
+  EXPECT_EQ(rec.headers.at(0).name, "id");
+  EXPECT_EQ(rec.headers.at(0).value, "e1");  // SimpleHeaderConverter: the text
+  // A NULL payload is the format's null, a NULL key is JSON null (never a record without a key).
+  const auto nulls = build_ok(*m.resolve(rel), tuple({"e2", "Order", std::nullopt, std::nullopt}));
+  EXPECT_FALSE(nulls.tombstone);
+  EXPECT_EQ(nulls.key, R"({"schema":{"type":"int64","optional":false},"payload":null})");
+  EXPECT_EQ(
+      nulls.value,
+      R"({"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":null})");
+}
+
+TEST(Mapping, DebeziumJsonWithoutSchemasWritesThePayloadAloneAndBytesAsBase64) {
+  const auto& rel = relation(9101, "public", "djson",
+                             {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kUuid}, {"payload", kBytea}});
+  Mapping m({debezium_json(false)}, false);
+  const auto rec =
+      build_ok(*m.resolve(rel), tuple({"e1", "Order", "33333333-1111-1111-1111-111111111111", "\\x00ff10"}));
+  EXPECT_EQ(rec.key, R"("33333333-1111-1111-1111-111111111111")");
+  EXPECT_EQ(rec.value, R"("AP8Q")");
+  EXPECT_EQ(build_ok(*m.resolve(rel), tuple({"e2", "Order", std::nullopt, std::nullopt})).value, "null");
+}
+
+TEST(Mapping, DebeziumJsonTombstonesABlankPayloadAsTheRouterDoes) {
+  auto t = debezium_json(true);
+  t.null_payload = config::NullPayload::tombstone;
+  const auto& rel = relation(9102, "public", "djson",
+                             {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kText}});
+  Mapping m({t}, false);
+  for (const char* blank : {"", " \t\n"}) {
+    const auto rec = build_ok(*m.resolve(rel), tuple({"e1", "Order", "k", blank}));
+    EXPECT_TRUE(rec.tombstone) << "'" << blank << "'";
+    EXPECT_EQ(rec.key, R"({"schema":{"type":"string","optional":true},"payload":"k"})");
+  }
+  EXPECT_FALSE(build_ok(*m.resolve(rel), tuple({"e2", "Order", "k", " x "})).tombstone);
+}
+
+TEST(Mapping, DebeziumJsonExpandsAnObjectAndMakesWhatStopsDebeziumPoison) {
+  auto t = debezium_json(false);
+  t.format.expand_json_payload = true;
+  const auto& rel = relation(9103, "public", "djson",
+                             {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kText}, {"payload", kJson}});
+  Mapping m({t}, false);
+  EXPECT_EQ(build_ok(*m.resolve(rel), tuple({"e1", "Order", "k", R"({"a": [1, 2], "b": null})"})).value,
+            R"({"a":[1,2]})");
+  EXPECT_EQ(build_ok(*m.resolve(rel), tuple({"e2", "Order", "k", R"("text")"})).value, R"("\"text\"")");
+  auto big = m.resolve(rel)->build(tuple({"e3", "Order", "k", R"({"n": 12345678901234567890})"}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(big));
+  EXPECT_EQ(std::get<Poison>(big).code, "UNEXPANDABLE_PAYLOAD");
+}
+
+TEST(Mapping, DebeziumJsonRefusesAKeyTypeItDoesNotReproduce) {
+  const auto& rel =
+      relation(9104, "public", "djson",
+               {{"id", kUuid}, {"aggregatetype", kText}, {"aggregateid", kTimestamptz}, {"payload", kJsonb}});
+  Mapping m({debezium_json(true)}, false);
+  try {
+    m.resolve(rel);
+    FAIL() << "resolved";
+  } catch (const MappingError& e) {
+    EXPECT_NE(std::string(e.what()).find("format debezium-json reproduces"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Mapping, NullIdOrRoutingValueIsPoisonAndNullKeyHasNoKey) {
   Mapping m({table()}, false);
   const auto* rt = m.resolve(debezium_outbox(5000));

@@ -86,7 +86,19 @@ struct ColumnRoles {
   std::optional<std::string> timestamp;      // record timestamp, else the commit time
 };
 
-enum class NullPayload { poison, tombstone };
+// json_null: the format's own null value (debezium-json's {"schema":…,"payload":null}, as
+// Debezium's router writes a NULL payload unless route.tombstone.on.empty.payload).
+enum class NullPayload { poison, tombstone, json_null };
+
+// The bytes of each record's key and value (docs/migrating.md "Record formats"). string: the key column's text and
+// the payload as stored. debezium_json: what Debezium's outbox event router writes through Kafka
+// Connect's JsonConverter, with its schemas.enable and the router's table.expand.json.payload.
+enum class Format { string, debezium_json };
+struct FormatConfig {
+  Format type = Format::string;
+  bool schemas = true;               // JsonConverter's schemas.enable (its default: true)
+  bool expand_json_payload = false;  // the router's table.expand.json.payload
+};
 
 // Rows already in the table published when pgoutbox creates the slot, from the slot's own
 // snapshot (docs/migrating.md "Switching from a polling relay"). An empty `where` turns it off.
@@ -113,6 +125,7 @@ struct TableConfig {
   std::string topic = "outbox.event.${aggregatetype}";  // ${column} is replaced by that column's text
   NullPayload null_payload = NullPayload::poison;
   bool validate_json = false;  // a text/bytea payload that is not JSON is poison
+  FormatConfig format;
   // An ECMAScript regular expression every expanded topic of the table must match whole; a
   // topic that does not is poison INVALID_TOPIC. Empty: any topic name Kafka accepts.
   std::string topic_pattern;

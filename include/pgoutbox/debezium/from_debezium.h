@@ -5,6 +5,7 @@
 // (docs/migrating.md "Switching from Debezium"). Secrets are never copied: the output names the
 // environment variables that carry them.
 
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,6 +25,11 @@ class Unusable : public std::runtime_error {
 };
 
 // `json` is the Kafka Connect JSON: {"name": ..., "config": {...}} or the bare config map.
-Conversion from_debezium(std::string_view json);
+// `worker_properties`: the Connect worker's file (key.converter and value.converter apply from
+// it when the connector sets none), empty when not given.
+Conversion from_debezium(std::string_view json, std::string_view worker_properties = {});
+
+// The key=value pairs of a Java .properties file (a Connect worker's).
+std::map<std::string, std::string> parse_properties(std::string_view text);
 
 }  // namespace pgoutbox::debezium

@@ -47,11 +47,18 @@ struct MappedColumn {
 };
 std::vector<MappedColumn> mapped_columns(const config::TableConfig& table);
 
+// The names of a relation's NOT NULL columns as the catalog says now (debezium-json's schemas
+// say whether the key and the payload are optional, as Debezium reads them from the catalog).
+using NotNullLookup = std::function<std::vector<std::string>(pgoutput::Oid)>;
+
 // A table mapping resolved against one Relation description: column indexes and payload kind.
 class ResolvedTable {
  public:
   // Throws MappingError naming table and column when the relation cannot serve the mapping.
-  ResolvedTable(const config::TableConfig& table, const pgoutput::Relation& relation, bool provenance_headers);
+  // `not_null`: the relation's NOT NULL columns, read only for format debezium-json (without
+  // it, every column counts as nullable).
+  ResolvedTable(const config::TableConfig& table, const pgoutput::Relation& relation, bool provenance_headers,
+                const std::vector<std::string>& not_null = {});
 
   std::variant<Record, Poison> build(const pgoutput::TupleData& tuple, const TxnContext& txn) const;
   std::uint64_t relation_generation() const { return generation_; }
@@ -64,6 +71,15 @@ class ResolvedTable {
     int column = -1;  // >= 0: the text of this column
   };
   enum class PayloadKind { text, bytea };
+  // debezium-json's schemas of the key and the payload, resolved from their columns' types.
+  struct DebeziumForm {
+    std::string key_schema;
+    bool key_is_number = false;
+    std::string value_schema;
+  };
+  void to_debezium_json(Record& rec, const std::optional<std::string_view>& key,
+                        const std::optional<std::string_view>& payload,
+                        const std::function<void(std::string, std::string)>& fail) const;
 
   const config::TableConfig* table_;
   std::string label_;  // schema.name, each record's `table`
@@ -76,6 +92,7 @@ class ResolvedTable {
   int headers_ = -1;
   int timestamp_ = -1;
   PayloadKind payload_kind_ = PayloadKind::text;
+  std::optional<DebeziumForm> debezium_;
   bool validate_json_ = false;
   std::vector<TopicPart> topic_;
   std::optional<std::regex> topic_pattern_;  // the table's topic_pattern, when set
@@ -88,6 +105,12 @@ class ResolvedTable {
 using Ancestors = std::vector<std::pair<std::string, std::string>>;
 using AncestryLookup = std::function<std::optional<Ancestors>(pgoutput::Oid)>;
 
+// What the catalog tells the mapping, on a SQL connection of its own (replication/catalog.h).
+struct CatalogLookups {
+  AncestryLookup ancestry;
+  NotNullLookup not_null;
+};
+
 // All configured tables and their families. A relation is served by the configured table of
 // its own name, else by the nearest configured ancestor (a leaf partition published without
 // publish_via_partition_root, a sub-partition, an inheritance child), with that table's
@@ -97,7 +120,8 @@ using AncestryLookup = std::function<std::optional<Ancestors>(pgoutput::Oid)>;
 class Mapping {
  public:
   // Without `ancestry`, only relations named like a configured table are mapped.
-  Mapping(std::vector<config::TableConfig> tables, bool provenance_headers, AncestryLookup ancestry = {});
+  Mapping(std::vector<config::TableConfig> tables, bool provenance_headers, AncestryLookup ancestry = {},
+          NotNullLookup not_null = {});
 
   // nullptr when the relation is in no configured table's family (its rows are ignored).
   // Throws MappingError when it is in one but cannot be mapped, or when it was dropped and
@@ -113,6 +137,7 @@ class Mapping {
   std::vector<config::TableConfig> tables_;
   bool provenance_;
   AncestryLookup ancestry_;
+  NotNullLookup not_null_;
   struct Entry {
     std::uint64_t generation = 0;        // of the relation description it was resolved from
     std::optional<ResolvedTable> table;  // nullopt: not a configured outbox table

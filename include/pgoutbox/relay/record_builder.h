@@ -29,8 +29,9 @@ struct Built {
 
 class RecordBuilder {
  public:
-  // `ancestry` tells whose partition or inheritance child a relation is (outbox::Mapping).
-  RecordBuilder(const config::Config& config, outbox::AncestryLookup ancestry);
+  // `catalog` tells whose partition or inheritance child a relation is and which of its columns
+  // are NOT NULL (outbox::Mapping).
+  RecordBuilder(const config::Config& config, outbox::CatalogLookups catalog);
 
   void add_header(outbox::Header header) { extra_headers_.push_back(std::move(header)); }
   void relation(const pgoutput::RelationData& relation) { relations_.apply(relation); }

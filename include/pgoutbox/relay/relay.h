@@ -41,7 +41,7 @@ class Relay : private ChangeHandler, private DeliveryEvents {
   // `ancestry` tells whose partition or inheritance child a relation is (outbox::Mapping); empty:
   // only relations named like a configured table are mapped.
   Relay(const config::Config& config, boost::asio::io_context& io, Clock& clock, kafka::SinkFactory sinks,
-        Observer& observer, outbox::AncestryLookup ancestry = {});
+        Observer& observer, outbox::CatalogLookups catalog = {});
   ~Relay() override;
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;

@@ -34,7 +34,12 @@ class Catalog {
   // reopened once).
   std::optional<std::vector<std::pair<std::string, std::string>>> ancestors(std::uint32_t relid);
 
+  // The names of the relation's NOT NULL columns now (a dropped relation has none). Throws
+  // PgError as ancestors() does.
+  std::vector<std::string> not_null_columns(std::uint32_t relid);
+
  private:
+  Connection& connection();
   std::optional<std::vector<std::pair<std::string, std::string>>> query(std::uint32_t relid);
 
   std::string dsn_;

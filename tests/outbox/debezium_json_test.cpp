@@ -1,0 +1,103 @@
+// format debezium-json's encoders against bytes Debezium 3.6.1 wrote through JsonConverter
+// (captured from a run of the pinned jars; the end-to-end comparison is
+// tests/debezium/formats_test.cpp).
+#include "pgoutbox/outbox/debezium_json.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace pgoutbox::outbox::debezium {
+namespace {
+
+Expanded expanded(std::string_view json) {
+  auto result = expand(json, "payload");
+  if (auto* e = std::get_if<Expanded>(&result)) return *e;
+  ADD_FAILURE() << "not expanded: " << json;
+  return {};
+}
+
+TEST(DebeziumJson, SchemasAreWrittenAsJsonConverterWritesThem) {
+  EXPECT_EQ(schema_json({"string", false, "", 0}), R"({"type":"string","optional":false})");
+  EXPECT_EQ(schema_json({"string", false, "io.debezium.data.Uuid", 1}),
+            R"({"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1})");
+  EXPECT_EQ(envelope(true, schema_json({"int64", false, "", 0}), "42"),
+            R"({"schema":{"type":"int64","optional":false},"payload":42})");
+  EXPECT_EQ(envelope(false, "ignored", "42"), "42");
+}
+
+TEST(DebeziumJson, StringsAreQuotedAsJacksonQuotesThem) {
+  EXPECT_EQ(json_string("plain text \"quoted\" \\ back"), R"("plain text \"quoted\" \\ back")");
+  EXPECT_EQ(json_string("héllo ✓ /"), "\"héllo ✓ /\"");
+  EXPECT_EQ(json_string(std::string("a\b\t\n\f\r\x01\x1f\x7f", 9)), "\"a\\b\\t\\n\\f\\r\\u0001\\u001F\x7f\"");
+  EXPECT_EQ(json_string(""), "\"\"");
+  // Debezium 3.6.1 wrote 😀 (U+1F600) as its surrogate pair.
+  EXPECT_EQ(json_string("✓ 😀"), "\"✓ \\uD83D\\uDE00\"");
+}
+
+TEST(DebeziumJson, BytesAreBase64) {
+  EXPECT_EQ(base64(std::string("\x00\xff\x10", 3)), "AP8Q");
+  EXPECT_EQ(base64(""), "");
+  EXPECT_EQ(base64("a"), "YQ==");
+  EXPECT_EQ(base64("ab"), "YWI=");
+  EXPECT_EQ(base64("abc"), "YWJj");
+}
+
+TEST(DebeziumJson, DoublesAreWrittenAsJavasDoubleToString) {
+  EXPECT_EQ(java_double(1.5), "1.5");
+  EXPECT_EQ(java_double(100), "100.0");
+  EXPECT_EQ(java_double(2.25), "2.25");
+  EXPECT_EQ(java_double(0.001), "0.001");
+  EXPECT_EQ(java_double(0.0001), "1.0E-4");
+  EXPECT_EQ(java_double(1e7), "1.0E7");
+  EXPECT_EQ(java_double(9999999.5), "9999999.5");
+  EXPECT_EQ(java_double(1.25e10), "1.25E10");
+  EXPECT_EQ(java_double(-0.5), "-0.5");
+  EXPECT_EQ(java_double(0), "0.0");
+  EXPECT_EQ(java_double(-0.0), "-0.0");
+  EXPECT_EQ(java_double(0.1), "0.1");
+  EXPECT_EQ(java_double(123456.789), "123456.789");
+}
+
+// Debezium 3.6.1's bytes for this jsonb payload with table.expand.json.payload=true.
+TEST(DebeziumJson, AnObjectIsExpandedWithTheSchemaDebeziumInfers) {
+  const auto e =
+      expanded(R"({"b": true, "f": 1.5, "n": 1, "arr": [1, 2, 3], "nul": null, "obj": {"x": "y"}, "note": "héllo ✓"})");
+  EXPECT_EQ(
+      e.schema,
+      R"({"type":"struct","fields":[{"type":"boolean","optional":true,"field":"b"},{"type":"double","optional":true,"field":"f"},{"type":"int32","optional":true,"field":"n"},{"type":"array","items":{"type":"int32","optional":true},"optional":true,"field":"arr"},{"type":"struct","fields":[{"type":"string","optional":true,"field":"x"}],"optional":true,"name":"payload.obj","field":"obj"},{"type":"string","optional":true,"field":"note"}],"optional":true,"name":"payload"})");
+  EXPECT_EQ(e.payload, R"({"b":true,"f":1.5,"n":1,"arr":[1,2,3],"obj":{"x":"y"},"note":"héllo ✓"})");
+  const auto empty = expanded("{}");
+  EXPECT_EQ(empty.schema, R"({"type":"struct","fields":[],"optional":true,"name":"payload"})");
+  EXPECT_EQ(empty.payload, "{}");
+}
+
+TEST(DebeziumJson, ObjectsInAnArrayShareOneMergedSchemaAndAMissingFieldIsNull) {
+  const auto e = expanded(R"({"items": [{"a": 1}, {"a": 2, "b": "x"}], "big": 3000000000, "e": []})");
+  EXPECT_EQ(
+      e.schema,
+      R"({"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"},{"type":"string","optional":true,"field":"b"}],"optional":true,"name":"payload.items"},"optional":true,"field":"items"},{"type":"int64","optional":true,"field":"big"}],"optional":true,"name":"payload"})");
+  EXPECT_EQ(e.payload, R"({"items":[{"a":1,"b":null},{"a":2,"b":"x"}],"big":3000000000})");
+}
+
+TEST(DebeziumJson, ARepeatedNameKeepsItsFirstPlaceAndItsLastValue) {
+  const auto e = expanded(R"({"a": 1, "b": 2, "a": "last"})");
+  EXPECT_EQ(e.payload, R"({"a":"last","b":2})");
+}
+
+TEST(DebeziumJson, WhatTheRouterCannotExpandStaysAString) {
+  for (const auto* json : {R"("just a string")", R"( {"a": 1})", R"({"a": [1, "x"]})", R"({"a": [1, 2.5]})",
+                           R"({"a": [null]})", R"([1, "a", {"k": 2}])", "{not json"}) {
+    EXPECT_TRUE(std::holds_alternative<KeptAsString>(expand(json, "payload"))) << json;
+  }
+}
+
+TEST(DebeziumJson, WhatStopsDebeziumsTaskIsUnpublishable) {
+  for (const auto* json : {R"({"big": 12345678901234567890})", R"([1, 2, 3])", R"([])",
+                           R"({"a": [{"x": 1}, {"x": "s"}]})", R"({"a": [[1], ["s"]]})"}) {
+    EXPECT_TRUE(std::holds_alternative<Unpublishable>(expand(json, "payload"))) << json;
+  }
+}
+
+}  // namespace
+}  // namespace pgoutbox::outbox::debezium
