@@ -40,6 +40,7 @@
 #include "backlog.h"
 #include "contenders.h"
 #include "cpu_meter.h"
+#include "formats.h"
 #include "kafka_client.h"
 #include "report.h"
 #include "scale.h"
@@ -370,6 +371,11 @@ int main(int argc, char** argv) {
   app.add_option("--scenarios", only_scenarios, "only these throughput scenarios, as TXN_PAYLOAD (10_200, 1000_2048)")
       ->delimiter(',');
   app.add_flag("--smoke", smoke, "a minimal run (seconds, tiny sizes) that proves the runner works");
+  bool formats = false;
+  FormatsSpec formats_spec;
+  app.add_flag("--formats", formats,
+               "run bench/formats.h's cases instead: the record formats' cost against format string on the backlog "
+               "drain, its table written between the bench-formats markers of --readme");
   bool topic_limits = false;
   TopicLimitsSpec limits;
   app.add_flag("--topic-limits", topic_limits,
@@ -460,14 +466,14 @@ int main(int argc, char** argv) {
     if (std::find(contenders.begin(), contenders.end(), name) != contenders.end()) only.push_back(c);
   }
   const bool debezium =
-      !topic_limits && (selected(only, Contender::debezium) || selected(only, Contender::debezium_tuned));
+      !topic_limits && !formats && (selected(only, Contender::debezium) || selected(only, Contender::debezium_tuned));
   if (debezium && !std::filesystem::exists(debezium_libs + "/debezium-connector-postgres-3.6.1.Final.jar")) {
     std::fprintf(stderr, "bench: the Debezium jars are not in %s; run scripts/setup.sh (or --debezium-libs DIR)\n",
                  debezium_libs.c_str());
     return 1;
   }
-  if (topic_limits && !baseline_bin.empty()) {
-    std::fprintf(stderr, "bench: --topic-limits runs this build alone (no --baseline-pgoutbox)\n");
+  if ((topic_limits || formats) && !baseline_bin.empty()) {
+    std::fprintf(stderr, "bench: --topic-limits and --formats run this build alone (no --baseline-pgoutbox)\n");
     return 1;
   }
   if (!baseline_bin.empty() && !std::filesystem::exists(baseline_bin)) {
@@ -481,6 +487,7 @@ int main(int argc, char** argv) {
   report.machine = describe_machine();
   report.load_at_start = load_average();
   report.polling = polling;
+  std::vector<FormatsRow> formats_rows;
   try {
     std::filesystem::create_directories(out_dir + "/results");
     test::ScratchDir scratch("bench", std::nullopt);
@@ -495,7 +502,8 @@ int main(int argc, char** argv) {
     // checkpoint topic, exit 25: its checkpoints would be lost).
     test::create_topic(kafka.bootstrap(), "pgoutbox.checkpoints", 1, {{"cleanup.policy", "compact"}});
     create_schema(pg, PGOUTBOX_SOURCE_DIR, polling.workers);
-    Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling, PGOUTBOX_JAVA, debezium_libs, "", {}};
+    Bench bench{pg, kafka, pgoutbox_bin, polling_bin, scratch.path(), polling, PGOUTBOX_JAVA, debezium_libs, "",
+                {}, {}};
     bench.kafka_settings = kafka_settings;
     Bench baseline = bench;
     baseline.kafka_settings = baseline_kafka_settings;
@@ -503,7 +511,14 @@ int main(int argc, char** argv) {
     baseline.build = baseline_name.empty() ? "baseline" : "baseline " + baseline_name;
     const Builds builds = baseline_bin.empty() ? Builds{&bench} : Builds{&bench, &baseline};
 
-    if (topic_limits) {
+    if (formats) {
+      formats_spec.events = smoke ? 2000 : events_10;
+      if (smoke) {
+        formats_spec.warmup_events = 100;
+        formats_spec.rounds = 1;
+      }
+      formats_rows = measure_formats(bench, formats_spec);
+    } else if (topic_limits) {
       // pgoutbox alone, both delivery modes (or those of --contenders), on the catch-up backlog.
       limits.events = smoke ? 2000 : events_10;
       if (smoke) limits.warmup_events = 100;
@@ -577,6 +592,15 @@ int main(int argc, char** argv) {
   }
   report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report.load_at_end = load_average();
+  if (formats) {
+    const std::string markdown = to_formats_markdown(formats_rows, formats_spec, run_header(report));
+    std::printf("%s", markdown.c_str());
+    if (!readme.empty()) {
+      write_between_markers(readme, markdown, "<!-- bench-formats:begin -->", "<!-- bench-formats:end -->");
+    }
+    progress(fmt::format("formats: done in {:.0f} s", report.total_seconds));
+    return 0;
+  }
   if (topic_limits) {
     const std::string markdown = to_topic_limits_markdown(report);
     std::printf("%s", markdown.c_str());

@@ -152,6 +152,7 @@ test::ChildProcess spawn_relay(const Bench& bench, Contender kind, const std::st
     argv = {bench.pgoutbox_bin, "run", "-c",
             write_pgoutbox_config(bench, kind, topic, slot, dead_letter_topic, metrics_port)};
     env = {"PGOUTBOX_CHECKPOINT_SIGNING_KEY_FILE=" + write_signing_key(bench)};
+    env.insert(env.end(), bench.pgoutbox_env.begin(), bench.pgoutbox_env.end());
   } else if (is_debezium(kind)) {
     argv = debezium_argv(bench, kind, topic, slot);
   } else if (kind == Contender::polling) {

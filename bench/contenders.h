@@ -75,6 +75,9 @@ struct Bench {
   // More keys of pgoutbox's `kafka:` section for this build's runs, one `key: value` per line
   // (--kafka-setting): an A/B of a setting in one run, the baseline being the same binary.
   std::vector<std::string> kafka_settings;
+  // More NAME=value variables for pgoutbox's processes (its configuration's overrides, e.g.
+  // PGOUTBOX_TABLES_0_FORMAT_TYPE for bench/formats.h).
+  std::vector<std::string> pgoutbox_env;
 
   std::string dsn_as(const std::string& role) const;
   // tag_of(c), with "_base" after it for the baseline: slot, topic and file names.

@@ -289,16 +289,6 @@ std::string baseline_table(const Report& r) {
   return out;
 }
 
-// The command, when it ran, the machine and its load.
-std::string run_header(const Report& r) {
-  std::string out;
-  out += fmt::format("Command: `{}` — started {} UTC, took {:.0f} s.\n\n", r.command, r.started_utc, r.total_seconds);
-  out += fmt::format("Machine: {}\n\n", r.machine);
-  out +=
-      fmt::format("Load average (1, 5, 15 min): {} at the start, {} at the end.\n\n", r.load_at_start, r.load_at_end);
-  return out;
-}
-
 const TopicLimitsRow* find_topic_limits(const Report& r, Contender c, bool limited, bool oversized) {
   for (const auto& row : r.topic_limits) {
     if (row.contender == c && (row.max_message_bytes > 0) == limited && (row.oversized_share > 0) == oversized) {
@@ -336,6 +326,15 @@ std::string topic_limits_table(const Report& r) {
 }
 
 }  // namespace
+
+std::string run_header(const Report& r) {
+  std::string out;
+  out += fmt::format("Command: `{}` — started {} UTC, took {:.0f} s.\n\n", r.command, r.started_utc, r.total_seconds);
+  out += fmt::format("Machine: {}\n\n", r.machine);
+  out +=
+      fmt::format("Load average (1, 5, 15 min): {} at the start, {} at the end.\n\n", r.load_at_start, r.load_at_end);
+  return out;
+}
 
 std::string to_topic_limits_markdown(const Report& r) {
   const auto& spec = r.topic_limits_spec;

@@ -76,6 +76,9 @@ struct Report {
 
 std::string to_markdown(const Report& report);
 std::string to_json(const Report& report);
+// The command, when it ran, the machine and its load.
+std::string run_header(const Report& report);
+
 // A --topic-limits run: its table and issue 36's target.
 std::string to_topic_limits_markdown(const Report& report);
 // The README's headline: the 10 × 200 B backlog for every contender, with its p99 at 1,000 events/s.

@@ -30,6 +30,12 @@
 # modes (bench/topic_limits.h), its table written into docs/benchmarks.md between its own markers:
 #
 #   scripts/bench.sh --topic-limits [bench_compare options, e.g. --events-10 500000, --smoke]
+#
+# The record formats' cost (format debezium-json with and without schemas, with the expanded
+# payload) against format string on the same backlog drain (bench/formats.h), its table written
+# into docs/benchmarks.md between its own markers:
+#
+#   scripts/bench.sh --formats [bench_compare options, e.g. --events-10 500000, --smoke]
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,11 +45,13 @@ command="scripts/bench.sh${*:+ $*}"
 baseline=""
 standby=""
 topic_limits=""
+formats=""
 args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --standby) standby=1; shift ;;
     --topic-limits) topic_limits=1; shift ;;
+    --formats) formats=1; shift ;;
     --baseline) baseline=${2:?--baseline needs a revision}; shift 2 ;;
     --baseline=*) baseline=${1#--baseline=}; shift ;;
     *) args+=("$1"); shift ;;
@@ -68,6 +76,12 @@ if [ -n "$standby" ]; then
   exit 0
 fi
 cmake --build --preset release -j "$(nproc)" --target pgoutbox bench_polling_relay bench_compare
+if [ -n "$formats" ]; then
+  build/release/bench/bench_compare --formats --command "$command" --readme "$root/docs/benchmarks.md" \
+    ${args[@]+"${args[@]}"}
+  echo "bench: the formats table in docs/benchmarks.md"
+  exit 0
+fi
 if [ -n "$topic_limits" ]; then
   build/release/bench/bench_compare --topic-limits --command "$command" --readme "$root/docs/benchmarks.md" \
     ${args[@]+"${args[@]}"}
