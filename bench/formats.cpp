@@ -81,7 +81,9 @@ std::vector<FormatCase> format_cases() {
           {"debezium-json, no schemas", "fmt_djn", {json, "PGOUTBOX_TABLES_0_FORMAT_SCHEMAS=false"}},
           {"debezium-json, schemas, expanded payload",
            "fmt_djx",
-           {json, "PGOUTBOX_TABLES_0_FORMAT_EXPAND_JSON_PAYLOAD=true"}}};
+           {json, "PGOUTBOX_TABLES_0_FORMAT_EXPAND_JSON_PAYLOAD=true"}},
+          {"cloudevents-binary", "fmt_ceb", {"PGOUTBOX_TABLES_0_FORMAT_TYPE=cloudevents-binary"}},
+          {"cloudevents-structured", "fmt_ces", {"PGOUTBOX_TABLES_0_FORMAT_TYPE=cloudevents-structured"}}};
 }
 
 std::vector<FormatsRow> measure_formats(const Bench& bench, const FormatsSpec& spec) {

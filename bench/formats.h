@@ -1,7 +1,7 @@
 #pragma once
 
 // Record formats (docs/migrating.md "Record formats"): what writing Debezium's JsonConverter
-// bytes costs pgoutbox against format string on the same backlog drain. Every case drains the
+// bytes or CloudEvents costs pgoutbox against format string on the same backlog drain. Every case drains the
 // same backlog as the throughput table's 10 × 200 B scenario (jsonb payloads, varchar keys),
 // from its own slot made before the backlog, into its own topic, at-least-once; the cases run
 // twice, the second time in the reverse order, so that going first or last (a broker still

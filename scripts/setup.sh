@@ -16,7 +16,8 @@
 # contender and the hand-over test, third_party/debezium/pom.xml) into .deps/debezium/libs,
 # the Postgres 14, 16, 17 and 18 servers
 # of the version matrix into .deps/postgres/<major>, and the Go modules of the Helm chart's test
-# (deploy/helm/validate: Helm, k8s.io/api) into Go's module cache.
+# (deploy/helm/validate: Helm, k8s.io/api) into Go's module cache, and the Python packages of
+# third_party/python/requirements.txt (the CloudEvents SDK) into the virtual environment .deps/python.
 # With --demo: the build's packages, PostgreSQL 15, the JDK and the Kafka broker's jars only; the
 # linters, the packaging and Prometheus tools, Node.js, Kafka 3.9, Debezium, the other Postgres
 # majors and the Go modules are for the tests and the benchmark (a later run without --demo adds
@@ -38,11 +39,12 @@ packages=(
   default-jdk-headless maven nodejs
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot
   kcat curl openssl
+  python3-venv
   podman runc debootstrap
   pgbouncer
 )
 if [ "$demo" = true ]; then
-  test_only=" clang libclang-rt-14-dev clang-format clang-tidy prometheus lintian help2man man-db systemd fakeroot nodejs podman runc debootstrap pgbouncer "
+  test_only=" python3-venv clang libclang-rt-14-dev clang-format clang-tidy prometheus lintian help2man man-db systemd fakeroot nodejs podman runc debootstrap pgbouncer "
   kept=()
   for p in "${packages[@]}"; do [[ $test_only == *" $p "* ]] || kept+=("$p"); done
   packages=("${kept[@]}")
@@ -156,3 +158,16 @@ go=$(bash "$root/scripts/go.sh")
 if [ -z "${HOME:-}" ] && [ -z "${GOPATH:-}" ]; then export GOPATH=$root/.deps/go GOCACHE=$root/.deps/go/cache; fi
 (cd "$root/deploy/helm/validate" && GOTOOLCHAIN=auto GOFLAGS=-mod=readonly "$go" mod download)
 echo "setup: Go modules of deploy/helm/validate present ($("$go" env GOVERSION))"
+
+# The tests' Python packages (the CloudEvents SDK, tests/cloudevents), pinned, from PyPI into a
+# virtual environment of the project's own: Debian's python3 stays as the system has it.
+venv=$root/.deps/python
+requirements=$root/third_party/python/requirements.txt
+if ! cmp -s "$requirements" "$venv/.requirements" 2>/dev/null; then
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+  cp "$requirements" "$venv/.requirements"
+fi
+echo "setup: Python packages in .deps/python ($("$venv/bin/python3" -c 'import cloudevents; print("cloudevents", cloudevents.__version__)'))"
+

@@ -655,18 +655,29 @@ std::vector<Entry<TableConfig>> make_table_entries() {
       "jsonb are valid by construction). A payload that is not is poison.",
       [](auto& t) -> auto& { return t.validate_json; }));
 
+  static const std::vector<std::pair<std::string, Format>> kFormats = {
+      {"string", Format::string},
+      {"debezium-json", Format::debezium_json},
+      {"cloudevents-binary", Format::cloudevents_binary},
+      {"cloudevents-structured", Format::cloudevents_structured}};
   auto format = base<TableConfig>(
-      "format.type", "one of string, debezium-json",
-      "The bytes of each record's key and value (docs/migrating.md, Record formats). string: the key column's text and "
-      "the payload as "
-      "stored. debezium-json: what Debezium's outbox event router writes through Kafka Connect's JsonConverter, the "
-      "key and the value each typed by its column.");
+      "format.type", "one of string, debezium-json, cloudevents-binary, cloudevents-structured",
+      "The bytes of each record's key and value (docs/migrating.md, Record formats). string: the key column's text "
+      "and the payload as stored. debezium-json: what Debezium's outbox event router writes through Kafka Connect's "
+      "JsonConverter, the key and the value each typed by its column. cloudevents-binary: a CloudEvent in the Kafka "
+      "binding's binary mode (ce_ headers, the payload as the value); cloudevents-structured: in structured mode (an "
+      "application/cloudevents+json value whose data is the payload).");
   format.set = [](TableConfig& t, const Scalar& s) {
-    check_choice(s.text, {"string", "debezium-json"});
-    t.format.type = s.text == "debezium-json" ? Format::debezium_json : Format::string;
+    check_choice(s.text, {"string", "debezium-json", "cloudevents-binary", "cloudevents-structured"});
+    for (const auto& [name, value] : kFormats) {
+      if (name == s.text) t.format.type = value;
+    }
   };
   format.show = [](const TableConfig& t) {
-    return std::string(t.format.type == Format::debezium_json ? "debezium-json" : "string");
+    for (const auto& [name, value] : kFormats) {
+      if (value == t.format.type) return name;
+    }
+    return std::string("string");
   };
   v.push_back(std::move(format));
   v.push_back(flag<TableConfig>(
@@ -679,6 +690,29 @@ std::vector<Entry<TableConfig>> make_table_entries() {
       "debezium-json: the router's table.expand.json.payload. A payload that is a JSON object is written as a "
       "struct with the schema Debezium infers from it; anything else stays a string.",
       [](auto& t) -> auto& { return t.format.expand_json_payload; }));
+  v.push_back(text<TableConfig>(
+      "format.source", "URI reference",
+      "CloudEvents: the source attribute (ce_source) of every event of the table. Empty: /<database>/<schema>.<table>, "
+      "the database named by postgres.dsn.",
+      [](auto& t) -> auto& { return t.format.source; }, [](std::string_view) {}));
+  v.push_back(text<TableConfig>(
+      "format.event_type", "type template",
+      "CloudEvents: the type attribute (ce_type); each ${column} is replaced by that column's text, e.g. "
+      "com.example.${aggregatetype}.${type}. Empty: the value of columns.type, which must then be set. A row whose "
+      "type comes out empty is poison NULL_EVENT_TYPE.",
+      [](auto& t) -> auto& { return t.format.event_type; },
+      [](std::string_view value) {
+        if (value.empty()) return;
+        try {
+          parse_topic_template(value);
+        } catch (const std::invalid_argument& e) {
+          throw Invalid(fmt::format("{} (got {})", e.what(), quote(value)));
+        }
+      }));
+  v.push_back(flag<TableConfig>(
+      "format.subject_from_key",
+      "CloudEvents: the subject attribute (ce_subject) is the record key (the aggregate id).",
+      [](auto& t) -> auto& { return t.format.subject_from_key; }));
 
   v.push_back(column(
       "columns.id", "Column with the event id; becomes header id (consumers deduplicate by it).",

@@ -278,7 +278,7 @@ void Loader::resolve_properties() {
 }
 
 void Loader::check_tables() {
-  const auto& tables = draft_.config.tables;
+  auto& tables = draft_.config.tables;
   const auto& slot = draft_.config.postgres.slot;
   for (std::size_t i = 0; i < tables.size(); ++i) {
     // Postgres would refuse the marker slot only after the slot itself exists, its snapshot
@@ -291,18 +291,37 @@ void Loader::check_tables() {
                        kMaxNameBytes - kBackfillingSuffix.size(), key, slot, kBackfillingSuffix, slot,
                        kBackfilledSuffix, slot.size()));
     }
+    const auto fail_at = [&](const std::string& field, const std::string& why) {
+      const std::string key = fmt::format("{}[{}].{}", kTablesPath, i, field);
+      const auto it = origins_.find(key);
+      fail(it != origins_.end() ? it->second : file_origin(), key, why);
+    };
     // The format's options and the null it writes belong to debezium-json.
-    if (tables[i].format.type == Format::string) {
+    if (tables[i].format.type != Format::debezium_json) {
       const auto only_debezium = [&](const std::string& field, const std::string& why) {
-        const std::string key = fmt::format("{}[{}].{}", kTablesPath, i, field);
-        const auto it = origins_.find(key);
-        fail(it != origins_.end() ? it->second : file_origin(), key,
-             fmt::format("{} needs format.type debezium-json (the table's format is string)", why));
+        fail_at(field, fmt::format("{} needs format.type debezium-json", why));
       };
       if (tables[i].null_payload == NullPayload::json_null) {
         only_debezium("null_payload", "json-null is the format's null value:");
       }
       if (tables[i].format.expand_json_payload) only_debezium("format.expand_json_payload", "expanding the payload");
+    }
+    // A CloudEvent needs a type, and its source names the database and the table by default.
+    if (tables[i].format.cloudevents()) {
+      if (tables[i].format.event_type.empty() && !tables[i].columns.type) {
+        fail_at("format.event_type",
+                "a CloudEvent needs a type: set format.event_type (a template of ${column} references) or "
+                "columns.type");
+      }
+      if (tables[i].format.source.empty()) {
+        std::string database, user;
+        for (const auto& [keyword, value] : scan_dsn(draft_.config.postgres.dsn).params) {
+          if (keyword == "dbname") database = value;
+          if (keyword == "user") user = value;
+        }
+        if (database.empty()) database = user.empty() ? "postgres" : user;  // libpq's default: the user's name
+        tables[i].format.source = "/" + database + "/" + tables[i].schema + "." + tables[i].name;
+      }
     }
     for (std::size_t j = 0; j < i; ++j) {
       if (tables[i].schema == tables[j].schema && tables[i].name == tables[j].name) {

@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/outbox/cloudevents.h"
 #include "pgoutbox/outbox/debezium_json.h"
 #include "pgoutbox/outbox/header_guard.h"
 #include "row_text.h"
@@ -177,6 +178,11 @@ std::vector<MappedColumn> mapped_columns(const config::TableConfig& table) {
     for (const auto& part : config::parse_topic_template(table.topic)) {
       if (part.is_column) out.push_back({"topic template reference", part.text});
     }
+    if (table.format.cloudevents() && !table.format.event_type.empty()) {
+      for (const auto& part : config::parse_topic_template(table.format.event_type)) {
+        if (part.is_column) out.push_back({"CloudEvents type", part.text});
+      }
+    }
   } catch (const std::invalid_argument&) {
     // Refused when the configuration was loaded; ResolvedTable names it.
   }
@@ -253,6 +259,29 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
     debezium_ =
         DebeziumForm{debezium::schema_json(key), key.type == "int16" || key.type == "int32" || key.type == "int64",
                      debezium::schema_json(schema_of(payload_, "payload"))};
+  }
+  if (table.format.cloudevents()) {
+    CloudEventForm form;
+    // The type attribute: the template, else the type column's value (refused at load when
+    // neither is set).
+    const std::string type_template =
+        !table.format.event_type.empty() ? table.format.event_type : "${" + cols.type.value_or("type") + "}";
+    try {
+      for (const auto& part : config::parse_topic_template(type_template)) {
+        form.type.push_back(part.is_column
+                                ? TopicPart{"", require_column(table, relation, "CloudEvents type", part.text)}
+                                : TopicPart{part.text, -1});
+      }
+    } catch (const std::invalid_argument& e) {
+      throw MappingError(fmt::format("outbox table {}: format.event_type: {}", table_label(table), e.what()));
+    }
+    const auto oid = relation.columns[static_cast<std::size_t>(payload_)].type_oid;
+    const bool json = oid == kJson || oid == kJsonb || table.validate_json ||
+                      table.format.type == config::Format::cloudevents_structured;
+    form.content_type = oid == kBytea ? "application/octet-stream"
+                        : json        ? "application/json"
+                                      : "text/plain; charset=utf-8";
+    cloudevent_ = std::move(form);
   }
   if (cols.type) {
     // The default "type" column is optional; one the user named must exist.
@@ -423,8 +452,64 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
     // 'infinity' and BC dates have no Kafka timestamp: those keep the commit time.
     if (const auto ms = parse_pg_timestamp_ms(*ts); ms && *ms >= 0) rec.timestamp_ms = *ms;
   }
+  if (cloudevent_ && !problem) to_cloudevent(rec, tuple, fail);
   if (problem) return Poison{rec.event_id, std::move(problem->second), std::move(problem->first), std::move(rec)};
   return rec;
+}
+
+// The record as a CloudEvent (cloudevents.h): the attributes from the row, the time from the
+// record's timestamp (the timestamp column, else the commit time), traceparent from a header of
+// that name (a headers column's).
+void ResolvedTable::to_cloudevent(Record& rec, const pgoutput::TupleData& tuple,
+                                  const std::function<void(std::string, std::string)>& fail) const {
+  cloudevents::Attributes a;
+  for (const auto& part : cloudevent_->type) {
+    const auto value = part.column < 0 ? std::optional<std::string_view>(part.literal) : text_of(tuple, part.column);
+    if (part.column >= 0 && (!value || value->empty())) {
+      fail("NULL_EVENT_TYPE", "the CloudEvents type attribute refers to a NULL or empty column");
+      return;
+    }
+    a.type += *value;
+  }
+  if (a.type.empty()) {
+    fail("NULL_EVENT_TYPE", "the CloudEvents type attribute comes out empty");
+    return;
+  }
+  a.id = rec.event_id;
+  a.source = table_->format.source;
+  a.time = cloudevents::rfc3339(rec.timestamp_ms);
+  if (table_->format.subject_from_key && rec.key) a.subject = *rec.key;
+  for (const auto& h : rec.headers) {
+    if (h.name == "traceparent") a.traceparent = h.value;
+  }
+  a.datacontenttype = cloudevent_->content_type;
+  if (table_->format.type == config::Format::cloudevents_binary) {
+    rec.headers.push_back({"ce_specversion", "1.0"});
+    rec.headers.push_back({"ce_id", a.id});
+    rec.headers.push_back({"ce_source", a.source});
+    rec.headers.push_back({"ce_type", a.type});
+    rec.headers.push_back({"ce_time", a.time});
+    if (a.subject) rec.headers.push_back({"ce_subject", *a.subject});
+    if (a.traceparent) rec.headers.push_back({"ce_traceparent", *a.traceparent});
+    if (!rec.tombstone) rec.headers.push_back({"content-type", a.datacontenttype});
+    return;
+  }
+  if (rec.tombstone) return;  // a deletion marker for compaction carries no event
+  const bool bytes = payload_kind_ == PayloadKind::bytea;
+  if (!bytes) {
+    // Structured mode carries the payload as JSON data: a text payload must be JSON.
+    thread_local simdjson::dom::parser parser;
+    const ParserRelease release(parser);
+    simdjson::dom::element ignored;
+    if (const auto error = parser.parse(rec.value.data(), rec.value.size()).get(ignored); error != simdjson::SUCCESS) {
+      fail("INVALID_JSON",
+           fmt::format("cloudevents-structured carries the payload as JSON data, and it is not JSON ({})",
+                       simdjson::error_message(error)));
+      return;
+    }
+  }
+  rec.value = cloudevents::structured(a, rec.value, bytes);
+  rec.headers.push_back({"content-type", cloudevents::kStructuredContentType});
 }
 
 // The key and the value as JsonConverter writes what the router makes of the row: the key

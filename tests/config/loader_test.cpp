@@ -87,6 +87,9 @@ tables:
       type: debezium-json
       schemas: false
       expand_json_payload: true
+      source: /shop/sales
+      event_type: "com.example.${kind}"
+      subject_from_key: true
     columns:
       id: event_id
       aggregate_type: aggregate
@@ -244,6 +247,26 @@ TEST(ConfigLoader, EveryKeyInTheSchemaIsCoveredByEveryKeyParsed) {
     ASSERT_FALSE(line.empty()) << path << " is missing from describe()";
     EXPECT_NE(line, describe_line(minimal, path)) << path << " is not set to a non-default value in kEverything";
   }
+}
+
+// A CloudEvent needs a type; its source defaults to the database and the table.
+TEST(ConfigLoader, ACloudEventsTableNeedsATypeAndGetsASourceNamingTheDatabase) {
+  const std::string head = "postgres: {dsn: \"host=pg dbname=shop\"}\nkafka: {brokers: \"k:9092\"}\ntables:\n";
+  const Config c = load_yaml(head + "  - table: sales.outbox\n    format: {type: cloudevents-structured}\n");
+  EXPECT_EQ(c.tables[0].format.source, "/shop/sales.outbox");
+  EXPECT_EQ(c.tables[0].format.type, Format::cloudevents_structured);
+  try {
+    load_yaml(head + "  - table: outbox\n    columns: {type: null}\n    format: {type: cloudevents-binary}\n");
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "tables[0].format.event_type");
+    EXPECT_NE(e.problem().find("needs a type"), std::string::npos) << e.problem();
+  }
+  EXPECT_EQ(load_yaml(head + "  - table: outbox\n    columns: {type: null}\n    format: {type: cloudevents-binary, "
+                             "event_type: \"com.example.${aggregatetype}\"}\n")
+                .tables[0]
+                .format.event_type,
+            "com.example.${aggregatetype}");
 }
 
 TEST(ConfigLoader, AMessageOutboxAloneNeedsNoTable) {

@@ -102,7 +102,8 @@ std::optional<std::string> sample(const KeyInfo& key) {
   if (key.type == "host:port") return "127.0.0.1:7";
   if (key.type == "host names") return "sample-7.example";
   if (key.type == "table name") return "app.sample_7";
-  if (key.type == "topic template") return "sample.${sample_7}";
+  if (key.type == "topic template" || key.type == "type template") return "sample.${sample_7}";
+  if (key.type == "URI reference") return "/sample/7";
   if (key.type == "topic") return "sample.dlq_7";
   if (key.type == "regular expression") return "sample\\.[a-z]+_7";
   if (key.type == "SQL predicate") return "sample_7 > 7";
@@ -142,6 +143,11 @@ TEST(ConfigSchema, EveryEnvironmentVariableOverridesItsKey) {
     // Expanding the payload and the format's own null belong to format debezium-json.
     if (key.path == "tables[].format.expand_json_payload" || key.path == "tables[].null_payload") {
       others["PGOUTBOX_TABLES_0_FORMAT_TYPE"] = "debezium-json";
+    }
+    // The CloudEvents attributes are read with a CloudEvents format.
+    if (key.path == "tables[].format.source" || key.path == "tables[].format.event_type" ||
+        key.path == "tables[].format.subject_from_key") {
+      others["PGOUTBOX_TABLES_0_FORMAT_TYPE"] = "cloudevents-binary";
     }
     auto value = sample(key);
     ASSERT_TRUE(value) << key.path << " has type " << key.type << ", which this test has no sample for";

@@ -264,6 +264,71 @@ TEST(Mapping, DebeziumJsonRefusesAKeyTypeItDoesNotReproduce) {
   }
 }
 
+// CloudEvents' Kafka binding (docs/migrating.md "Record formats"); the SDK reads real records in
+// tests/cloudevents.
+config::TableConfig cloudevents_table(config::Format format) {
+  auto t = table("cev");
+  t.format.type = format;
+  t.format.source = "/shop/public.cev";
+  t.format.event_type = "com.example.${aggregatetype}.${type}";
+  t.format.subject_from_key = true;
+  t.columns.headers = "headers";
+  return t;
+}
+
+const pgoutput::Relation& cloudevents_outbox(pgoutput::Oid relid, pgoutput::Oid payload) {
+  return relation(relid, "public", "cev",
+                  {{"id", kUuid},
+                   {"aggregatetype", kText},
+                   {"aggregateid", kText},
+                   {"type", kText},
+                   {"payload", payload},
+                   {"headers", kJsonb}});
+}
+
+TEST(Mapping, CloudEventsBinaryModePutsTheAttributesInCeHeaders) {
+  Mapping m({cloudevents_table(config::Format::cloudevents_binary)}, false);
+  const auto rec =
+      build_ok(*m.resolve(cloudevents_outbox(9200, kJsonb)),
+               tuple({"e1", "order", "k1", "Created", R"({"n": 1})", R"({"traceparent": "00-ab-cd-01"})"}));
+  std::map<std::string, std::string> h;
+  for (const auto& header : rec.headers) h[header.name] = header.value;
+  EXPECT_EQ(h["id"], "e1");
+  EXPECT_EQ(h["ce_specversion"], "1.0");
+  EXPECT_EQ(h["ce_id"], "e1");
+  EXPECT_EQ(h["ce_source"], "/shop/public.cev");
+  EXPECT_EQ(h["ce_type"], "com.example.order.Created");
+  EXPECT_EQ(h["ce_time"], "2023-11-14T22:13:20.123Z");  // the commit time
+  EXPECT_EQ(h["ce_subject"], "k1");
+  EXPECT_EQ(h["ce_traceparent"], "00-ab-cd-01");
+  EXPECT_EQ(h["content-type"], "application/json");
+  EXPECT_EQ(rec.value, R"({"n": 1})");
+  EXPECT_EQ(rec.key, "k1");
+  auto untyped = m.resolve(cloudevents_outbox(9200, kJsonb))->build(tuple({"e2", "order", "k1", "", "{}", "{}"}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(untyped));
+  EXPECT_EQ(std::get<Poison>(untyped).code, "NULL_EVENT_TYPE");
+}
+
+TEST(Mapping, CloudEventsStructuredModeCarriesJsonAsDataAndBytesAsBase64) {
+  Mapping m({cloudevents_table(config::Format::cloudevents_structured)}, false);
+  const auto rec =
+      build_ok(*m.resolve(cloudevents_outbox(9201, kText)), tuple({"e1", "order", "k1", "Created", R"([1, 2])", "{}"}));
+  EXPECT_EQ(rec.value,
+            R"({"specversion":"1.0","id":"e1","source":"/shop/public.cev","type":"com.example.order.Created",)"
+            R"("time":"2023-11-14T22:13:20.123Z","subject":"k1","datacontenttype":"application/json","data":[1, 2]})");
+  EXPECT_EQ(rec.headers.back().name, "content-type");
+  EXPECT_EQ(rec.headers.back().value, "application/cloudevents+json");
+  auto not_json =
+      m.resolve(cloudevents_outbox(9201, kText))->build(tuple({"e2", "order", "k1", "Created", "plain", "{}"}), kTxn);
+  ASSERT_TRUE(std::holds_alternative<Poison>(not_json));
+  EXPECT_EQ(std::get<Poison>(not_json).code, "INVALID_JSON");
+  const auto bytes = build_ok(*m.resolve(cloudevents_outbox(9202, kBytea)),
+                              tuple({"e3", "order", "k1", "Created", "\\x00ff10", "{}"}));
+  EXPECT_NE(bytes.value.find(R"("datacontenttype":"application/octet-stream","data_base64":"AP8Q"})"),
+            std::string::npos)
+      << bytes.value;
+}
+
 TEST(Mapping, NullIdOrRoutingValueIsPoisonAndNullKeyHasNoKey) {
   Mapping m({table()}, false);
   const auto* rt = m.resolve(debezium_outbox(5000));

@@ -93,11 +93,21 @@ enum class NullPayload { poison, tombstone, json_null };
 // The bytes of each record's key and value (docs/migrating.md "Record formats"). string: the key column's text and
 // the payload as stored. debezium_json: what Debezium's outbox event router writes through Kafka
 // Connect's JsonConverter, with its schemas.enable and the router's table.expand.json.payload.
-enum class Format { string, debezium_json };
+// cloudevents_binary and cloudevents_structured: a CloudEvent in the Kafka protocol binding's
+// binary content mode (ce_ headers, the payload as the value) or structured content mode (an
+// application/cloudevents+json value).
+enum class Format { string, debezium_json, cloudevents_binary, cloudevents_structured };
 struct FormatConfig {
   Format type = Format::string;
   bool schemas = true;               // JsonConverter's schemas.enable (its default: true)
   bool expand_json_payload = false;  // the router's table.expand.json.payload
+  // CloudEvents: the source attribute (empty: /<database>/<schema>.<table>, set at load), the
+  // type attribute as a template of ${column} references (empty: the type column's value), and
+  // whether the subject is the record key.
+  std::string source;
+  std::string event_type;
+  bool subject_from_key = false;
+  bool cloudevents() const { return type == Format::cloudevents_binary || type == Format::cloudevents_structured; }
 };
 
 // Rows already in the table published when pgoutbox creates the slot, from the slot's own

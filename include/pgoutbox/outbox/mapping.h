@@ -80,6 +80,13 @@ class ResolvedTable {
   void to_debezium_json(Record& rec, const std::optional<std::string_view>& key,
                         const std::optional<std::string_view>& payload,
                         const std::function<void(std::string, std::string)>& fail) const;
+  // CloudEvents: the type attribute's template and the payload's content type.
+  struct CloudEventForm {
+    std::vector<TopicPart> type;
+    std::string content_type;
+  };
+  void to_cloudevent(Record& rec, const pgoutput::TupleData& tuple,
+                     const std::function<void(std::string, std::string)>& fail) const;
 
   const config::TableConfig* table_;
   std::string label_;  // schema.name, each record's `table`
@@ -93,6 +100,7 @@ class ResolvedTable {
   int timestamp_ = -1;
   PayloadKind payload_kind_ = PayloadKind::text;
   std::optional<DebeziumForm> debezium_;
+  std::optional<CloudEventForm> cloudevent_;
   bool validate_json_ = false;
   std::vector<TopicPart> topic_;
   std::optional<std::regex> topic_pattern_;  // the table's topic_pattern, when set

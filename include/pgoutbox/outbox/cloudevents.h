@@ -1,0 +1,36 @@
+#pragma once
+
+// CloudEvents 1.0 on Kafka (docs/migrating.md "Record formats"), the Kafka protocol binding's
+// two content modes. Binary: the attributes are headers ce_specversion, ce_id, ce_source,
+// ce_type, ce_time (and ce_subject, ce_traceparent), the data content type is header
+// content-type, and the value is the payload as the string format writes it. Structured: the
+// value is one application/cloudevents+json object holding the attributes and the payload as
+// `data` (JSON) or `data_base64` (bytes). The Kafka key stays the aggregate id in both.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pgoutbox::outbox::cloudevents {
+
+struct Attributes {
+  std::string id;
+  std::string source;
+  std::string type;
+  std::string time;  // RFC 3339
+  std::optional<std::string> subject;
+  std::optional<std::string> traceparent;  // the distributed-tracing extension
+  std::string datacontenttype;
+};
+
+// Unix milliseconds as RFC 3339 in UTC with milliseconds: 2026-12-07T16:12:30.123Z.
+std::string rfc3339(std::int64_t unix_ms);
+
+// The structured-mode value: `data` is JSON text inserted as it is, or, with `base64`, bytes
+// written as data_base64.
+std::string structured(const Attributes& attributes, std::string_view data, bool base64);
+
+inline constexpr const char* kStructuredContentType = "application/cloudevents+json";
+
+}  // namespace pgoutbox::outbox::cloudevents
