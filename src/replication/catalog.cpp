@@ -55,6 +55,7 @@ std::vector<std::string> Catalog::not_null_columns(std::uint32_t relid) {
         connection().exec("SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = " + std::to_string(relid) +
                           " AND attnum > 0 AND NOT attisdropped AND attnotnull ORDER BY attnum");
     std::vector<std::string> out;
+    out.reserve(static_cast<std::size_t>(PQntuples(res.get())));
     for (int r = 0; r < PQntuples(res.get()); ++r) out.emplace_back(PQgetvalue(res.get(), r, 0));
     return out;
   };
