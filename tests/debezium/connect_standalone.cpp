@@ -65,6 +65,26 @@ bool ConnectStandalone::stop() {
   return child_.wait(std::chrono::seconds(60)).has_value();
 }
 
+ConnectorSettings outbox_connector(const std::string& name, int port, const std::string& slot,
+                                   const std::string& publication, const std::string& tables) {
+  return {{"name", name},
+          {"connector.class", "io.debezium.connector.postgresql.PostgresConnector"},
+          {"tasks.max", "1"},
+          {"database.hostname", "127.0.0.1"},
+          {"database.port", std::to_string(port)},
+          {"database.user", "postgres"},
+          {"database.dbname", "postgres"},
+          {"topic.prefix", name},
+          {"plugin.name", "pgoutput"},
+          {"slot.name", slot},
+          {"publication.name", publication},
+          {"publication.autocreate.mode", "disabled"},
+          {"snapshot.mode", "no_data"},
+          {"table.include.list", tables},
+          {"transforms", "outbox"},
+          {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"}};
+}
+
 std::string connector_json(const ConnectorSettings& settings) {
   const auto name = settings.find("name");
   std::string out =

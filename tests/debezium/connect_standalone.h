@@ -35,6 +35,12 @@ class ConnectStandalone {
   ChildProcess child_;
 };
 
+// Debezium's Postgres connector with the outbox EventRouter, as the tests configure it: on the
+// local cluster at `port` as postgres, pgoutput on an existing `slot` and `publication`, no
+// snapshot, the tables listed; converters and router options are the caller's to add.
+ConnectorSettings outbox_connector(const std::string& name, int port, const std::string& slot,
+                                   const std::string& publication, const std::string& tables);
+
 // A connector's settings as Connect's REST JSON ({"name", "config"}), the input of from-debezium.
 std::string connector_json(const ConnectorSettings& settings);
 

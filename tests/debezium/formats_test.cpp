@@ -86,28 +86,13 @@ std::string include_list() {
 }
 
 ConnectorSettings connector(const PgCluster& pg, const Combination& c) {
-  ConnectorSettings s = {
-      {"name", std::string("formats-") + c.name},
-      {"connector.class", "io.debezium.connector.postgresql.PostgresConnector"},
-      {"tasks.max", "1"},
-      {"database.hostname", "127.0.0.1"},
-      {"database.port", std::to_string(pg.port())},
-      {"database.user", "postgres"},
-      {"database.dbname", "postgres"},
-      {"topic.prefix", std::string("formats_") + c.name},
-      {"plugin.name", "pgoutput"},
-      {"slot.name", std::string("fmt_") + c.name},
-      {"publication.name", "fmt_pub"},
-      {"publication.autocreate.mode", "disabled"},
-      {"snapshot.mode", "no_data"},
-      {"table.include.list", include_list()},
-      {"key.converter", kJsonConverter},
-      {"value.converter", kJsonConverter},
-      {"key.converter.schemas.enable", c.schemas ? "true" : "false"},
-      {"value.converter.schemas.enable", c.schemas ? "true" : "false"},
-      {"transforms", "outbox"},
-      {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"},
-      {"transforms.outbox.route.topic.replacement", std::string("dbz_") + c.name + ".${routedByValue}"}};
+  auto s = outbox_connector(std::string("formats_") + c.name, pg.port(), std::string("fmt_") + c.name, "fmt_pub",
+                            include_list());
+  s["key.converter"] = kJsonConverter;
+  s["value.converter"] = kJsonConverter;
+  s["key.converter.schemas.enable"] = c.schemas ? "true" : "false";
+  s["value.converter.schemas.enable"] = c.schemas ? "true" : "false";
+  s["transforms.outbox.route.topic.replacement"] = std::string("dbz_") + c.name + ".${routedByValue}";
   if (c.expand) s["transforms.outbox.table.expand.json.payload"] = "true";
   if (c.tombstone) s["transforms.outbox.route.tombstone.on.empty.payload"] = "true";
   return s;

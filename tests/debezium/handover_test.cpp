@@ -33,26 +33,12 @@ constexpr int kPartitions = 6;
 constexpr int kKeys = 12;
 
 // The connector as a user would have it, one map for both Connect (as properties) and the converter (as JSON).
-std::map<std::string, std::string> connector(const PgCluster& pg) {
-  return {{"name", "handover"},
-          {"connector.class", "io.debezium.connector.postgresql.PostgresConnector"},
-          {"tasks.max", "1"},
-          {"database.hostname", "127.0.0.1"},
-          {"database.port", std::to_string(pg.port())},
-          {"database.user", "postgres"},
-          {"database.dbname", "postgres"},
-          {"topic.prefix", "handover"},
-          {"plugin.name", "pgoutput"},
-          {"slot.name", kSlot},
-          {"publication.name", "dbz_handover_pub"},
-          {"publication.autocreate.mode", "disabled"},
-          {"snapshot.mode", "no_data"},
-          {"table.include.list", "public.dbz_outbox"},
-          {"key.converter", "org.apache.kafka.connect.storage.StringConverter"},
-          {"value.converter", "org.apache.kafka.connect.storage.StringConverter"},
-          {"transforms", "outbox"},
-          {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"},
-          {"transforms.outbox.route.topic.replacement", "handover.${routedByValue}"}};
+ConnectorSettings connector(const PgCluster& pg) {
+  auto s = outbox_connector("handover", pg.port(), kSlot, "dbz_handover_pub", "public.dbz_outbox");
+  s["key.converter"] = "org.apache.kafka.connect.storage.StringConverter";
+  s["value.converter"] = "org.apache.kafka.connect.storage.StringConverter";
+  s["transforms.outbox.route.topic.replacement"] = "handover.${routedByValue}";
+  return s;
 }
 
 void write(const std::string& path, const std::string& text) {
