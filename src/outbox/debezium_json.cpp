@@ -33,6 +33,18 @@ void append_json_string(std::string& out, std::string_view text) {
   };
   out.push_back('"');
   for (std::size_t i = 0; i < text.size(); ++i) {
+    // The run of characters written as they are, appended at once.
+    std::size_t run = i;
+    while (run < text.size()) {
+      const auto r = static_cast<unsigned char>(text[run]);
+      if (r < 0x20 || r == '"' || r == '\\' || r >= 0xF0) break;
+      ++run;
+    }
+    if (run > i) {
+      out.append(text, i, run - i);
+      i = run;
+      if (i == text.size()) break;
+    }
     const char c = text[i];
     const auto u = static_cast<unsigned char>(c);
     // A character beyond the BMP (four UTF-8 bytes) is a surrogate pair to Java, and Jackson

@@ -281,6 +281,7 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
     form.content_type = oid == kBytea ? "application/octet-stream"
                         : json        ? "application/json"
                                       : "text/plain; charset=utf-8";
+    form.json_by_type = oid == kJson || oid == kJsonb;
     cloudevent_ = std::move(form);
   }
   if (cols.type) {
@@ -496,7 +497,7 @@ void ResolvedTable::to_cloudevent(Record& rec, const pgoutput::TupleData& tuple,
   }
   if (rec.tombstone) return;  // a deletion marker for compaction carries no event
   const bool bytes = payload_kind_ == PayloadKind::bytea;
-  if (!bytes) {
+  if (!bytes && !cloudevent_->json_by_type) {
     // Structured mode carries the payload as JSON data: a text payload must be JSON.
     thread_local simdjson::dom::parser parser;
     const ParserRelease release(parser);

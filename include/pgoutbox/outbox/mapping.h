@@ -84,6 +84,7 @@ class ResolvedTable {
   struct CloudEventForm {
     std::vector<TopicPart> type;
     std::string content_type;
+    bool json_by_type = false;  // a json or jsonb payload: valid JSON without a parse
   };
   void to_cloudevent(Record& rec, const pgoutput::TupleData& tuple,
                      const std::function<void(std::string, std::string)>& fail) const;
