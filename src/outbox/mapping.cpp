@@ -218,6 +218,47 @@ std::optional<debezium::ColumnSchema> connect_schema(pgoutput::Oid oid, bool opt
   }
 }
 
+}  // namespace
+
+// A ${column} template (the topic, the CloudEvents type) resolved against the relation: literal
+// text and column indexes; `role` names a missing column, `key` a malformed template.
+std::vector<ResolvedTable::TopicPart> ResolvedTable::resolve_template(const config::TableConfig& table,
+                                                                      const pgoutput::Relation& relation,
+                                                                      const std::string& text, const char* role,
+                                                                      const char* key) {
+  std::vector<config::TopicPart> parts;
+  try {
+    parts = config::parse_topic_template(text);
+  } catch (const std::invalid_argument& e) {
+    throw MappingError(fmt::format("outbox table {}: {}{}", table_label(table), key, e.what()));
+  }
+  std::vector<TopicPart> out;
+  out.reserve(parts.size());
+  for (const auto& part : parts) {
+    out.push_back(part.is_column ? TopicPart{"", require_column(table, relation, role, part.text)}
+                                 : TopicPart{part.text, -1});
+  }
+  return out;
+}
+
+// The template's text for this row; nullopt when a column it refers to is NULL or empty.
+std::optional<std::string> ResolvedTable::expand_template(const std::vector<TopicPart>& parts,
+                                                          const pgoutput::TupleData& tuple) {
+  std::string out;
+  for (const auto& part : parts) {
+    if (part.column < 0) {
+      out += part.literal;
+      continue;
+    }
+    const auto value = text_of(tuple, part.column);
+    if (!value || value->empty()) return std::nullopt;
+    out += *value;
+  }
+  return out;
+}
+
+namespace {
+
 // Java's String.trim(): what the router's "empty payload" test strips.
 bool blank_to_java(std::string_view text) {
   for (const char c : text) {
@@ -266,15 +307,7 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
     // neither is set).
     const std::string type_template =
         !table.format.event_type.empty() ? table.format.event_type : "${" + cols.type.value_or("type") + "}";
-    try {
-      for (const auto& part : config::parse_topic_template(type_template)) {
-        form.type.push_back(part.is_column
-                                ? TopicPart{"", require_column(table, relation, "CloudEvents type", part.text)}
-                                : TopicPart{part.text, -1});
-      }
-    } catch (const std::invalid_argument& e) {
-      throw MappingError(fmt::format("outbox table {}: format.event_type: {}", table_label(table), e.what()));
-    }
+    form.type = resolve_template(table, relation, type_template, "CloudEvents type", "format.event_type: ");
     const auto oid = relation.columns[static_cast<std::size_t>(payload_)].type_oid;
     const bool json = oid == kJson || oid == kJsonb || table.validate_json ||
                       table.format.type == config::Format::cloudevents_structured;
@@ -299,19 +332,7 @@ ResolvedTable::ResolvedTable(const config::TableConfig& table, const pgoutput::R
   }
   // The topic template (validated when the configuration was loaded): literal text and
   // ${column} references, resolved to column indexes once per relation description.
-  std::vector<config::TopicPart> parts;
-  try {
-    parts = config::parse_topic_template(table.topic);
-  } catch (const std::invalid_argument& e) {
-    throw MappingError(fmt::format("outbox table {}: {}", table_label(table), e.what()));
-  }
-  for (const auto& part : parts) {
-    if (part.is_column) {
-      topic_.push_back({"", require_column(table, relation, "topic template reference", part.text)});
-    } else {
-      topic_.push_back({part.text, -1});
-    }
-  }
+  topic_ = resolve_template(table, relation, table.topic, "topic template reference", "");
   if (!table.topic_pattern.empty()) {
     try {
       topic_pattern_.emplace(table.topic_pattern);
@@ -337,18 +358,10 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
     fail("NULL_ID", "the event id column \"" + table_->columns.id + "\" is NULL");
   }
 
-  for (const auto& part : topic_) {
-    if (part.column < 0) {
-      rec.topic += part.literal;
-      continue;
-    }
-    const auto value = text_of(tuple, part.column);
-    if (!value || value->empty()) {
-      fail("NULL_ROUTING_VALUE", fmt::format("topic template \"{}\" refers to a NULL or empty column", table_->topic));
-      rec.topic.clear();
-      break;
-    }
-    rec.topic += *value;
+  if (auto topic = expand_template(topic_, tuple)) {
+    rec.topic = std::move(*topic);
+  } else {
+    fail("NULL_ROUTING_VALUE", fmt::format("topic template \"{}\" refers to a NULL or empty column", table_->topic));
   }
   if (!rec.topic.empty()) {
     // The routing value is row data: a topic Kafka would refuse, or one outside the table's
@@ -464,14 +477,12 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
 void ResolvedTable::to_cloudevent(Record& rec, const pgoutput::TupleData& tuple,
                                   const std::function<void(std::string, std::string)>& fail) const {
   cloudevents::Attributes a;
-  for (const auto& part : cloudevent_->type) {
-    const auto value = part.column < 0 ? std::optional<std::string_view>(part.literal) : text_of(tuple, part.column);
-    if (part.column >= 0 && (!value || value->empty())) {
-      fail("NULL_EVENT_TYPE", "the CloudEvents type attribute refers to a NULL or empty column");
-      return;
-    }
-    a.type += *value;
+  auto type = expand_template(cloudevent_->type, tuple);
+  if (!type) {
+    fail("NULL_EVENT_TYPE", "the CloudEvents type attribute refers to a NULL or empty column");
+    return;
   }
+  a.type = std::move(*type);
   if (a.type.empty()) {
     fail("NULL_EVENT_TYPE", "the CloudEvents type attribute comes out empty");
     return;

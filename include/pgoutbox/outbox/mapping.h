@@ -80,6 +80,10 @@ class ResolvedTable {
   void to_debezium_json(Record& rec, const std::optional<std::string_view>& key,
                         const std::optional<std::string_view>& payload,
                         const std::function<void(std::string, std::string)>& fail) const;
+  static std::vector<TopicPart> resolve_template(const config::TableConfig& table, const pgoutput::Relation& relation,
+                                                 const std::string& text, const char* role, const char* key);
+  static std::optional<std::string> expand_template(const std::vector<TopicPart>& parts,
+                                                    const pgoutput::TupleData& tuple);
   // CloudEvents: the type attribute's template and the payload's content type.
   struct CloudEventForm {
     std::vector<TopicPart> type;
