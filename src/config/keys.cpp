@@ -6,6 +6,7 @@
 
 #include <regex>
 #include <stdexcept>
+#include <type_traits>
 
 #include "dsn.h"
 #include "fields.h"
@@ -587,6 +588,80 @@ std::vector<Entry<Draft>> make_global_entries() {
   return v;
 }
 
+// format.*: the same keys for a table and a message outbox (their words differ: a table's
+// templates name columns, a message outbox's name envelope fields).
+template <class T>
+void add_format_entries(std::vector<Entry<T>>& v) {
+  constexpr bool kTable = std::is_same_v<T, TableConfig>;
+  const std::string ref = kTable ? "${column}" : "${field}";
+  const std::string source_default = kTable ? "/<database>/<schema>.<table>" : "/<database>/messages/<prefix>";
+  static const std::vector<std::pair<std::string, Format>> kFormats = {
+      {"string", Format::string},
+      {"debezium-json", Format::debezium_json},
+      {"cloudevents-binary", Format::cloudevents_binary},
+      {"cloudevents-structured", Format::cloudevents_structured}};
+  auto format = base<T>(
+      "format.type", "one of string, debezium-json, cloudevents-binary, cloudevents-structured",
+      std::string("The bytes of each record's key and value (docs/migrating.md, Record formats). string: ") +
+          (kTable ? "the key column's text and the payload as stored. debezium-json: what Debezium's outbox event "
+                    "router writes through Kafka Connect's JsonConverter, the key and the value each typed by its "
+                    "column. "
+                  : "the key's text and the payload as the string format of a message outbox writes it. "
+                    "debezium-json: what Debezium writes with DecodeLogicalDecodingMessageContent and the outbox "
+                    "event router through Kafka Connect's JsonConverter, the key and the value typed as Debezium "
+                    "infers them from the envelope. ") +
+          "cloudevents-binary: a CloudEvent in the Kafka binding's binary mode (ce_ headers, the payload as the "
+          "value); cloudevents-structured: in structured mode (an application/cloudevents+json value whose data is "
+          "the payload).");
+  format.set = [](T& t, const Scalar& s) {
+    check_choice(s.text, {"string", "debezium-json", "cloudevents-binary", "cloudevents-structured"});
+    for (const auto& [name, value] : kFormats) {
+      if (name == s.text) t.format.type = value;
+    }
+  };
+  format.show = [](const T& t) {
+    for (const auto& [name, value] : kFormats) {
+      if (value == t.format.type) return name;
+    }
+    return std::string("string");
+  };
+  v.push_back(std::move(format));
+  v.push_back(flag<T>(
+      "format.schemas",
+      "debezium-json: JsonConverter's schemas.enable. true: each key and value is {\"schema\": …, \"payload\": …}; "
+      "false: the payload alone.",
+      [](auto& t) -> auto& { return t.format.schemas; }));
+  v.push_back(flag<T>(
+      "format.expand_json_payload",
+      "debezium-json: the router's table.expand.json.payload. A payload that is a string holding a JSON object is "
+      "written as a struct with the schema Debezium infers from it; anything else stays as it is.",
+      [](auto& t) -> auto& { return t.format.expand_json_payload; }));
+  v.push_back(text<T>(
+      "format.source", "URI reference",
+      std::string("CloudEvents: the source attribute (ce_source) of every event. Empty: ") + source_default +
+          ", the database named by postgres.dsn.",
+      [](auto& t) -> auto& { return t.format.source; }, [](std::string_view) {}));
+  v.push_back(text<T>(
+      "format.event_type", "type template",
+      "CloudEvents: the type attribute (ce_type); each " + ref + " is replaced by that " +
+          (kTable ? "column's" : "envelope field's") + " text, e.g. com.example.${aggregatetype}.${type}. Empty: " +
+          (kTable ? "the value of columns.type" : "the value of fields.type") +
+          ", which must then be set. An event whose type comes out empty is poison NULL_EVENT_TYPE.",
+      [](auto& t) -> auto& { return t.format.event_type; },
+      [](std::string_view value) {
+        if (value.empty()) return;
+        try {
+          parse_topic_template(value);
+        } catch (const std::invalid_argument& e) {
+          throw Invalid(fmt::format("{} (got {})", e.what(), quote(value)));
+        }
+      }));
+  v.push_back(flag<T>(
+      "format.subject_from_key",
+      "CloudEvents: the subject attribute (ce_subject) is the record key (the aggregate id).",
+      [](auto& t) -> auto& { return t.format.subject_from_key; }));
+}
+
 std::vector<Entry<TableConfig>> make_table_entries() {
   std::vector<Entry<TableConfig>> v;
 
@@ -655,64 +730,7 @@ std::vector<Entry<TableConfig>> make_table_entries() {
       "jsonb are valid by construction). A payload that is not is poison.",
       [](auto& t) -> auto& { return t.validate_json; }));
 
-  static const std::vector<std::pair<std::string, Format>> kFormats = {
-      {"string", Format::string},
-      {"debezium-json", Format::debezium_json},
-      {"cloudevents-binary", Format::cloudevents_binary},
-      {"cloudevents-structured", Format::cloudevents_structured}};
-  auto format = base<TableConfig>(
-      "format.type", "one of string, debezium-json, cloudevents-binary, cloudevents-structured",
-      "The bytes of each record's key and value (docs/migrating.md, Record formats). string: the key column's text "
-      "and the payload as stored. debezium-json: what Debezium's outbox event router writes through Kafka Connect's "
-      "JsonConverter, the key and the value each typed by its column. cloudevents-binary: a CloudEvent in the Kafka "
-      "binding's binary mode (ce_ headers, the payload as the value); cloudevents-structured: in structured mode (an "
-      "application/cloudevents+json value whose data is the payload).");
-  format.set = [](TableConfig& t, const Scalar& s) {
-    check_choice(s.text, {"string", "debezium-json", "cloudevents-binary", "cloudevents-structured"});
-    for (const auto& [name, value] : kFormats) {
-      if (name == s.text) t.format.type = value;
-    }
-  };
-  format.show = [](const TableConfig& t) {
-    for (const auto& [name, value] : kFormats) {
-      if (value == t.format.type) return name;
-    }
-    return std::string("string");
-  };
-  v.push_back(std::move(format));
-  v.push_back(flag<TableConfig>(
-      "format.schemas",
-      "debezium-json: JsonConverter's schemas.enable. true: each key and value is {\"schema\": …, \"payload\": …}; "
-      "false: the payload alone.",
-      [](auto& t) -> auto& { return t.format.schemas; }));
-  v.push_back(flag<TableConfig>(
-      "format.expand_json_payload",
-      "debezium-json: the router's table.expand.json.payload. A payload that is a JSON object is written as a "
-      "struct with the schema Debezium infers from it; anything else stays a string.",
-      [](auto& t) -> auto& { return t.format.expand_json_payload; }));
-  v.push_back(text<TableConfig>(
-      "format.source", "URI reference",
-      "CloudEvents: the source attribute (ce_source) of every event of the table. Empty: /<database>/<schema>.<table>, "
-      "the database named by postgres.dsn.",
-      [](auto& t) -> auto& { return t.format.source; }, [](std::string_view) {}));
-  v.push_back(text<TableConfig>(
-      "format.event_type", "type template",
-      "CloudEvents: the type attribute (ce_type); each ${column} is replaced by that column's text, e.g. "
-      "com.example.${aggregatetype}.${type}. Empty: the value of columns.type, which must then be set. A row whose "
-      "type comes out empty is poison NULL_EVENT_TYPE.",
-      [](auto& t) -> auto& { return t.format.event_type; },
-      [](std::string_view value) {
-        if (value.empty()) return;
-        try {
-          parse_topic_template(value);
-        } catch (const std::invalid_argument& e) {
-          throw Invalid(fmt::format("{} (got {})", e.what(), quote(value)));
-        }
-      }));
-  v.push_back(flag<TableConfig>(
-      "format.subject_from_key",
-      "CloudEvents: the subject attribute (ce_subject) is the record key (the aggregate id).",
-      [](auto& t) -> auto& { return t.format.subject_from_key; }));
+  add_format_entries(v);
 
   v.push_back(column(
       "columns.id", "Column with the event id; becomes header id (consumers deduplicate by it).",
@@ -864,6 +882,7 @@ std::vector<Entry<MessageConfig>> make_message_entries() {
       "Envelope field holding an object; each key becomes a header (string values as they are, others as JSON). "
       "null: none.",
       [](auto& m) -> auto& { return m.fields.headers; }));
+  add_format_entries(v);
   return v;
 }
 

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -64,6 +65,10 @@ class Loader {
   void resolve_signing_key();
   void resolve_properties();
   void check_tables();
+  std::string database_name() const;
+  void check_format(FormatConfig& format, bool has_type_source, const std::string& type_key,
+                    const std::string& reference, const std::string& source_path,
+                    const std::function<void(const std::string&, const std::string&)>& fail_at);
   void check_messages();
   void check_reserved_topics();
   void check_reconnect();

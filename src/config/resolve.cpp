@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include "dsn.h"
@@ -277,6 +278,33 @@ void Loader::resolve_properties() {
   below("queue.buffering.max.kbytes", limits.max_in_flight_bytes, 1024, "max_in_flight_bytes");
 }
 
+// The database postgres.dsn names (libpq's default: the user's name, else postgres).
+std::string Loader::database_name() const {
+  std::string database, user;
+  for (const auto& [keyword, value] : scan_dsn(draft_.config.postgres.dsn).params) {
+    if (keyword == "dbname") database = value;
+    if (keyword == "user") user = value;
+  }
+  if (!database.empty()) return database;
+  return user.empty() ? "postgres" : user;
+}
+
+// A table's or a message outbox's format: expanding belongs to debezium-json; a CloudEvent
+// needs a type, and its source is /<database><source_path> by default.
+void Loader::check_format(FormatConfig& format, bool has_type_source, const std::string& type_key,
+                          const std::string& reference, const std::string& source_path,
+                          const std::function<void(const std::string&, const std::string&)>& fail_at) {
+  if (format.type != Format::debezium_json && format.expand_json_payload) {
+    fail_at("format.expand_json_payload", "expanding the payload needs format.type debezium-json");
+  }
+  if (!format.cloudevents()) return;
+  if (format.event_type.empty() && !has_type_source) {
+    fail_at("format.event_type", "a CloudEvent needs a type: set format.event_type (a template of " + reference +
+                                     " references) or " + type_key);
+  }
+  if (format.source.empty()) format.source = "/" + database_name() + source_path;
+}
+
 void Loader::check_tables() {
   auto& tables = draft_.config.tables;
   const auto& slot = draft_.config.postgres.slot;
@@ -296,33 +324,11 @@ void Loader::check_tables() {
       const auto it = origins_.find(key);
       fail(it != origins_.end() ? it->second : file_origin(), key, why);
     };
-    // The format's options and the null it writes belong to debezium-json.
-    if (tables[i].format.type != Format::debezium_json) {
-      const auto only_debezium = [&](const std::string& field, const std::string& why) {
-        fail_at(field, fmt::format("{} needs format.type debezium-json", why));
-      };
-      if (tables[i].null_payload == NullPayload::json_null) {
-        only_debezium("null_payload", "json-null is the format's null value:");
-      }
-      if (tables[i].format.expand_json_payload) only_debezium("format.expand_json_payload", "expanding the payload");
+    if (tables[i].null_payload == NullPayload::json_null && tables[i].format.type != Format::debezium_json) {
+      fail_at("null_payload", "json-null is the format's null value: needs format.type debezium-json");
     }
-    // A CloudEvent needs a type, and its source names the database and the table by default.
-    if (tables[i].format.cloudevents()) {
-      if (tables[i].format.event_type.empty() && !tables[i].columns.type) {
-        fail_at("format.event_type",
-                "a CloudEvent needs a type: set format.event_type (a template of ${column} references) or "
-                "columns.type");
-      }
-      if (tables[i].format.source.empty()) {
-        std::string database, user;
-        for (const auto& [keyword, value] : scan_dsn(draft_.config.postgres.dsn).params) {
-          if (keyword == "dbname") database = value;
-          if (keyword == "user") user = value;
-        }
-        if (database.empty()) database = user.empty() ? "postgres" : user;  // libpq's default: the user's name
-        tables[i].format.source = "/" + database + "/" + tables[i].schema + "." + tables[i].name;
-      }
-    }
+    check_format(tables[i].format, tables[i].columns.type.has_value(), "columns.type", "${column}",
+                 "/" + tables[i].schema + "." + tables[i].name, fail_at);
     for (std::size_t j = 0; j < i; ++j) {
       if (tables[i].schema == tables[j].schema && tables[i].name == tables[j].name) {
         const std::string key = fmt::format("{}[{}].table", kTablesPath, i);
@@ -351,8 +357,15 @@ void Loader::check_reserved_topics() {
 }
 
 void Loader::check_messages() {
-  const auto& messages = draft_.config.messages;
+  auto& messages = draft_.config.messages;
   for (std::size_t i = 0; i < messages.size(); ++i) {
+    const auto fail_at = [&](const std::string& field, const std::string& why) {
+      const std::string key = fmt::format("{}[{}].{}", kMessagesPath, i, field);
+      const auto it = origins_.find(key);
+      fail(it != origins_.end() ? it->second : file_origin(), key, why);
+    };
+    check_format(messages[i].format, messages[i].fields.type.has_value(), "fields.type", "${field}",
+                 "/messages/" + messages[i].prefix, fail_at);
     for (std::size_t j = 0; j < i; ++j) {
       if (messages[i].prefix == messages[j].prefix) {
         const std::string key = fmt::format("{}[{}].prefix", kMessagesPath, i);

@@ -17,6 +17,9 @@ namespace pgoutbox::debezium {
 namespace {
 
 constexpr std::string_view kEventRouter = "io.debezium.transforms.outbox.EventRouter";
+// Makes a logical decoding message's JSON content a struct the router reads (message outboxes).
+constexpr std::string_view kMessageDecoder =
+    "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
 constexpr std::string_view kStringConverter = "org.apache.kafka.connect.storage.StringConverter";
 constexpr std::string_view kJsonConverter = "org.apache.kafka.connect.json.JsonConverter";
 // Debezium's defaults where they differ from pgoutbox's (PostgresConnectorConfig, EventRouterConfigDefinition).
@@ -248,6 +251,10 @@ class Converter {
       const auto type = take(type_key);
       if (type == kEventRouter && router.empty()) {
         router = name;
+        continue;
+      }
+      if (type == kMessageDecoder && router.empty() && decoder_.empty()) {
+        decoder_ = name;
         continue;
       }
       const std::string prefix = "transforms." + name + ".";
@@ -549,27 +556,24 @@ class Converter {
               fmt::format("entry {} is a pattern, not one schema.table: list the outbox tables in tables[]", pattern));
       }
     }
-    if (tables.empty()) {
+    const auto prefixes = message_prefixes(tombstone, format);
+    if (tables.empty() && prefixes.empty()) {
       leave("table.include.list", "names no single outbox table: the output relays public.outbox; correct tables[]");
       tables.emplace_back("public.outbox");
     }
 
-    out << YAML::Key << "tables" << YAML::Value << YAML::BeginSeq;
-    for (const auto& table : tables) {
-      out << YAML::BeginMap;
-      out << YAML::Key << "table" << YAML::Value << table;
-      out << YAML::Key << "topic" << YAML::Value << YAML::DoubleQuoted << topic;
-      if (topic_pattern) out << YAML::Key << "topic_pattern" << YAML::Value << YAML::DoubleQuoted << *topic_pattern;
-      out << YAML::Key << "null_payload" << YAML::Value << (tombstone ? "tombstone" : json ? "json-null" : "poison");
-      out << YAML::Key << "validate_json" << YAML::Value << (expand && !json);
-      if (json) {
-        out << YAML::Key << "format" << YAML::Value << YAML::BeginMap;
-        out << YAML::Key << "type" << YAML::Value << "debezium-json";
-        out << YAML::Key << "schemas" << YAML::Value << format.schemas;
-        out << YAML::Key << "expand_json_payload" << YAML::Value << format.expand_json_payload;
-        out << YAML::EndMap;
-      }
-      out << YAML::Key << "columns" << YAML::Value << YAML::BeginMap;
+    // What a table and a message outbox share: the format, and the router's field names in the
+    // roles of the columns or of the envelope's fields.
+    const auto emit_format = [&] {
+      if (!json) return;
+      out << YAML::Key << "format" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "type" << YAML::Value << "debezium-json";
+      out << YAML::Key << "schemas" << YAML::Value << format.schemas;
+      out << YAML::Key << "expand_json_payload" << YAML::Value << format.expand_json_payload;
+      out << YAML::EndMap;
+    };
+    const auto emit_roles = [&](const char* roles) {
+      out << YAML::Key << roles << YAML::Value << YAML::BeginMap;
       out << YAML::Key << "id" << YAML::Value << option("table.field.event.id").value_or("id");
       out << YAML::Key << "aggregate_type" << YAML::Value << route_by;
       out << YAML::Key << "aggregate_id" << YAML::Value << option("table.field.event.key").value_or("aggregateid");
@@ -580,12 +584,95 @@ class Converter {
       } else {
         out << YAML::Null << YAML::Comment("Debezium sent no type header");
       }
+    };
+    out << YAML::Key << "tables" << YAML::Value << YAML::BeginSeq;
+    for (const auto& table : tables) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "table" << YAML::Value << table;
+      out << YAML::Key << "topic" << YAML::Value << YAML::DoubleQuoted << topic;
+      if (topic_pattern) out << YAML::Key << "topic_pattern" << YAML::Value << YAML::DoubleQuoted << *topic_pattern;
+      out << YAML::Key << "null_payload" << YAML::Value << (tombstone ? "tombstone" : json ? "json-null" : "poison");
+      out << YAML::Key << "validate_json" << YAML::Value << (expand && !json);
+      emit_format();
+      emit_roles("columns");
       if (const auto timestamp = option("table.field.event.timestamp")) {
         out << YAML::Key << "timestamp" << YAML::Value << *timestamp;
       }
       out << YAML::EndMap << YAML::EndMap;
     }
     out << YAML::EndSeq;
+    if (prefixes.empty()) return;
+    // The same router over the decoded envelope: its fields play the columns' roles.
+    out << YAML::Key << "messages" << YAML::Value << YAML::BeginSeq;
+    for (const auto& prefix : prefixes) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "prefix" << YAML::Value << YAML::DoubleQuoted << prefix;
+      out << YAML::Key << "topic" << YAML::Value << YAML::DoubleQuoted << topic;
+      if (topic_pattern) out << YAML::Key << "topic_pattern" << YAML::Value << YAML::DoubleQuoted << *topic_pattern;
+      emit_format();
+      emit_roles("fields");
+      out << YAML::Key << "headers" << YAML::Value << YAML::Null;
+      out << YAML::EndMap << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+
+  // The message outboxes: with DecodeLogicalDecodingMessageContent before the router, each
+  // prefix message.prefix.include.list names literally, unless Debezium's bytes for them cannot
+  // be reproduced (then none, each reason left out).
+  std::vector<std::string> message_prefixes(bool tombstone, const config::FormatConfig& format) {
+    const auto include = take("message.prefix.include.list");
+    if (decoder_.empty()) {
+      if (include) {
+        leave("message.prefix.include.list",
+              fmt::format("Debezium publishes these messages as change events unless {} comes before the router in "
+                          "transforms: pgoutbox publishes outbox records only",
+                          kMessageDecoder));
+      }
+      return {};
+    }
+    const std::string key = "transforms." + decoder_;
+    for (const auto& [k, v] : settings_) {
+      if (k.starts_with(key + ".")) used_.insert(k);
+    }
+    if (settings_.contains(key + ".fields.null.include") && settings_.at(key + ".fields.null.include") == "true") {
+      leave(key + ".fields.null.include",
+            "is true: Debezium then types an envelope's nulls as optional bytes fields, which pgoutbox does not "
+            "reproduce; no message outbox is emitted");
+      return {};
+    }
+    if (tombstone) {
+      leave(key,
+            "with route.tombstone.on.empty.payload, Debezium writes a message with a blank payload as a "
+            "tombstone, which a pgoutbox message outbox does not; no message outbox is emitted");
+      return {};
+    }
+    if (format.type != config::Format::debezium_json) {
+      leave(key,
+            "with StringConverter, Debezium writes a message's object or array payload as the decoded struct's "
+            "toString(), which no consumer parses; pgoutbox writes its JSON");
+    }
+    if (const auto exclude = take("message.prefix.exclude.list")) {
+      leave("message.prefix.exclude.list",
+            "pgoutbox relays only the prefixes messages[] lists, matched exactly: list them there");
+    }
+    std::vector<std::string> prefixes;
+    for (const auto& pattern : split_list(include.value_or(""))) {
+      if (pattern.find_first_of("\\^$*+?()[]{}|") == std::string::npos) {
+        prefixes.push_back(pattern);
+      } else {
+        leave("message.prefix.include.list",
+              fmt::format("entry {} is a regular expression: pgoutbox matches a prefix exactly; list each prefix in "
+                          "messages[]",
+                          pattern));
+      }
+    }
+    if (prefixes.empty()) {
+      leave(key,
+            "message.prefix.include.list names no literal prefix: Debezium relays every prefix it matches, "
+            "pgoutbox only those messages[] lists; no message outbox is emitted");
+    }
+    return prefixes;
   }
 
   std::map<std::string, std::string> settings_;
@@ -593,6 +680,7 @@ class Converter {
   std::set<std::string> used_;
   std::vector<std::string> left_out_;
   std::string name_;
+  std::string decoder_;  // the DecodeLogicalDecodingMessageContent transform's name, when before the router
 };
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <chrono>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include "pgoutbox/outbox/debezium_json.h"
+#include "row_text.h"
 
 namespace pgoutbox::outbox::cloudevents {
 
@@ -46,6 +48,38 @@ std::string structured(const Attributes& a, std::string_view data, bool base64) 
     out += data;
   }
   return out + "}";
+}
+
+std::optional<std::string> apply(Record& rec, Attributes a, Mode mode, bool bytes, bool known_json) {
+  if (!a.traceparent) {
+    for (const auto& h : rec.headers) {
+      if (h.name == "traceparent") a.traceparent = h.value;
+    }
+  }
+  if (mode == Mode::binary) {
+    rec.headers.push_back({"ce_specversion", "1.0"});
+    rec.headers.push_back({"ce_id", a.id});
+    rec.headers.push_back({"ce_source", a.source});
+    rec.headers.push_back({"ce_type", a.type});
+    rec.headers.push_back({"ce_time", a.time});
+    if (a.subject) rec.headers.push_back({"ce_subject", *a.subject});
+    if (a.traceparent) rec.headers.push_back({"ce_traceparent", *a.traceparent});
+    if (!rec.tombstone) rec.headers.push_back({"content-type", a.datacontenttype});
+    return std::nullopt;
+  }
+  if (rec.tombstone) return std::nullopt;
+  if (!bytes && !known_json) {
+    thread_local simdjson::dom::parser parser;
+    const ParserRelease release(parser);
+    simdjson::dom::element ignored;
+    if (const auto error = parser.parse(rec.value.data(), rec.value.size()).get(ignored); error != simdjson::SUCCESS) {
+      return fmt::format("cloudevents-structured carries the payload as JSON data, and it is not JSON ({})",
+                         simdjson::error_message(error));
+    }
+  }
+  rec.value = structured(a, rec.value, bytes);
+  rec.headers.push_back({"content-type", kStructuredContentType});
+  return std::nullopt;
 }
 
 }  // namespace pgoutbox::outbox::cloudevents

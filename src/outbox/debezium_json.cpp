@@ -177,6 +177,9 @@ struct Inferred {
   std::optional<std::string> name;                       // a struct's
   std::vector<std::pair<std::string, Inferred>> fields;  // a struct's, in order
   std::vector<Inferred> items;                           // an array's element schema (one)
+  // Every inferred schema is optional but a struct merged from an array's differing objects:
+  // Connect's SchemaUtil.copySchemaBasics, which the merge builds it with, does not copy it.
+  bool optional = true;
 
   bool operator==(const Inferred&) const = default;
 };
@@ -275,22 +278,24 @@ Inferred infer_elements(const std::optional<std::string>& key, simdjson::dom::ar
     }
   }
   if (sample && sample->is_object()) {
-    Inferred merged;
-    bool first = true;
+    // The objects' distinct schemas: one is the element schema as it is; more are merged.
+    std::vector<Inferred> distinct;
     for (const auto element : array) {
       if (!element.is_object()) continue;
-      const auto schema = infer(key, element);
-      if (first) {
-        merged = *schema;
-        first = false;
-        continue;
-      }
-      for (const auto& field : schema->fields) {
+      auto schema = infer(key, element);
+      bool seen = false;
+      for (const auto& d : distinct) seen = seen || d == *schema;
+      if (!seen) distinct.push_back(std::move(*schema));
+    }
+    Inferred merged = distinct.front();
+    for (std::size_t i = 1; i < distinct.size(); ++i) {
+      for (const auto& field : distinct[i].fields) {
         bool known = false;
         for (const auto& old : merged.fields) known = known || old.first == field.first;
         if (!known) merged.fields.push_back(field);
       }
     }
+    merged.optional = distinct.size() == 1;
     return merged;
   }
   Schema schema = sample ? infer(std::nullopt, *sample) : std::nullopt;
@@ -346,7 +351,7 @@ void write_schema(std::string& out, const Inferred& schema, const std::string* f
     out += ",\"items\":";
     write_schema(out, schema.items.front(), nullptr);
   }
-  out += ",\"optional\":true";
+  out += schema.optional ? ",\"optional\":true" : ",\"optional\":false";
   if (schema.name) {
     out += ",\"name\":";
     append_json_string(out, *schema.name);
@@ -469,6 +474,50 @@ std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json
         "table.expand.json.payload: the payload holds {}, which Debezium's inferred schema cannot store (its task "
         "stops)",
         unstorable.why)};
+  }
+  return out;
+}
+
+std::variant<std::vector<DecodedField>, Unpublishable> decode_envelope(std::string_view json) {
+  // The SMT reads only content that starts with '{' or '[', and casts what it infers to a struct.
+  if (json.empty() || json.front() != '{') {
+    return Unpublishable{
+        "Debezium's DecodeLogicalDecodingMessageContent decodes only an envelope that starts with '{' (its task "
+        "stops)"};
+  }
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (const auto error = parser.parse(json.data(), json.size()).get(root); error != simdjson::SUCCESS) {
+    return Unpublishable{fmt::format("the envelope is not JSON ({})", simdjson::error_message(error))};
+  }
+  Schema schema;
+  try {
+    schema = infer(std::nullopt, root);
+  } catch (const Refused& refused) {
+    return Unpublishable{
+        fmt::format("Debezium cannot infer a schema for the envelope: {} (its task stops)", refused.why)};
+  }
+  if (!schema || schema->kind != Inferred::Kind::structure) {
+    return Unpublishable{"the envelope is not a JSON object"};
+  }
+  const auto fields = fields_of(object_of(root));
+  std::vector<DecodedField> out;
+  out.reserve(schema->fields.size());
+  for (const auto& [name, sub] : schema->fields) {
+    DecodedField field{name, {}, {}, std::nullopt};
+    write_schema(field.schema, sub, nullptr);
+    for (const auto& [field_name, value] : fields) {
+      if (field_name != name) continue;
+      try {
+        write_value(field.value, value, sub);
+      } catch (const Unstorable& unstorable) {
+        return Unpublishable{fmt::format(
+            "the envelope's field \"{}\" holds {}, which Debezium's inferred schema cannot store (its task stops)",
+            name, unstorable.why)};
+      }
+      if (std::string_view text; value.get_string().get(text) == simdjson::SUCCESS) field.text.emplace(text);
+    }
+    out.push_back(std::move(field));
   }
   return out;
 }

@@ -6,6 +6,8 @@
 #include <charconv>
 
 #include "pgoutbox/config/topic_template.h"
+#include "pgoutbox/outbox/cloudevents.h"
+#include "pgoutbox/outbox/debezium_json.h"
 #include "pgoutbox/outbox/header_guard.h"
 #include "row_text.h"
 
@@ -37,20 +39,45 @@ MessageMapping::MessageMapping(std::vector<config::MessageConfig> messages, bool
     Entry entry;
     entry.label = label(m.prefix);
     try {
-      for (auto& part : config::parse_topic_template(m.topic)) {
-        if (part.is_column) {
-          entry.topic.push_back({"", std::move(part.text)});
-        } else {
-          entry.topic.push_back({std::move(part.text), std::nullopt});
-        }
-      }
+      entry.topic = parse_template(m.topic);
       if (!m.topic_pattern.empty()) entry.topic_pattern.emplace(m.topic_pattern);
+      if (!m.format.event_type.empty()) entry.event_type = parse_template(m.format.event_type);
     } catch (const std::exception& e) {
       throw MappingError(fmt::format("message outbox {}: {}", entry.label, e.what()));
     }
     entry.config = std::move(m);
     entries_.push_back(std::move(entry));
   }
+}
+
+std::vector<MessageMapping::TopicPart> MessageMapping::parse_template(const std::string& text) {
+  std::vector<TopicPart> parts;
+  for (auto& part : config::parse_topic_template(text)) {
+    if (part.is_column) {
+      parts.push_back({"", std::move(part.text)});
+    } else {
+      parts.push_back({std::move(part.text), std::nullopt});
+    }
+  }
+  return parts;
+}
+
+std::optional<std::string> MessageMapping::expand_template(const std::vector<TopicPart>& parts, const FieldText& field,
+                                                           std::string* missing) {
+  std::string out;
+  for (const auto& part : parts) {
+    if (!part.field) {
+      out += part.literal;
+      continue;
+    }
+    const auto value = field(*part.field);
+    if (!value || value->empty()) {
+      if (missing != nullptr) *missing = *part.field;
+      return std::nullopt;
+    }
+    out += *value;
+  }
+  return out;
 }
 
 std::size_t max_message_bytes(const std::map<std::string, std::string>& kafka_properties) {
@@ -120,20 +147,13 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
     fail("NULL_ID", fmt::format("the envelope has no event id (field \"{}\", a string or a number)", fields.id));
   }
 
-  for (const auto& part : entry.topic) {
-    if (!part.field) {
-      rec.topic += part.literal;
-      continue;
-    }
-    const auto value = scalar_text(object, *part.field);
-    if (!value || value->empty()) {
-      fail("NULL_ROUTING_VALUE", fmt::format("topic template \"{}\" refers to envelope field \"{}\", which is "
-                                             "missing, empty, or not a string or number",
-                                             entry.config.topic, *part.field));
-      rec.topic.clear();
-      break;
-    }
-    rec.topic += *value;
+  const FieldText field_text = [&object](std::string_view name) { return scalar_text(object, name); };
+  if (std::string missing; auto topic = expand_template(entry.topic, field_text, &missing)) {
+    rec.topic = std::move(*topic);
+  } else {
+    fail("NULL_ROUTING_VALUE", fmt::format("topic template \"{}\" refers to envelope field \"{}\", which is "
+                                           "missing, empty, or not a string or number",
+                                           entry.config.topic, missing));
   }
   if (!rec.topic.empty()) {
     auto why = config::topic_name_problem(rec.topic);
@@ -155,12 +175,14 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
   }
 
   simdjson::dom::element payload;
+  bool payload_is_json = false;  // an object, array, number or boolean: the value is its JSON text
   if (object.at_key(fields.payload).get(payload) != simdjson::SUCCESS || payload.is_null()) {
     fail("NULL_PAYLOAD", fmt::format("the envelope has no payload (field \"{}\")", fields.payload));
   } else if (std::string_view text; payload.get_string().get(text) == simdjson::SUCCESS) {
     rec.value.assign(text);
   } else {
     rec.value = simdjson::minify(payload);
+    payload_is_json = true;
   }
 
   if (!rec.event_id.empty() || !problem) rec.headers.push_back({"id", rec.event_id});
@@ -215,8 +237,102 @@ std::variant<Record, Poison> MessageMapping::build(std::size_t index, std::strin
     rec.headers.push_back({"pgoutbox.commit_time_us", std::to_string(txn.commit_time_unix_us)});
     rec.headers.push_back({"pgoutbox.xid", std::to_string(txn.xid)});
   }
+  if (!problem && entry.config.format.type == config::Format::debezium_json) {
+    to_debezium_json(entry, envelope, rec, fail);
+  }
+  if (!problem && entry.config.format.cloudevents()) to_cloudevent(entry, field_text, payload_is_json, rec, fail);
   if (problem) return poison();
   return rec;
+}
+
+// The key and the value as Debezium writes them with DecodeLogicalDecodingMessageContent, the
+// outbox event router and JsonConverter: each typed as JsonSchemaData infers it from the envelope.
+// What stops Debezium's task there (an envelope it cannot decode, no aggregate id, a routing
+// value that is not a string) is poison INVALID_ENVELOPE.
+void MessageMapping::to_debezium_json(const Entry& entry, std::string_view envelope, Record& rec, const Fail& fail) {
+  const auto& fields = entry.config.fields;
+  const bool schemas = entry.config.format.schemas;
+  auto decoded = debezium::decode_envelope(envelope);
+  if (const auto* u = std::get_if<debezium::Unpublishable>(&decoded)) {
+    fail("INVALID_ENVELOPE", u->why);
+    return;
+  }
+  const auto& all = std::get<std::vector<debezium::DecodedField>>(decoded);
+  const auto find = [&all](std::string_view name) -> const debezium::DecodedField* {
+    for (const auto& f : all) {
+      if (f.name == name) return &f;
+    }
+    return nullptr;
+  };
+  const auto* routing = find(fields.aggregate_type);
+  if (routing == nullptr || !routing->text) {
+    fail("INVALID_ENVELOPE",
+         fmt::format("the envelope's routing value (field \"{}\") is missing, null or not a string, and Debezium's "
+                     "router stops on such a message",
+                     fields.aggregate_type));
+    return;
+  }
+  const auto* key = find(fields.aggregate_id);
+  if (key == nullptr) {
+    fail("INVALID_ENVELOPE", fmt::format("the envelope has no aggregate id (field \"{}\"), and Debezium's router "
+                                         "stops on such a message",
+                                         fields.aggregate_id));
+    return;
+  }
+  rec.key.emplace(debezium::envelope(schemas, key->schema, key->value));
+  // The id header as Kafka Connect's header converter writes a number: Java's text of it.
+  if (const auto* id = find(fields.id); id != nullptr && !id->text) {
+    for (auto& h : rec.headers) {
+      if (h.name == "id") h.value = id->value;
+    }
+  }
+  const auto* payload = find(fields.payload);
+  if (payload == nullptr) return;  // null or an empty array: poison NULL_PAYLOAD already
+  if (entry.config.format.expand_json_payload && payload->text) {
+    auto expanded = debezium::expand(*payload->text, fields.payload);
+    if (auto* e = std::get_if<debezium::Expanded>(&expanded)) {
+      rec.value = debezium::envelope(schemas, e->schema, e->payload);
+      return;
+    }
+    if (const auto* u = std::get_if<debezium::Unpublishable>(&expanded)) {
+      fail("UNEXPANDABLE_PAYLOAD", u->why);
+      return;
+    }
+  }
+  rec.value = debezium::envelope(schemas, payload->schema, payload->value);
+}
+
+// The message as a CloudEvent (cloudevents.h): the type from format.event_type's template or
+// the type field, the time the commit's, the payload's content type JSON unless it is a string
+// (in structured mode a string must hold JSON, as a text column's payload must).
+void MessageMapping::to_cloudevent(const Entry& entry, const FieldText& field, bool payload_is_json, Record& rec,
+                                   const Fail& fail) {
+  const auto& format = entry.config.format;
+  cloudevents::Attributes a;
+  std::optional<std::string> type;
+  if (!entry.event_type.empty()) {
+    type = expand_template(entry.event_type, field);
+  } else if (entry.config.fields.type) {
+    type = field(*entry.config.fields.type);
+  }
+  if (!type || type->empty()) {
+    fail("NULL_EVENT_TYPE",
+         "the CloudEvents type attribute refers to an envelope field that is missing, empty, or "
+         "not a string or number");
+    return;
+  }
+  a.type = std::move(*type);
+  a.id = rec.event_id;
+  a.source = format.source;
+  a.time = cloudevents::rfc3339(rec.timestamp_ms);
+  if (format.subject_from_key && rec.key) a.subject = *rec.key;
+  const bool structured = format.type == config::Format::cloudevents_structured;
+  a.datacontenttype = payload_is_json || structured ? "application/json" : "text/plain; charset=utf-8";
+  if (auto why =
+          cloudevents::apply(rec, std::move(a), structured ? cloudevents::Mode::structured : cloudevents::Mode::binary,
+                             false, payload_is_json)) {
+    fail("INVALID_JSON", std::move(*why));
+  }
 }
 
 }  // namespace pgoutbox::outbox

@@ -491,37 +491,13 @@ void ResolvedTable::to_cloudevent(Record& rec, const pgoutput::TupleData& tuple,
   a.source = table_->format.source;
   a.time = cloudevents::rfc3339(rec.timestamp_ms);
   if (table_->format.subject_from_key && rec.key) a.subject = *rec.key;
-  for (const auto& h : rec.headers) {
-    if (h.name == "traceparent") a.traceparent = h.value;
-  }
   a.datacontenttype = cloudevent_->content_type;
-  if (table_->format.type == config::Format::cloudevents_binary) {
-    rec.headers.push_back({"ce_specversion", "1.0"});
-    rec.headers.push_back({"ce_id", a.id});
-    rec.headers.push_back({"ce_source", a.source});
-    rec.headers.push_back({"ce_type", a.type});
-    rec.headers.push_back({"ce_time", a.time});
-    if (a.subject) rec.headers.push_back({"ce_subject", *a.subject});
-    if (a.traceparent) rec.headers.push_back({"ce_traceparent", *a.traceparent});
-    if (!rec.tombstone) rec.headers.push_back({"content-type", a.datacontenttype});
-    return;
+  const auto mode = table_->format.type == config::Format::cloudevents_binary ? cloudevents::Mode::binary
+                                                                              : cloudevents::Mode::structured;
+  if (auto why =
+          cloudevents::apply(rec, std::move(a), mode, payload_kind_ == PayloadKind::bytea, cloudevent_->json_by_type)) {
+    fail("INVALID_JSON", std::move(*why));
   }
-  if (rec.tombstone) return;  // a deletion marker for compaction carries no event
-  const bool bytes = payload_kind_ == PayloadKind::bytea;
-  if (!bytes && !cloudevent_->json_by_type) {
-    // Structured mode carries the payload as JSON data: a text payload must be JSON.
-    thread_local simdjson::dom::parser parser;
-    const ParserRelease release(parser);
-    simdjson::dom::element ignored;
-    if (const auto error = parser.parse(rec.value.data(), rec.value.size()).get(ignored); error != simdjson::SUCCESS) {
-      fail("INVALID_JSON",
-           fmt::format("cloudevents-structured carries the payload as JSON data, and it is not JSON ({})",
-                       simdjson::error_message(error)));
-      return;
-    }
-  }
-  rec.value = cloudevents::structured(a, rec.value, bytes);
-  rec.headers.push_back({"content-type", cloudevents::kStructuredContentType});
 }
 
 // The key and the value as JsonConverter writes what the router makes of the row: the key

@@ -48,6 +48,10 @@ def check(event_attributes, data, expected, skip=()):
             problems.append(f"{name} present: {event_attributes[name]!r}")
     if "data" in expected and data != expected["data"]:
         problems.append(f"data: {data!r}, expected {expected['data']!r}")
+    if "text" in expected:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+        if text != expected["text"]:
+            problems.append(f"data: {data!r}, expected the text {expected['text']!r}")
     if "data_base64" in expected and data != base64.b64decode(expected["data_base64"]):
         problems.append(f"data: {data!r}, expected the bytes of {expected['data_base64']}")
     return problems
@@ -75,7 +79,8 @@ def main():
             if structured:
                 event = v1_kafka.from_structured(v1_message)
             else:
-                unmarshal = (lambda b: b) if record["expected"].get("bytes") else None
+                raw = record["expected"].get("bytes") or "text" in record["expected"]
+                unmarshal = (lambda b: b) if raw else None
                 event = v1_kafka.from_binary(v1_message, data_unmarshaller=unmarshal)
             attributes = dict(event.get_attributes())
             data = event.get_data()

@@ -1,10 +1,10 @@
 // docs/migrating.md "Record formats": pgoutbox's CloudEvents records, read back by a client
 // nobody here wrote. pgoutbox relays four outbox tables — jsonb in binary mode (the timestamp
 // and headers columns mapped, a traceparent among the headers), text and bytea in structured
-// mode, bytea in binary mode — into real Kafka; the test consumes every record and hands them to
-// read_events.py, which parses each with the CloudEvents Python SDK's Kafka bindings (the
-// current one and the 1.x API) and checks the attributes and the data. A text payload that is
-// not JSON cannot be structured-mode data: it must be dead-lettered, named, never written.
+// mode, bytea in binary mode — and two message outboxes (binary and structured) into real Kafka; the test consumes
+// every record and hands them to read_events.py, which parses each with the CloudEvents Python SDK's Kafka bindings
+// (the current one and the 1.x API) and checks the attributes and the data. A text payload that is not JSON (a row's, a
+// message's) cannot be structured-mode data: it must be dead-lettered, named, never written.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -53,7 +53,8 @@ TEST(CloudEventsSdk, EveryRecordIsAValidEventWithTheExpectedAttributes) {
       "CREATE TABLE ce_bytes_bin (LIKE ce_bytes INCLUDING ALL);"
       "CREATE PUBLICATION ce_pub FOR TABLE ce_bin, ce_struct, ce_bytes, ce_bytes_bin");
   pg.exec("SELECT pg_create_logical_replication_slot('ce_slot', 'pgoutput')");
-  for (const char* topic : {"ce.bin", "ce.struct", "ce.bytes", "ce.bytesbin", "ce.dead-letter"}) {
+  for (const char* topic :
+       {"ce.bin", "ce.struct", "ce.bytes", "ce.bytesbin", "ce.msgbin", "ce.msgstruct", "ce.dead-letter"}) {
     create_topic(kafka.bootstrap(), topic, 1);
   }
   ScratchDir scratch("cloudevents-sdk", std::nullopt);
@@ -74,7 +75,12 @@ TEST(CloudEventsSdk, EveryRecordIsAValidEventWithTheExpectedAttributes) {
                            "  - table: ce_struct\n    topic: ce.struct\n"
                            "    format: {type: cloudevents-structured, source: /custom/source}\n"
                            "  - table: ce_bytes\n    topic: ce.bytes\n    format: {type: cloudevents-structured}\n"
-                           "  - table: ce_bytes_bin\n    topic: ce.bytesbin\n    format: {type: cloudevents-binary}\n";
+                           "  - table: ce_bytes_bin\n    topic: ce.bytesbin\n    format: {type: cloudevents-binary}\n"
+                           "messages:\n"
+                           "  - prefix: ce_msg_bin\n    topic: ce.msgbin\n"
+                           "    format: {type: cloudevents-binary, subject_from_key: true}\n"
+                           "  - prefix: ce_msg_struct\n    topic: ce.msgstruct\n"
+                           "    format: {type: cloudevents-structured, event_type: \"com.example.${aggregatetype}\"}\n";
   pg.exec(
       "INSERT INTO ce_bin VALUES ('b1', 'order', 'k1', 'Created', '{\"n\": 1, \"s\": \"é😀\"}', "
       "'2026-12-07 10:00:00.5+00', '{\"traceparent\": \"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}');"
@@ -83,27 +89,42 @@ TEST(CloudEventsSdk, EveryRecordIsAValidEventWithTheExpectedAttributes) {
       "INSERT INTO ce_struct VALUES ('s2', 'invoice', 'k2', 'Voided', 'not json');"
       "INSERT INTO ce_struct VALUES ('s3', 'invoice', 'k3', 'Issued', '42');"
       "INSERT INTO ce_bytes VALUES ('y1', 'blob', 'k4', 'Stored', '\\x00ff10');"
-      "INSERT INTO ce_bytes_bin VALUES ('z1', 'blob', 'k5', 'Stored', '\\xdeadbeef')");
+      "INSERT INTO ce_bytes_bin VALUES ('z1', 'blob', 'k5', 'Stored', '\\xdeadbeef');"
+      "SELECT pg_logical_emit_message(true, 'ce_msg_bin', '{\"id\": \"m1\", \"aggregatetype\": \"cart\", "
+      "\"aggregateid\": \"c9\", \"type\": \"Emptied\", \"payload\": {\"items\": []}, \"headers\": "
+      "{\"traceparent\": \"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01\"}}');"
+      "SELECT pg_logical_emit_message(true, 'ce_msg_bin', '{\"id\": 2, \"aggregatetype\": \"cart\", "
+      "\"type\": \"Noted\", \"payload\": \"plain text\"}');"
+      "SELECT pg_logical_emit_message(true, 'ce_msg_struct', '{\"id\": \"m3\", \"aggregatetype\": \"cart\", "
+      "\"aggregateid\": \"c9\", \"payload\": {\"total\": 1.5}}');"
+      "SELECT pg_logical_emit_message(true, 'ce_msg_struct', '{\"id\": \"m4\", \"aggregatetype\": \"cart\", "
+      "\"payload\": \"not json\"}')");
   PgoutboxProcess relay(PGOUTBOX_BINARY, config, scratch.path() + "/pgoutbox.log");
 
   const auto bin = read_topic(kafka.bootstrap(), "ce.bin", 2, 60s);
   const auto structured = read_topic(kafka.bootstrap(), "ce.struct", 2, 60s);
   const auto bytes = read_topic(kafka.bootstrap(), "ce.bytes", 1, 60s);
   const auto bytes_bin = read_topic(kafka.bootstrap(), "ce.bytesbin", 1, 60s);
-  const auto dead = read_topic(kafka.bootstrap(), "ce.dead-letter", 1, 60s);
+  const auto msg_bin = read_topic(kafka.bootstrap(), "ce.msgbin", 2, 60s);
+  const auto msg_struct = read_topic(kafka.bootstrap(), "ce.msgstruct", 1, 60s);
+  const auto dead = read_topic(kafka.bootstrap(), "ce.dead-letter", 2, 60s);
   relay.signal(SIGTERM);
   EXPECT_EQ(relay.wait_exit(30s), 0) << tail_of(scratch.path() + "/pgoutbox.log");
   ASSERT_EQ(bin.size(), 2U) << tail_of(scratch.path() + "/pgoutbox.log");
   ASSERT_EQ(structured.size(), 2U) << tail_of(scratch.path() + "/pgoutbox.log");
   ASSERT_EQ(bytes.size(), 1U);
   ASSERT_EQ(bytes_bin.size(), 1U);
+  ASSERT_EQ(msg_bin.size(), 2U);
+  ASSERT_EQ(msg_struct.size(), 1U);
 
-  // The non-JSON text was dead-lettered with the reason, and nothing invalid was written.
-  ASSERT_EQ(dead.size(), 1U);
-  EXPECT_EQ(dead[0].header("id"), "s2");
-  EXPECT_NE(
-      dead[0].header("pgoutbox.dlq.error").value_or("").find("cloudevents-structured carries the payload as JSON"),
-      std::string::npos);
+  // The non-JSON text (a row's and a message's) was dead-lettered with the reason, and nothing
+  // invalid was written.
+  ASSERT_EQ(dead.size(), 2U);
+  for (const auto& d : dead) {
+    EXPECT_TRUE(d.header("id") == "s2" || d.header("id") == "m4") << d.header("id").value_or("(none)");
+    EXPECT_NE(d.header("pgoutbox.dlq.error").value_or("").find("cloudevents-structured carries the payload as JSON"),
+              std::string::npos);
+  }
 
   const std::string source_of = "/postgres/public.";  // the default: /<database>/<schema>.<table>
   std::vector<std::string> records = {
@@ -127,6 +148,18 @@ TEST(CloudEventsSdk, EveryRecordIsAValidEventWithTheExpectedAttributes) {
       record_json(bytes_bin[0], "binary",
                   R"({"attributes": {"id": "z1", "datacontenttype": "application/octet-stream"}, "bytes": true, )"
                   R"("data_base64": "3q2+7w=="})"),
+      record_json(msg_bin[0], "binary",
+                  R"({"attributes": {"specversion": "1.0", "id": "m1", "source": "/postgres/messages/ce_msg_bin", )"
+                  R"("type": "Emptied", "subject": "c9", "partitionkey": "c9", "datacontenttype": "application/json", )"
+                  R"("traceparent": "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"}, "present": ["time"], )"
+                  R"("data": {"items": []}})"),
+      record_json(msg_bin[1], "binary",
+                  R"({"attributes": {"id": "2", "type": "Noted", "datacontenttype": "text/plain; charset=utf-8"}, )"
+                  R"("absent": ["subject", "partitionkey"], "text": "plain text"})"),
+      record_json(msg_struct[0], "structured",
+                  R"({"attributes": {"id": "m3", "source": "/postgres/messages/ce_msg_struct", )"
+                  R"("type": "com.example.cart", "partitionkey": "c9", "datacontenttype": "application/json"}, )"
+                  R"("data": {"total": 1.5}})"),
   };
   std::string all = "[";
   for (const auto& r : records) all += (all.size() > 1 ? ",\n" : "\n") + r;

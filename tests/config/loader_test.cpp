@@ -115,6 +115,13 @@ messages:
       payload: body
       type: kind
       headers: null
+    format:
+      type: debezium-json
+      schemas: false
+      expand_json_payload: true
+      source: /shop/msgs
+      event_type: "com.example.msg.${kind}"
+      subject_from_key: true
 provenance_headers: true
 limits:
   max_in_flight_records: 5000
@@ -219,6 +226,12 @@ TEST(ConfigLoader, EveryKeyParsed) {
   EXPECT_EQ(m.fields.payload, "body");
   EXPECT_EQ(m.fields.type, std::optional<std::string>("kind"));
   EXPECT_FALSE(m.fields.headers);
+  EXPECT_EQ(m.format.type, Format::debezium_json);
+  EXPECT_FALSE(m.format.schemas);
+  EXPECT_TRUE(m.format.expand_json_payload);
+  EXPECT_EQ(m.format.source, "/shop/msgs");
+  EXPECT_EQ(m.format.event_type, "com.example.msg.${kind}");
+  EXPECT_TRUE(m.format.subject_from_key);
 }
 
 // The lines of describe() for one key path ("tables[0].topic: ...").
@@ -267,6 +280,26 @@ TEST(ConfigLoader, ACloudEventsTableNeedsATypeAndGetsASourceNamingTheDatabase) {
                 .tables[0]
                 .format.event_type,
             "com.example.${aggregatetype}");
+}
+
+// The same for a message outbox: the source names the prefix.
+TEST(ConfigLoader, ACloudEventsMessageOutboxNeedsATypeAndGetsASourceNamingThePrefix) {
+  const std::string head = "postgres: {dsn: \"host=pg dbname=shop\"}\nkafka: {brokers: \"k:9092\"}\nmessages:\n";
+  const Config c = load_yaml(head + "  - prefix: orders\n    format: {type: cloudevents-binary}\n");
+  EXPECT_EQ(c.messages[0].format.source, "/shop/messages/orders");
+  try {
+    load_yaml(head + "  - prefix: orders\n    fields: {type: null}\n    format: {type: cloudevents-structured}\n");
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "messages[0].format.event_type");
+    EXPECT_NE(e.problem().find("fields.type"), std::string::npos) << e.problem();
+  }
+  try {
+    load_yaml(head + "  - prefix: orders\n    format: {expand_json_payload: true}\n");
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "messages[0].format.expand_json_payload");
+  }
 }
 
 TEST(ConfigLoader, AMessageOutboxAloneNeedsNoTable) {

@@ -141,13 +141,15 @@ TEST(ConfigSchema, EveryEnvironmentVariableOverridesItsKey) {
     // A signing key is at least 32 bytes, and exactly-once needs one.
     if (key.path == "delivery") others["PGOUTBOX_CHECKPOINT_SIGNING_KEY"] = std::string(40, 'k');
     // Expanding the payload and the format's own null belong to format debezium-json.
-    if (key.path == "tables[].format.expand_json_payload" || key.path == "tables[].null_payload") {
-      others["PGOUTBOX_TABLES_0_FORMAT_TYPE"] = "debezium-json";
+    const std::string family = path.starts_with("messages[") ? "PGOUTBOX_MESSAGES_0_" : "PGOUTBOX_TABLES_0_";
+    const auto member_at = path.find("].");
+    const std::string member = member_at == std::string::npos ? path : path.substr(member_at + 2);
+    if (member == "format.expand_json_payload" || key.path == "tables[].null_payload") {
+      others[family + "FORMAT_TYPE"] = "debezium-json";
     }
     // The CloudEvents attributes are read with a CloudEvents format.
-    if (key.path == "tables[].format.source" || key.path == "tables[].format.event_type" ||
-        key.path == "tables[].format.subject_from_key") {
-      others["PGOUTBOX_TABLES_0_FORMAT_TYPE"] = "cloudevents-binary";
+    if (member == "format.source" || member == "format.event_type" || member == "format.subject_from_key") {
+      others[family + "FORMAT_TYPE"] = "cloudevents-binary";
     }
     auto value = sample(key);
     ASSERT_TRUE(value) << key.path << " has type " << key.type << ", which this test has no sample for";

@@ -404,6 +404,60 @@ TEST(FromDebezium, WorkerPropertiesAreReadAsJavaReadsThem) {
   EXPECT_EQ(p.at("f"), "");
 }
 
+// A message outbox as Debezium relays one: DecodeLogicalDecodingMessageContent before the router.
+std::string message_connector(const std::string& extra) {
+  return R"json({"config": {
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "postgres", "database.dbname": "orders", "database.user": "debezium",
+      "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+      "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+      "topic.prefix": "dbserver1", "plugin.name": "pgoutput",)json" +
+         extra + R"json(
+      "transforms": "decode,outbox",
+      "transforms.decode.type": "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}})json";
+}
+
+TEST(FromDebezium, TheMessageDecoderBeforeTheRouterBecomesMessageOutboxes) {
+  const auto c = from_debezium(message_connector(R"("message.prefix.include.list": "orders,billing",
+      "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false",
+      "transforms.outbox.table.field.event.key": "account",)"));
+  const auto cfg = load(c);
+  EXPECT_TRUE(cfg.tables.empty()) << c.yaml;  // no table.include.list: messages only
+  ASSERT_EQ(cfg.messages.size(), 2U) << c.yaml;
+  EXPECT_EQ(cfg.messages[0].prefix, "orders");
+  EXPECT_EQ(cfg.messages[1].prefix, "billing");
+  const auto& m = cfg.messages[0];
+  EXPECT_EQ(m.topic, "outbox.event.${aggregatetype}");
+  EXPECT_EQ(m.format.type, config::Format::debezium_json);
+  EXPECT_FALSE(m.format.schemas);
+  EXPECT_EQ(m.fields.aggregate_id, "account");
+  EXPECT_FALSE(m.fields.type);     // Debezium sends no type header unless placed
+  EXPECT_FALSE(m.fields.headers);  // nor the envelope's headers
+  EXPECT_EQ(left_out(c, "transforms.decode"), "");
+  EXPECT_EQ(left_out(c, "message.prefix.include.list"), "");
+}
+
+TEST(FromDebezium, MessagesWhoseBytesCannotBeReproducedAreNamedWithTheReason) {
+  // A pattern is not a prefix.
+  auto c = from_debezium(message_connector(R"("message.prefix.include.list": "orders,bill.*",)"));
+  EXPECT_EQ(load(c).messages.size(), 1U);
+  EXPECT_NE(left_out(c, "message.prefix.include.list").find("bill.*"), std::string::npos) << all_output(c);
+  // Blank payloads as tombstones, or nulls decoded as bytes: no message outbox at all.
+  c = from_debezium(message_connector(R"("message.prefix.include.list": "orders",
+      "transforms.outbox.route.tombstone.on.empty.payload": "true", "table.include.list": "public.outbox",)"));
+  EXPECT_TRUE(load(c).messages.empty());
+  EXPECT_NE(left_out(c, "transforms.decode").find("tombstone"), std::string::npos) << all_output(c);
+  c = from_debezium(message_connector(R"("message.prefix.include.list": "orders",
+      "transforms.decode.fields.null.include": "true", "table.include.list": "public.outbox",)"));
+  EXPECT_TRUE(load(c).messages.empty());
+  EXPECT_NE(left_out(c, "transforms.decode.fields.null.include").find("bytes"), std::string::npos) << all_output(c);
+  // Without the decoder, the router sees no outbox record in a message.
+  c = from_debezium(connector_with(R"("message.prefix.include.list": "orders",)"));
+  EXPECT_TRUE(load(c).messages.empty());
+  EXPECT_NE(left_out(c, "message.prefix.include.list").find("DecodeLogicalDecodingMessageContent"), std::string::npos);
+}
+
 TEST(FromDebezium, UnusableInputIsRefused) {
   EXPECT_THROW(from_debezium("{not json"), Unusable);
   EXPECT_THROW(from_debezium("[1, 2]"), Unusable);

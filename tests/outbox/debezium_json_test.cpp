@@ -72,12 +72,16 @@ TEST(DebeziumJson, AnObjectIsExpandedWithTheSchemaDebeziumInfers) {
   EXPECT_EQ(empty.payload, "{}");
 }
 
+// A merged struct is not optional (Connect's SchemaUtil.copySchemaBasics leaves that out); the
+// objects' one schema, when they share it, stays optional.
 TEST(DebeziumJson, ObjectsInAnArrayShareOneMergedSchemaAndAMissingFieldIsNull) {
   const auto e = expanded(R"({"items": [{"a": 1}, {"a": 2, "b": "x"}], "big": 3000000000, "e": []})");
   EXPECT_EQ(
       e.schema,
-      R"({"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"},{"type":"string","optional":true,"field":"b"}],"optional":true,"name":"payload.items"},"optional":true,"field":"items"},{"type":"int64","optional":true,"field":"big"}],"optional":true,"name":"payload"})");
+      R"({"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"},{"type":"string","optional":true,"field":"b"}],"optional":false,"name":"payload.items"},"optional":true,"field":"items"},{"type":"int64","optional":true,"field":"big"}],"optional":true,"name":"payload"})");
   EXPECT_EQ(e.payload, R"({"items":[{"a":1,"b":null},{"a":2,"b":"x"}],"big":3000000000})");
+  const auto same = expanded(R"({"items": [{"a": 1}, {"a": 2}]})");
+  EXPECT_NE(same.schema.find(R"("optional":true,"name":"payload.items")"), std::string::npos) << same.schema;
 }
 
 TEST(DebeziumJson, ARepeatedNameKeepsItsFirstPlaceAndItsLastValue) {
@@ -96,6 +100,35 @@ TEST(DebeziumJson, WhatStopsDebeziumsTaskIsUnpublishable) {
   for (const auto* json : {R"({"big": 12345678901234567890})", R"([1, 2, 3])", R"([])",
                            R"({"a": [{"x": 1}, {"x": "s"}]})", R"({"a": [[1], ["s"]]})"}) {
     EXPECT_TRUE(std::holds_alternative<Unpublishable>(expand(json, "payload"))) << json;
+  }
+}
+
+TEST(DebeziumJson, AnEnvelopeIsDecodedFieldByFieldWithStructsNamedByTheirPath) {
+  const auto decoded = decode_envelope(
+      R"({"id": 7, "aggregateid": "k", "gone": null, "payload": {"n": 1.5, "c": {"x": true}}, "e": [], "s": "é"})");
+  ASSERT_TRUE(std::holds_alternative<std::vector<DecodedField>>(decoded));
+  const auto& fields = std::get<std::vector<DecodedField>>(decoded);
+  ASSERT_EQ(fields.size(), 4U);  // the null and the empty array are left out
+  EXPECT_EQ(fields[0].name, "id");
+  EXPECT_EQ(fields[0].schema, R"({"type":"int32","optional":true})");
+  EXPECT_EQ(fields[0].value, "7");
+  EXPECT_FALSE(fields[0].text);
+  EXPECT_EQ(fields[1].schema, R"({"type":"string","optional":true})");
+  EXPECT_EQ(fields[1].value, R"("k")");
+  EXPECT_EQ(fields[1].text, std::optional<std::string>("k"));
+  EXPECT_EQ(fields[2].name, "payload");
+  EXPECT_EQ(fields[2].schema,
+            R"({"type":"struct","fields":[{"type":"double","optional":true,"field":"n"},{"type":"struct","fields":[)"
+            R"({"type":"boolean","optional":true,"field":"x"}],"optional":true,"name":"payload.c","field":"c"}],)"
+            R"("optional":true,"name":"payload"})");
+  EXPECT_EQ(fields[2].value, R"({"n":1.5,"c":{"x":true}})");
+  EXPECT_EQ(fields[3].value, R"("é")");
+}
+
+TEST(DebeziumJson, AnEnvelopeDebeziumCannotDecodeIsUnpublishable) {
+  for (const auto* json :
+       {R"( {"a": 1})", R"([{"a": 1}])", R"({"a": [1, "x"]})", R"({"big": 12345678901234567890})", "{not json"}) {
+    EXPECT_TRUE(std::holds_alternative<Unpublishable>(decode_envelope(json))) << json;
   }
 }
 

@@ -212,5 +212,90 @@ TEST(Envelope, AnEnvelopeAboveMessageMaxBytesIsPoisonWithoutBeingParsed) {
   EXPECT_EQ(max_message_bytes({{"message.max.bytes", "2MB"}}), kDefaultMaxMessageBytes);
 }
 
+config::MessageConfig formatted(config::Format type) {
+  auto m = outbox_prefix();
+  m.format.type = type;
+  m.format.source = "/shop/messages/outbox";
+  return m;
+}
+
+TEST(Envelope, DebeziumJsonTypesKeyAndValueAsDebeziumInfersThemFromTheEnvelope) {
+  const MessageMapping mapping({formatted(config::Format::debezium_json)}, false);
+  const auto r = record_of(
+      mapping, R"({"id":"e-1","aggregatetype":"order","aggregateid":"42","payload":{"total":10,"note":null}})");
+  EXPECT_EQ(r.key, std::optional<std::string>(R"({"schema":{"type":"string","optional":true},"payload":"42"})"));
+  EXPECT_EQ(r.value, R"({"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"total"}],)"
+                     R"("optional":true,"name":"payload"},"payload":{"total":10}})");
+  EXPECT_EQ(headers_of(r).at("id"), "e-1");
+
+  // A number key keeps its inferred type; a number id is Java's text of it; a string payload stays one.
+  const auto n = record_of(mapping, R"({"id":1.0,"aggregatetype":"order","aggregateid":9000000000,"payload":"x"})");
+  EXPECT_EQ(n.key, std::optional<std::string>(R"({"schema":{"type":"int64","optional":true},"payload":9000000000})"));
+  EXPECT_EQ(n.value, R"({"schema":{"type":"string","optional":true},"payload":"x"})");
+  EXPECT_EQ(headers_of(n).at("id"), "1.0");
+}
+
+TEST(Envelope, DebeziumJsonWithoutSchemasAndExpandingAStringPayload) {
+  auto m = formatted(config::Format::debezium_json);
+  m.format.schemas = false;
+  m.format.expand_json_payload = true;
+  const MessageMapping mapping({m}, false);
+  const auto r = record_of(mapping, R"({"id":"e","aggregatetype":"o","aggregateid":"k","payload":"{\"a\":[1,2]}"})");
+  EXPECT_EQ(r.key, std::optional<std::string>(R"("k")"));
+  EXPECT_EQ(r.value, R"({"a":[1,2]})");
+}
+
+TEST(Envelope, DebeziumJsonRefusesWhatStopsDebeziumsTask) {
+  const MessageMapping mapping({formatted(config::Format::debezium_json)}, false);
+  EXPECT_EQ(poison_of(mapping, R"({"id":"e","aggregatetype":"o","payload":1})").code, "INVALID_ENVELOPE");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"e","aggregatetype":"o","aggregateid":null,"payload":1})").code,
+            "INVALID_ENVELOPE");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"e","aggregatetype":5,"aggregateid":"k","payload":1})").code,
+            "INVALID_ENVELOPE");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"e","aggregatetype":"o","aggregateid":"k","payload":[1,"a"]})").code,
+            "INVALID_ENVELOPE");
+  EXPECT_EQ(poison_of(mapping, R"( {"id":"e","aggregatetype":"o","aggregateid":"k","payload":1})").code,
+            "INVALID_ENVELOPE");
+}
+
+TEST(Envelope, CloudEventsBinaryModeAddsTheAttributesAsHeaders) {
+  auto m = formatted(config::Format::cloudevents_binary);
+  m.format.subject_from_key = true;
+  const MessageMapping mapping({m}, false);
+  const auto r = record_of(mapping, R"({"id":"e-1","aggregatetype":"order","aggregateid":"42","type":"OrderCreated",
+      "payload":{"total":10},"headers":{"traceparent":"00-abc-def-01"}})");
+  EXPECT_EQ(r.value, R"({"total":10})");
+  EXPECT_EQ(r.key, std::optional<std::string>("42"));
+  const auto h = headers_of(r);
+  EXPECT_EQ(h.at("ce_specversion"), "1.0");
+  EXPECT_EQ(h.at("ce_id"), "e-1");
+  EXPECT_EQ(h.at("ce_source"), "/shop/messages/outbox");
+  EXPECT_EQ(h.at("ce_type"), "OrderCreated");
+  EXPECT_EQ(h.at("ce_time"), "2023-11-14T22:13:20.000Z");
+  EXPECT_EQ(h.at("ce_subject"), "42");
+  EXPECT_EQ(h.at("ce_traceparent"), "00-abc-def-01");
+  EXPECT_EQ(h.at("content-type"), "application/json");
+
+  const auto text = record_of(mapping, R"({"id":"e","aggregatetype":"o","type":"T","payload":"plain"})");
+  EXPECT_EQ(headers_of(text).at("content-type"), "text/plain; charset=utf-8");
+  EXPECT_EQ(headers_of(text).count("ce_subject"), 0U);
+}
+
+TEST(Envelope, CloudEventsStructuredModeCarriesThePayloadAsData) {
+  auto m = formatted(config::Format::cloudevents_structured);
+  m.format.event_type = "com.example.${aggregatetype}.${type}";
+  const MessageMapping mapping({m}, false);
+  const auto r = record_of(mapping, R"({"id":"e-1","aggregatetype":"order","type":"Created","payload":{"a":1}})");
+  EXPECT_EQ(r.value, R"({"specversion":"1.0","id":"e-1","source":"/shop/messages/outbox",)"
+                     R"("type":"com.example.order.Created","time":"2023-11-14T22:13:20.000Z",)"
+                     R"("datacontenttype":"application/json","data":{"a":1}})");
+  EXPECT_EQ(headers_of(r).at("content-type"), "application/cloudevents+json");
+
+  // A string payload must hold JSON to be the event's data; a type that comes out empty is refused.
+  EXPECT_EQ(poison_of(mapping, R"({"id":"e","aggregatetype":"o","type":"T","payload":"not json"})").code,
+            "INVALID_JSON");
+  EXPECT_EQ(poison_of(mapping, R"({"id":"e","aggregatetype":"o","payload":{}})").code, "NULL_EVENT_TYPE");
+}
+
 }  // namespace
 }  // namespace pgoutbox::outbox

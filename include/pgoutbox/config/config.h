@@ -101,8 +101,9 @@ struct FormatConfig {
   Format type = Format::string;
   bool schemas = true;               // JsonConverter's schemas.enable (its default: true)
   bool expand_json_payload = false;  // the router's table.expand.json.payload
-  // CloudEvents: the source attribute (empty: /<database>/<schema>.<table>, set at load), the
-  // type attribute as a template of ${column} references (empty: the type column's value), and
+  // CloudEvents: the source attribute (empty: /<database>/<schema>.<table>, or
+  // /<database>/messages/<prefix> for a message outbox, set at load), the type attribute as a
+  // template of ${column} (or ${field}) references (empty: the type column's or field's value), and
   // whether the subject is the record key.
   std::string source;
   std::string event_type;
@@ -159,6 +160,7 @@ struct MessageConfig {
   std::string topic = "outbox.event.${aggregatetype}";  // ${field} is replaced by that envelope field
   EnvelopeFields fields;
   std::string topic_pattern;  // as TableConfig::topic_pattern
+  FormatConfig format;        // as a table's; the source's default names the prefix
 };
 
 struct LimitsConfig {

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "pgoutbox/outbox/record.h"
+
 namespace pgoutbox::outbox::cloudevents {
 
 struct Attributes {
@@ -32,5 +34,16 @@ std::string rfc3339(std::int64_t unix_ms);
 std::string structured(const Attributes& attributes, std::string_view data, bool base64);
 
 inline constexpr const char* kStructuredContentType = "application/cloudevents+json";
+
+enum class Mode { binary, structured };
+
+// Makes `rec` (its value the payload as the string format writes it, its headers final) the
+// CloudEvent with these attributes; traceparent, when unset, comes from a header of that name.
+// Binary: the ce_ headers and content-type are added. Structured: the value becomes the event,
+// with the payload as `data` (as `data_base64` when `bytes`) and content-type
+// application/cloudevents+json. A tombstone (a deletion marker for compaction) carries the ce_
+// headers only in binary mode and nothing in structured mode. Returns the poison reason when the
+// payload cannot be the event's JSON data: structured, not bytes, not `known_json`, and not JSON.
+std::optional<std::string> apply(Record& rec, Attributes a, Mode mode, bool bytes, bool known_json);
 
 }  // namespace pgoutbox::outbox::cloudevents

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace pgoutbox::outbox::debezium {
 
@@ -62,5 +63,20 @@ struct Unpublishable {
 };
 // `field` is the payload column's name: the struct's name, and its nested structs' prefix.
 std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json, std::string_view field);
+
+// A message outbox's envelope as Debezium's DecodeLogicalDecodingMessageContent makes it a
+// struct for the router: JsonSchemaData's inference over the whole envelope (nulls and empty
+// arrays left out, nested structs named by their path from the envelope: "payload",
+// "payload.customer"). Each field with its schema and its value as JsonConverter writes them,
+// in the envelope's order; `text` holds a string field's own characters.
+struct DecodedField {
+  std::string name;
+  std::string schema;
+  std::string value;
+  std::optional<std::string> text;
+};
+// An envelope Debezium cannot decode (not an object, a number beyond a long, an array mixing
+// types) stops its task: Unpublishable, with the reason.
+std::variant<std::vector<DecodedField>, Unpublishable> decode_envelope(std::string_view json);
 
 }  // namespace pgoutbox::outbox::debezium

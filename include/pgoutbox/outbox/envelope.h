@@ -17,6 +17,7 @@
 // above message.max.bytes anyway.
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <regex>
@@ -63,7 +64,18 @@ class MessageMapping {
     std::string label;
     std::vector<TopicPart> topic;
     std::optional<std::regex> topic_pattern;
+    std::vector<TopicPart> event_type;  // CloudEvents' type attribute, when format.event_type is set
   };
+  using Fail = std::function<void(std::string, std::string)>;
+  static std::vector<TopicPart> parse_template(const std::string& text);
+  static void to_debezium_json(const Entry& entry, std::string_view envelope, Record& rec, const Fail& fail);
+  // An envelope field's text as a topic template reads it (nullopt: missing, null, or no single text).
+  using FieldText = std::function<std::optional<std::string>(std::string_view)>;
+  // nullopt when a referenced field has no text; `missing` then names it.
+  static std::optional<std::string> expand_template(const std::vector<TopicPart>& parts, const FieldText& field,
+                                                    std::string* missing = nullptr);
+  static void to_cloudevent(const Entry& entry, const FieldText& field, bool payload_is_json, Record& rec,
+                            const Fail& fail);
   std::vector<Entry> entries_;
   bool provenance_;
 };
