@@ -126,6 +126,10 @@ void IdempotentConsumer::loop() {
                                                   // group waits for a lost member this long.
                                                   {"session.timeout.ms", "6000"},
                                                   {"heartbeat.interval.ms", "1000"},
+                                                  // And a rebalance waits for a lost member at
+                                                  // most this long (the rebalance timeout;
+                                                  // 300 s by default, beyond every test's wait).
+                                                  {"max.poll.interval.ms", "60000"},
                                                   {"log_level", "3"}});
   rd_kafka_poll_set_consumer(consumer.get());
   rd_kafka_topic_partition_list_t* subscription =
