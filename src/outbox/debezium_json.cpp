@@ -169,6 +169,19 @@ std::string envelope(bool schemas, std::string_view schema, std::string_view pay
   return out;
 }
 
+std::string string_envelope(bool schemas, std::string_view schema, std::string_view text) {
+  std::string out;
+  out.reserve(schema.size() + text.size() + text.size() / 8 + 32);
+  if (schemas) {
+    out += "{\"schema\":";
+    out += schema;
+    out += ",\"payload\":";
+  }
+  append_json_string(out, text);
+  if (schemas) out += "}";
+  return out;
+}
+
 namespace {
 
 // A Connect schema JsonSchemaData infers (every one optional).

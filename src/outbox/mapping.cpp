@@ -507,10 +507,9 @@ void ResolvedTable::to_debezium_json(Record& rec, const std::optional<std::strin
                                      const std::optional<std::string_view>& payload,
                                      const std::function<void(std::string, std::string)>& fail) const {
   const bool schemas = table_->format.schemas;
-  std::string key_payload = !key                       ? std::string("null")
-                            : debezium_->key_is_number ? std::string(*key)
-                                                       : debezium::json_string(*key);
-  rec.key.emplace(debezium::envelope(schemas, debezium_->key_schema, key_payload));
+  rec.key.emplace(!key                       ? debezium::envelope(schemas, debezium_->key_schema, "null")
+                  : debezium_->key_is_number ? debezium::envelope(schemas, debezium_->key_schema, *key)
+                                             : debezium::string_envelope(schemas, debezium_->key_schema, *key));
   if (!payload) {
     if (table_->null_payload == config::NullPayload::json_null) {
       rec.value = debezium::envelope(schemas, debezium_->value_schema, "null");
@@ -540,7 +539,7 @@ void ResolvedTable::to_debezium_json(Record& rec, const std::optional<std::strin
       return;
     }
   }
-  rec.value = debezium::envelope(schemas, debezium_->value_schema, debezium::json_string(rec.value));
+  rec.value = debezium::string_envelope(schemas, debezium_->value_schema, rec.value);
 }
 
 Mapping::Mapping(std::vector<config::TableConfig> tables, bool provenance_headers, AncestryLookup ancestry,

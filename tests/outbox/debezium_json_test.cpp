@@ -24,6 +24,9 @@ TEST(DebeziumJson, SchemasAreWrittenAsJsonConverterWritesThem) {
   EXPECT_EQ(envelope(true, schema_json({"int64", false, "", 0}), "42"),
             R"({"schema":{"type":"int64","optional":false},"payload":42})");
   EXPECT_EQ(envelope(false, "ignored", "42"), "42");
+  EXPECT_EQ(string_envelope(true, R"({"type":"string","optional":true})", "a\"b"),
+            R"({"schema":{"type":"string","optional":true},"payload":"a\"b"})");
+  EXPECT_EQ(string_envelope(false, "ignored", "é\n"), R"("é\n")");
 }
 
 TEST(DebeziumJson, StringsAreQuotedAsJacksonQuotesThem) {

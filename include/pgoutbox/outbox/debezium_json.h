@@ -44,6 +44,8 @@ std::string java_double(double value);
 
 // {"schema":S,"payload":P} when schemas, else P.
 std::string envelope(bool schemas, std::string_view schema, std::string_view payload);
+// The same with P the JSON string of `text`, written in place (no copy of the escaped text).
+std::string string_envelope(bool schemas, std::string_view schema, std::string_view text);
 
 // A payload expanded as the router's table.expand.json.payload does it.
 struct Expanded {
