@@ -16,9 +16,9 @@
 namespace pgoutbox::bench {
 
 struct FormatsSpec {
-  std::int64_t events = 300'000;
+  std::int64_t events = 1'000'000;      // at 150,000-250,000 events/s, a drain of 4-7 s
   std::int64_t warmup_events = 10'000;  // an untimed drain first
-  int rounds = 2;                       // each case this many times, every other round reversed
+  int rounds = 3;                       // each case this many times, every other round reversed
 };
 
 struct FormatCase {

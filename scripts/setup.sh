@@ -34,7 +34,7 @@ packages=(
   clang libclang-rt-14-dev clang-format clang-tidy
   libpq-dev postgresql-15 postgresql-client-15
   libsasl2-dev libzstd-dev liblz4-dev libcurl4-openssl-dev zlib1g-dev
-  libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev
+  libsimdjson-dev libboost-dev libspdlog-dev libfmt-dev libssl-dev libjemalloc-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   default-jdk-headless maven nodejs
   prometheus lintian help2man man-db systemd dpkg-dev fakeroot

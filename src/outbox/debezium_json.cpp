@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -25,21 +26,30 @@ std::string schema_json(const ColumnSchema& schema) {
   return out + "}";
 }
 
+namespace {
+
+// The bytes append_json_string does not write as they are: controls, '"', '\' and the first
+// byte of a character beyond the BMP.
+constexpr std::array<bool, 256> kSpecial = [] {
+  std::array<bool, 256> special{};
+  for (unsigned b = 0; b < 256; ++b) special[b] = b < 0x20 || b == '"' || b == '\\' || b >= 0xF0;
+  return special;
+}();
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   const auto escape = [&](unsigned unit) {
     out += "\\u";
     for (int shift = 12; shift >= 0; shift -= 4) out.push_back(kHex[(unit >> shift) & 0xF]);
   };
+  out.reserve(out.size() + text.size() + 2);
   out.push_back('"');
   for (std::size_t i = 0; i < text.size(); ++i) {
     // The run of characters written as they are, appended at once.
     std::size_t run = i;
-    while (run < text.size()) {
-      const auto r = static_cast<unsigned char>(text[run]);
-      if (r < 0x20 || r == '"' || r == '\\' || r >= 0xF0) break;
-      ++run;
-    }
+    while (run < text.size() && !kSpecial[static_cast<unsigned char>(text[run])]) ++run;
     if (run > i) {
       out.append(text, i, run - i);
       i = run;
@@ -335,8 +345,12 @@ Schema infer(const std::optional<std::string>& key, simdjson::dom::element node)
       Inferred out{Inferred::Kind::structure, key, {}, {}};
       const auto object = object_of(node);
       for (const auto& [name, value] : fields_of(object)) {
-        const std::string field_key = (key && !key->empty() ? *key + "." : std::string()) + std::string(name);
-        auto schema = infer(field_key, value);
+        // Only a struct is named by its path (an array's objects too); a scalar's schema is not.
+        const bool named = value.is_object() || value.is_array();
+        auto schema = infer(named ? std::optional<std::string>((key && !key->empty() ? *key + "." : std::string()) +
+                                                               std::string(name))
+                                  : std::nullopt,
+                            value);
         if (schema) out.fields.emplace_back(std::string(name), std::move(*schema));
       }
       return out;
