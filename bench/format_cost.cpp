@@ -147,9 +147,12 @@ int main(int argc, char** argv) {
   int rounds = 5;
   app.add_option("--records", records, "rows per round");
   app.add_option("--rounds", rounds, "rounds per format (the median is shown); formats alternate within a round");
+  std::string only;
+  app.add_option("--only", only, "only the formats whose name contains this (and string), e.g. to profile one");
   CLI11_PARSE(app, argc, argv);
   const auto input = rows(records);
-  const auto all = cases();
+  auto all = cases();
+  std::erase_if(all, [&](const Case& c) { return c.name != "string" && c.name.find(only) == std::string::npos; });
   std::vector<Cost> costs;
   costs.reserve(all.size());
   for (const auto& c : all) costs.push_back(measure(c, input, rounds));

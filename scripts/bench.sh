@@ -36,6 +36,8 @@
 # into docs/benchmarks.md between its own markers:
 #
 #   scripts/bench.sh --formats [bench_compare options, e.g. --events-10 500000, --smoke]
+#
+# It then prints bench_format_cost's table: the same formats' CPU per record in one process.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -80,6 +82,10 @@ if [ -n "$formats" ]; then
   build/release/bench/bench_compare --formats --command "$command" --readme "$root/docs/benchmarks.md" \
     ${args[@]+"${args[@]}"}
   echo "bench: the formats table in docs/benchmarks.md"
+  # The same formats' CPU per record in one process, without Postgres and Kafka (its table is
+  # copied into docs/benchmarks.md by hand).
+  cmake --build --preset release -j "$(nproc)" --target bench_format_cost
+  build/release/bench/bench_format_cost
   exit 0
 fi
 if [ -n "$topic_limits" ]; then

@@ -39,7 +39,9 @@ std::string rfc3339(std::int64_t unix_ms) {
 
 std::string structured(const Attributes& a, std::string_view data, bool base64) {
   using debezium::append_json_string;
-  std::string out = "{\"specversion\":\"1.0\",\"id\":";
+  std::string out;
+  out.reserve(data.size() * (base64 ? 2 : 1) + a.id.size() + a.source.size() + a.type.size() + 160);
+  out += "{\"specversion\":\"1.0\",\"id\":";
   append_json_string(out, a.id);
   out += ",\"source\":";
   append_json_string(out, a.source);
@@ -64,7 +66,8 @@ std::string structured(const Attributes& a, std::string_view data, bool base64) 
     out += ",\"data\":";
     out += data;
   }
-  return out + "}";
+  out += '}';
+  return out;
 }
 
 std::optional<std::string> apply(Record& rec, Attributes a, Mode mode, bool bytes, bool known_json) {

@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -346,11 +347,11 @@ Schema infer(const std::optional<std::string>& key, simdjson::dom::element node)
       const auto object = object_of(node);
       for (const auto& [name, value] : fields_of(object)) {
         // Only a struct is named by its path (an array's objects too); a scalar's schema is not.
-        const bool named = value.is_object() || value.is_array();
-        auto schema = infer(named ? std::optional<std::string>((key && !key->empty() ? *key + "." : std::string()) +
-                                                               std::string(name))
-                                  : std::nullopt,
-                            value);
+        std::optional<std::string> path;
+        if (value.is_object() || value.is_array()) {
+          path = (key && !key->empty() ? *key + "." : std::string()) + std::string(name);
+        }
+        auto schema = infer(path, value);
         if (schema) out.fields.emplace_back(std::string(name), std::move(*schema));
       }
       return out;
@@ -469,6 +470,71 @@ void write_value(std::string& out, simdjson::dom::element node, const Inferred& 
   }
 }
 
+// An inferred schema and its JSON, as JsonConverter writes it.
+struct InferredSchema {
+  Inferred schema;
+  std::string json;
+};
+
+// The shape of a document: everything the inference reads from it (each field's name in order,
+// each value's JSON type and number kind), so that documents of one shape infer one schema.
+// False for a document holding an array: an array's inference also decides whether the router
+// keeps the string, so it is not cached.
+bool append_shape(std::string& out, simdjson::dom::element node) {
+  switch (node.type()) {
+    case simdjson::dom::element_type::STRING:
+      out += 's';
+      return true;
+    case simdjson::dom::element_type::BOOL:
+      out += 'b';
+      return true;
+    case simdjson::dom::element_type::INT64:
+      out += number_kind(node) == Inferred::Kind::int32 ? 'i' : 'l';
+      return true;
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE:
+      out += 'd';
+      return true;
+    case simdjson::dom::element_type::NULL_VALUE:
+      out += 'n';
+      return true;
+    case simdjson::dom::element_type::ARRAY:
+      return false;
+    case simdjson::dom::element_type::OBJECT:
+      out += '{';
+      for (const auto field : object_of(node)) {
+        out += std::to_string(field.key.size());  // the name's length first: any byte may follow
+        out += ':';
+        out += field.key;
+        if (!append_shape(out, field.value)) return false;
+      }
+      out += '}';
+      return true;
+  }
+  return false;
+}
+
+// The schema of an object `root` payload in column `field`: inferred once per shape (payloads of
+// one event type share theirs), kept for up to kShapesKept shapes per thread. A document with an
+// array is inferred each time, into `uncached`. Throws Refused as infer() does.
+const InferredSchema* infer_cached(std::string_view field, simdjson::dom::element root,
+                                   std::optional<InferredSchema>& uncached) {
+  constexpr std::size_t kShapesKept = 1024;
+  thread_local std::unordered_map<std::string, InferredSchema> cache;
+  thread_local std::string shape;
+  shape.assign(field);
+  shape += '\0';
+  const auto infer_one = [&] {
+    InferredSchema inferred{*infer(std::string(field), root), {}};
+    write_schema(inferred.json, inferred.schema, nullptr);
+    return inferred;
+  };
+  if (!append_shape(shape, root)) return &uncached.emplace(infer_one());
+  if (const auto it = cache.find(shape); it != cache.end()) return &it->second;
+  if (cache.size() >= kShapesKept) cache.clear();
+  return &cache.emplace(shape, infer_one()).first->second;
+}
+
 }  // namespace
 
 std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json, std::string_view field) {
@@ -481,21 +547,28 @@ std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json
   if (const auto error = parser.parse(json.data(), json.size()).get(root); error != simdjson::SUCCESS) {
     return KeptAsString{fmt::format("the payload is not JSON ({})", simdjson::error_message(error))};
   }
-  Schema schema;
-  try {
-    schema = infer(std::string(field), root);
-  } catch (const Refused& refused) {
-    return KeptAsString{refused.why};
-  }
   if (!root.is_object()) {
+    try {
+      (void)infer(std::string(field), root);
+    } catch (const Refused& refused) {
+      return KeptAsString{refused.why};
+    }
     return Unpublishable{
         "table.expand.json.payload: Debezium infers a schema for a top-level JSON array and then cannot build its "
         "value (its task stops); only an object is expanded"};
   }
-  Expanded out;
-  write_schema(out.schema, *schema, nullptr);
+  const InferredSchema* schema = nullptr;
+  std::optional<InferredSchema> uncached;
   try {
-    write_value(out.payload, root, *schema);
+    schema = infer_cached(field, root, uncached);
+  } catch (const Refused& refused) {
+    return KeptAsString{refused.why};
+  }
+  Expanded out;
+  out.schema = schema->json;
+  out.payload.reserve(json.size() + json.size() / 4);
+  try {
+    write_value(out.payload, root, schema->schema);
   } catch (const Unstorable& unstorable) {
     return Unpublishable{fmt::format(
         "table.expand.json.payload: the payload holds {}, which Debezium's inferred schema cannot store (its task "

@@ -406,6 +406,8 @@ std::variant<Record, Poison> ResolvedTable::build(const pgoutput::TupleData& tup
 
   if (debezium_ && !problem) to_debezium_json(rec, text_of(tuple, key_), payload, fail);
 
+  // Room for id, type and CloudEvents binary mode's eight attributes: one allocation per record.
+  rec.headers.reserve(cloudevent_ ? 10 : 2);
   if (!rec.event_id.empty() || !problem) rec.headers.push_back({"id", rec.event_id});
   if (const auto type = text_of(tuple, type_)) rec.headers.push_back({"type", std::string(*type)});
   if (const auto headers = text_of(tuple, headers_)) {

@@ -92,6 +92,28 @@ TEST(DebeziumJson, ARepeatedNameKeepsItsFirstPlaceAndItsLastValue) {
   EXPECT_EQ(e.payload, R"({"a":"last","b":2})");
 }
 
+// The schema is inferred once per shape (field names in order, types, number kinds): a document
+// differing in any of them, or in another column, gets its own.
+TEST(DebeziumJson, DocumentsOfOneShapeShareASchemaAndAnyDifferenceInfersAnother) {
+  const auto small = expanded(R"({"n": 1, "s": "x", "o": {"t": true}})");
+  EXPECT_EQ(expanded(R"({"n": 2, "s": "y", "o": {"t": false}})").schema, small.schema);
+  const auto large = expanded(R"({"n": 3000000000, "s": "x", "o": {"t": true}})");
+  EXPECT_NE(large.schema.find(R"({"type":"int64","optional":true,"field":"n"})"), std::string::npos) << large.schema;
+  EXPECT_EQ(large.payload, R"({"n":3000000000,"s":"x","o":{"t":true}})");
+  const auto renamed = expanded(R"({"n": 1, "s": "x", "o": {"u": true}})");
+  EXPECT_NE(renamed.schema.find(R"("field":"u")"), std::string::npos) << renamed.schema;
+  const auto nulled = expanded(R"({"n": 1, "s": null, "o": {"t": true}})");
+  EXPECT_EQ(nulled.schema.find(R"("field":"s")"), std::string::npos) << nulled.schema;
+  EXPECT_EQ(nulled.payload, R"({"n":1,"o":{"t":true}})");
+  const auto reordered = expanded(R"({"s": "x", "n": 1, "o": {"t": true}})");
+  EXPECT_LT(reordered.schema.find(R"("field":"s")"), reordered.schema.find(R"("field":"n")")) << reordered.schema;
+  const auto other_column = expand(R"({"n": 1, "s": "x", "o": {"t": true}})", "body");
+  ASSERT_TRUE(std::holds_alternative<Expanded>(other_column));
+  EXPECT_NE(std::get<Expanded>(other_column).schema.find(R"("name":"body.o")"), std::string::npos);
+  // The same shape again after the others still has its own schema.
+  EXPECT_EQ(expanded(R"({"n": 7, "s": "z", "o": {"t": true}})").schema, small.schema);
+}
+
 TEST(DebeziumJson, WhatTheRouterCannotExpandStaysAString) {
   for (const auto* json : {R"("just a string")", R"( {"a": 1})", R"({"a": [1, "x"]})", R"({"a": [1, 2.5]})",
                            R"({"a": [null]})", R"([1, "a", {"k": 2}])", "{not json"}) {
