@@ -446,7 +446,6 @@ void write_value(std::string& out, simdjson::dom::element node, const Inferred& 
     case simdjson::dom::element_type::OBJECT: {
       if (schema.kind != Inferred::Kind::structure) mismatch("object");
       const auto object = object_of(node);
-      const auto fields = fields_of(object);
       out += "{";
       bool first = true;
       for (const auto& [name, sub] : schema.fields) {
@@ -454,11 +453,12 @@ void write_value(std::string& out, simdjson::dom::element node, const Inferred& 
         first = false;
         append_json_string(out, name);
         out += ":";
-        const simdjson::dom::element* value = nullptr;
-        for (const auto& [field_name, field_value] : fields) {
-          if (field_name == name) value = &field_value;
+        // The last value of the name (a repeated name keeps its last value), null when absent.
+        std::optional<simdjson::dom::element> value;
+        for (const auto field : object) {
+          if (field.key == name) value = field.value;
         }
-        if (value == nullptr) {
+        if (!value) {
           out += "null";
         } else {
           write_value(out, *value, sub);
@@ -537,7 +537,8 @@ const InferredSchema* infer_cached(std::string_view field, simdjson::dom::elemen
 
 }  // namespace
 
-std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json, std::string_view field) {
+std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json, std::string_view field,
+                                                           bool schemas) {
   // The router expands only a string that starts with '{' or '[' as it is (no whitespace first).
   if (json.empty() || (json.front() != '{' && json.front() != '[')) {
     return KeptAsString{"the payload does not start with '{' or '['"};
@@ -564,11 +565,17 @@ std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json
   } catch (const Refused& refused) {
     return KeptAsString{refused.why};
   }
+  // Written straight into the value: the schema as cached, then the document under it.
   Expanded out;
-  out.schema = schema->json;
-  out.payload.reserve(json.size() + json.size() / 4);
+  out.value.reserve((schemas ? schema->json.size() + 24 : 0) + json.size() + json.size() / 4);
+  if (schemas) {
+    out.value += "{\"schema\":";
+    out.value += schema->json;
+    out.value += ",\"payload\":";
+  }
   try {
-    write_value(out.payload, root, schema->schema);
+    write_value(out.value, root, schema->schema);
+    if (schemas) out.value += '}';
   } catch (const Unstorable& unstorable) {
     return Unpublishable{fmt::format(
         "table.expand.json.payload: the payload holds {}, which Debezium's inferred schema cannot store (its task "

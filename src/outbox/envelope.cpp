@@ -289,9 +289,9 @@ void MessageMapping::to_debezium_json(const Entry& entry, std::string_view envel
   const auto* payload = find(fields.payload);
   if (payload == nullptr) return;  // null or an empty array: poison NULL_PAYLOAD already
   if (entry.config.format.expand_json_payload && payload->text) {
-    auto expanded = debezium::expand(*payload->text, fields.payload);
+    auto expanded = debezium::expand(*payload->text, fields.payload, schemas);
     if (auto* e = std::get_if<debezium::Expanded>(&expanded)) {
-      rec.value = debezium::envelope(schemas, e->schema, e->payload);
+      rec.value = std::move(e->value);
       return;
     }
     if (const auto* u = std::get_if<debezium::Unpublishable>(&expanded)) {

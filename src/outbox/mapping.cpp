@@ -531,9 +531,9 @@ void ResolvedTable::to_debezium_json(Record& rec, const std::optional<std::strin
     return;
   }
   if (table_->format.expand_json_payload) {
-    auto expanded = debezium::expand(rec.value, table_->columns.payload);
+    auto expanded = debezium::expand(rec.value, table_->columns.payload, schemas);
     if (auto* e = std::get_if<debezium::Expanded>(&expanded)) {
-      rec.value = debezium::envelope(schemas, e->schema, e->payload);
+      rec.value = std::move(e->value);
       return;
     }
     if (const auto* u = std::get_if<debezium::Unpublishable>(&expanded)) {

@@ -47,10 +47,11 @@ std::string envelope(bool schemas, std::string_view schema, std::string_view pay
 // The same with P the JSON string of `text`, written in place (no copy of the escaped text).
 std::string string_envelope(bool schemas, std::string_view schema, std::string_view text);
 
-// A payload expanded as the router's table.expand.json.payload does it.
+// A payload expanded as the router's table.expand.json.payload does it, as JsonConverter writes
+// the value: {"schema":S,"payload":P} when schemas, else P, with S the inferred struct schema and
+// P the document under it.
 struct Expanded {
-  std::string schema;   // the inferred struct schema, as JsonConverter writes it
-  std::string payload;  // the document under that schema
+  std::string value;
 };
 // Why the router would not expand it: it keeps the string (its "JSON expansion failed"
 // warning), and so does the caller.
@@ -64,7 +65,7 @@ struct Unpublishable {
   std::string why;
 };
 // `field` is the payload column's name: the struct's name, and its nested structs' prefix.
-std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json, std::string_view field);
+std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json, std::string_view field, bool schemas);
 
 // A message outbox's envelope as Debezium's DecodeLogicalDecodingMessageContent makes it a
 // struct for the router: JsonSchemaData's inference over the whole envelope (nulls and empty
