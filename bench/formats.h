@@ -25,6 +25,9 @@ struct FormatCase {
   std::string name;              // as the table shows it
   std::string tag;               // slot and topic names
   std::vector<std::string> env;  // pgoutbox's configuration overrides
+  // A control, not a format: format string with three more headers (provenance_headers), to show
+  // what headers alone cost against cloudevents-binary's six; it has no target.
+  bool control = false;
 };
 
 struct FormatsRow {
