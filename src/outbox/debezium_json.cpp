@@ -514,25 +514,31 @@ bool append_shape(std::string& out, simdjson::dom::element node) {
   return false;
 }
 
-// The schema of an object `root` payload in column `field`: inferred once per shape (payloads of
-// one event type share theirs), kept for up to kShapesKept shapes per thread. A document with an
-// array is inferred each time, into `uncached`. Throws Refused as infer() does.
-const InferredSchema* infer_cached(std::string_view field, simdjson::dom::element root,
+// The schema of an object `root` payload of `size` bytes in column `field`: inferred once per
+// shape (payloads of one event type share theirs), kept for up to kShapesKept shapes per thread.
+// A document with an array, or a large one, is inferred each time into `uncached`, so that what
+// the cache holds stays under a few MB whatever the rows (I6). Throws Refused as infer() does.
+const InferredSchema* infer_cached(std::string_view field, simdjson::dom::element root, std::size_t size,
                                    std::optional<InferredSchema>& uncached) {
-  constexpr std::size_t kShapesKept = 1024;
+  constexpr std::size_t kShapesKept = 64;
+  constexpr std::size_t kLargestCached = 8 * 1024;         // a document's bytes
+  constexpr std::size_t kLargestCachedSchema = 16 * 1024;  // its schema's
   thread_local std::unordered_map<std::string, InferredSchema> cache;
-  thread_local std::string shape;
-  shape.assign(field);
-  shape += '\0';
   const auto infer_one = [&] {
     InferredSchema inferred{*infer(std::string(field), root), {}};
     write_schema(inferred.json, inferred.schema, nullptr);
     return inferred;
   };
+  if (size > kLargestCached) return &uncached.emplace(infer_one());
+  thread_local std::string shape;  // no longer than the document
+  shape.assign(field);
+  shape += '\0';
   if (!append_shape(shape, root)) return &uncached.emplace(infer_one());
   if (const auto it = cache.find(shape); it != cache.end()) return &it->second;
+  auto inferred = infer_one();
+  if (inferred.json.size() > kLargestCachedSchema) return &uncached.emplace(std::move(inferred));
   if (cache.size() >= kShapesKept) cache.clear();
-  return &cache.emplace(shape, infer_one()).first->second;
+  return &cache.emplace(shape, std::move(inferred)).first->second;
 }
 
 }  // namespace
@@ -561,7 +567,7 @@ std::variant<Expanded, KeptAsString, Unpublishable> expand(std::string_view json
   const InferredSchema* schema = nullptr;
   std::optional<InferredSchema> uncached;
   try {
-    schema = infer_cached(field, root, uncached);
+    schema = infer_cached(field, root, json.size(), uncached);
   } catch (const Refused& refused) {
     return KeptAsString{refused.why};
   }

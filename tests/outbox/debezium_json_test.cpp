@@ -128,6 +128,18 @@ TEST(DebeziumJson, DocumentsOfOneShapeShareASchemaAndAnyDifferenceInfersAnother)
   EXPECT_NE(other_column.schema.find(R"("name":"body.o")"), std::string::npos) << other_column.schema;
   // The same shape again after the others still has its own schema.
   EXPECT_EQ(expanded(R"({"n": 7, "s": "z", "o": {"t": true}})").schema, small.schema);
+  // A document too large to be kept (over 8 KiB) is expanded all the same, each time.
+  std::string large_document = "{";
+  for (int i = 0; i < 700; ++i)
+    large_document += (i > 0 ? ", \"f" : "\"f") + std::to_string(i) + "\": " + std::to_string(i);
+  large_document += "}";
+  ASSERT_GT(large_document.size(), 8U * 1024);
+  for (int round = 0; round < 2; ++round) {
+    const auto e = expanded(large_document);
+    EXPECT_NE(e.schema.find(R"({"type":"int32","optional":true,"field":"f699"})"), std::string::npos);
+    EXPECT_TRUE(e.payload.starts_with(R"({"f0":0,"f1":1,)")) << e.payload.substr(0, 40);
+    EXPECT_TRUE(e.payload.ends_with(R"("f699":699})")) << e.payload.substr(e.payload.size() - 40);
+  }
 }
 
 TEST(DebeziumJson, WhatTheRouterCannotExpandStaysAString) {
